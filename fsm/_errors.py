@@ -1,0 +1,41 @@
+"""The fsm exception family: every refusal names the state and the event."""
+
+from __future__ import annotations
+
+
+class FsmError(Exception):
+    """Base of every error raised by :mod:`fsm`."""
+
+
+class MachineDefinitionError(FsmError):
+    """A transition table is not a valid machine (found when the machine is built)."""
+
+    def __init__(self, machine: str, problem: str) -> None:
+        super().__init__(
+            f"machine {machine!r} is invalid: {problem}; fix the table in fsm/_tables.py"
+        )
+        self.machine = machine
+        self.problem = problem
+
+
+class IllegalTransition(FsmError):
+    """No edge with this trigger leaves this state (wraps ``transitions.MachineError``)."""
+
+    def __init__(self, machine: str, state: str, event: str) -> None:
+        super().__init__(f"{machine}: event {event!r} is not allowed from state {state!r}")
+        self.machine = machine
+        self.state = state
+        self.event = event
+
+
+class GuardRefused(FsmError):
+    """The edge exists but its guard did not hold on the evidence given."""
+
+    def __init__(self, machine: str, state: str, event: str, guard: str | None) -> None:
+        super().__init__(
+            f"{machine}: event {event!r} from state {state!r} refused by guard {guard!r}"
+        )
+        self.machine = machine
+        self.state = state
+        self.event = event
+        self.guard = guard

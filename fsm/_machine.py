@@ -1,0 +1,236 @@
+"""Machines built from the tables with `transitions` core, validated when built.
+
+Only ``transitions.core`` is imported here: the extensions pull in asyncio (~20 ms) and the
+reconcile path must not pay for diagrams.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from transitions.core import EventData, Machine, MachineError
+
+from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
+from ._guards import GUARDS
+from ._tables import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
+
+
+def validate_spec(spec: MachineSpec) -> None:
+    """Checks `transitions` does not do: raise MachineDefinitionError on the first problem."""
+    states = set(spec.states)
+    if len(states) != len(spec.states):
+        raise MachineDefinitionError(spec.name, "a state is declared twice")
+    if spec.initial not in states:
+        raise MachineDefinitionError(spec.name, f"initial state {spec.initial!r} is unknown")
+    if not spec.terminal <= states:
+        unknown = sorted(spec.terminal - states)
+        raise MachineDefinitionError(spec.name, f"unknown terminal states {unknown}")
+    for e in spec.edges:
+        for s in (e.source, e.dest):
+            if s not in states:
+                raise MachineDefinitionError(
+                    spec.name, f"edge {_show(e)} names unknown state {s!r}"
+                )
+        if e.source in spec.terminal:
+            raise MachineDefinitionError(spec.name, f"edge {_show(e)} leaves terminal {e.source!r}")
+        if e.guard is not None and e.guard not in GUARDS:
+            raise MachineDefinitionError(
+                spec.name, f"edge {_show(e)} has unknown guard {e.guard!r}"
+            )
+    unguarded = Counter((e.source, e.dest) for e in spec.edges if e.guard is None)
+    twice = sorted(pair for pair, n in unguarded.items() if n > 1)
+    if twice:
+        raise MachineDefinitionError(spec.name, f"duplicate unguarded edges {twice}")
+    same = Counter((e.trigger, e.source, e.dest, e.guard) for e in spec.edges)
+    if any(n > 1 for n in same.values()):
+        raise MachineDefinitionError(spec.name, "an edge is declared twice")
+    # A trigger shared by an unguarded and a guarded edge from one source would let the
+    # unguarded one win silently: refuse the table instead.
+    by_trigger_source: dict[tuple[str, str], set[bool]] = {}
+    for e in spec.edges:
+        by_trigger_source.setdefault((e.trigger, e.source), set()).add(e.guard is None)
+    mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
+    if mixed:
+        raise MachineDefinitionError(spec.name, f"trigger mixes guarded and unguarded {mixed}")
+    lifecycle = {(e.source, e.dest) for e in spec.edges if e.guard is None}
+    if lifecycle:
+        # Reconciler edges are decisions ALONG the lifecycle, never new lifecycle edges.
+        for e in spec.edges:
+            if e.guard is not None and (e.source, e.dest) not in lifecycle:
+                raise MachineDefinitionError(
+                    spec.name, f"guarded edge {_show(e)} is not a legal lifecycle pair"
+                )
+    reached = _reachable(spec)
+    unreachable = [s for s in spec.states if s not in reached]
+    if unreachable:
+        raise MachineDefinitionError(spec.name, f"unreachable states {unreachable}")
+    sources = {e.source for e in spec.edges}
+    dead = [s for s in spec.states if s not in spec.terminal and s not in sources]
+    if dead:
+        raise MachineDefinitionError(spec.name, f"non-terminal dead ends {dead}")
+
+
+def _reachable(spec: MachineSpec) -> set[str]:
+    seen = {spec.initial}
+    todo = deque([spec.initial])
+    while todo:
+        s = todo.popleft()
+        for e in spec.edges:
+            if e.source == s and e.dest not in seen:
+                seen.add(e.dest)
+                todo.append(e.dest)
+    return seen
+
+
+def _show(e: Edge) -> str:
+    guard = f" [{e.guard}]" if e.guard else ""
+    return f"{e.source} -> {e.dest} ({e.trigger}){guard}"
+
+
+def transitions_config(spec: MachineSpec) -> list[dict[str, Any]]:
+    """The `transitions` transition list for a spec (also used by the diagram renderer)."""
+    out: list[dict[str, Any]] = []
+    for e in spec.edges:
+        item: dict[str, Any] = {"trigger": e.trigger, "source": e.source, "dest": e.dest}
+        if e.guard is not None:
+            item["conditions"] = [_condition(e.guard)]
+        out.append(item)
+    return out
+
+
+def _condition(guard: str) -> Any:
+    predicate = GUARDS[guard]
+
+    def condition(event: EventData) -> bool:
+        return predicate(event.kwargs.get("evidence"))
+
+    # transitions labels a condition with the callable's name: keep the guard's.
+    condition.__name__ = guard
+    condition.__qualname__ = guard
+    return condition
+
+
+@dataclass(frozen=True)
+class Step:
+    """The effect of one edge: the commit at the edge is what makes it real."""
+
+    machine: str
+    trigger: str
+    source: str
+    dest: str
+    guard: str | None
+
+
+class _Scratch:
+    state: str
+
+
+class Lifecycle:
+    """One validated machine of one kind; models are attached only while an edge fires."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        validate_spec(spec)
+        self.spec = spec
+        self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}
+        for e in spec.edges:
+            self._edges[(e.trigger, e.source)] = (*self._edges.get((e.trigger, e.source), ()), e)
+        self._machine = Machine(
+            model=None,
+            states=list(spec.states),
+            initial=spec.initial,
+            transitions=transitions_config(spec),
+            auto_transitions=False,
+            ignore_invalid_triggers=False,
+            send_event=True,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def is_legal(self, source: str, dest: str) -> bool:
+        """Is ``source -> dest`` an edge of this machine (any trigger, any guard)?"""
+        return any(e.source == source and e.dest == dest for e in self.spec.edges)
+
+    def edges_from(self, state: str) -> tuple[Edge, ...]:
+        if state not in self.spec.states:
+            raise IllegalTransition(self.name, state, "<any>")
+        return tuple(e for e in self.spec.edges if e.source == state)
+
+    def lifecycle_trigger(self, source: str, dest: str) -> str:
+        """The unguarded trigger for ``source -> dest``; IllegalTransition if none."""
+        for e in self.spec.edges:
+            if e.guard is None and e.source == source and e.dest == dest:
+                return e.trigger
+        raise IllegalTransition(self.name, source, f"-> {dest}")
+
+    def plan(self, state: str, trigger: str, evidence: object = None) -> Step:
+        """Decide what firing ``trigger`` from ``state`` would do, moving no real model.
+
+        Raises IllegalTransition when no such edge leaves ``state`` and GuardRefused when its
+        guard does not hold: a refusal is an explicit outcome, never a silent no-op.
+        """
+        scratch = _Scratch()
+        self._machine.add_model(scratch, initial=state if state in self.spec.states else None)
+        try:
+            if state not in self.spec.states:
+                raise IllegalTransition(self.name, state, trigger)
+            return self._fire_on(scratch, state, trigger, evidence)
+        finally:
+            self._machine.remove_model(scratch)
+
+    def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
+        """Fire on a model already attached with :meth:`attach` (after its commit)."""
+        return self._fire_on(model, str(model.state), trigger, evidence)
+
+    def attach(self, model: Any, state: str) -> None:
+        if state not in self.spec.states:
+            raise IllegalTransition(self.name, state, "<attach>")
+        self._machine.add_model(model, initial=state)
+
+    def detach(self, model: Any) -> None:
+        self._machine.remove_model(model)
+
+    def _fire_on(self, model: Any, state: str, trigger: str, evidence: object) -> Step:
+        candidates = self._edges.get((trigger, state), ())
+        if not candidates:
+            raise IllegalTransition(self.name, state, trigger)
+        try:
+            moved = bool(self._machine.events[trigger].trigger(model, evidence=evidence))
+        except MachineError as exc:
+            raise IllegalTransition(self.name, state, trigger) from exc
+        if not moved:
+            guards = sorted({e.guard for e in candidates if e.guard is not None})
+            raise GuardRefused(self.name, state, trigger, " | ".join(guards) or None)
+        dest = str(model.state)
+        # Several guarded edges may share a trigger and a destination (the legacy `hold`):
+        # report the guard that actually held, in table order as transitions tried them.
+        edge = next(
+            e
+            for e in candidates
+            if e.dest == dest and (e.guard is None or GUARDS[e.guard](evidence))
+        )
+        return Step(self.name, trigger, state, dest, edge.guard)
+
+
+@cache
+def run_machine() -> Lifecycle:
+    return Lifecycle(RUN_SPEC)
+
+
+@cache
+def attempt_machine() -> Lifecycle:
+    return Lifecycle(ATTEMPT_SPEC)
+
+
+@cache
+def legacy_machine() -> Lifecycle:
+    return Lifecycle(LEGACY_SPEC)
+
+
+def validate_all() -> None:
+    for spec in ALL_SPECS:
+        validate_spec(spec)

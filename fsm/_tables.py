@@ -1,0 +1,236 @@
+"""The lifecycles as plain data (like h11's ``_state.py``): the machines are built from this.
+
+This is what the code DOES. What the design records SAY is transcribed separately, in
+``reconciler/_records.py``; ``qlfsm diagrams check`` compares the two.
+
+An :class:`Edge` is one transition of one machine. ``guard is None`` marks a lifecycle edge
+(ADR-0001's table); a named guard marks a reconciler decision edge whose guard is a pure
+predicate over the evidence (``fsm/_guards.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Edge:
+    trigger: str
+    source: str
+    dest: str
+    guard: str | None = None
+    # Where the edge comes from: "ADR-0001", "ADR-0380 amendment", "ADR-0068 row 5", ...
+    cites: str = ""
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    name: str
+    states: tuple[str, ...]
+    initial: str
+    terminal: frozenset[str]
+    edges: tuple[Edge, ...]
+
+
+# --- Run (ADR-0001, spec 01) ---------------------------------------------------------------
+
+RUN_STATES: tuple[str, ...] = (
+    "created",
+    "queued",
+    "dispatching",
+    "running",
+    "waiting_approval",
+    "retry_wait",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "lost",
+)
+# spec 01: lost is NOT terminal, it awaits a retry-policy decision.
+RUN_TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+
+# The trigger that enters a state along a plain lifecycle edge.
+RUN_TRIGGER_INTO: dict[str, str] = {
+    "queued": "queue",
+    "dispatching": "dispatch",
+    "running": "start",
+    "waiting_approval": "await_approval",
+    "retry_wait": "schedule_retry",
+    "succeeded": "succeed",
+    "failed": "fail",
+    "cancelled": "cancel",
+    "timed_out": "time_out",
+    "lost": "mark_lost",
+}
+
+_RUN_ALLOWED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("created", ("queued", "cancelled")),
+    ("queued", ("dispatching", "cancelled", "timed_out")),
+    ("dispatching", ("running", "retry_wait", "failed", "cancelled", "lost")),
+    (
+        "running",
+        ("waiting_approval", "retry_wait", "succeeded", "failed", "cancelled", "timed_out", "lost"),
+    ),
+    ("waiting_approval", ("running", "cancelled", "timed_out")),
+    ("retry_wait", ("queued", "cancelled", "timed_out")),
+    ("lost", ("queued", "failed", "cancelled")),
+)
+
+RUN_LIFECYCLE_EDGES: tuple[Edge, ...] = (
+    *(
+        Edge(RUN_TRIGGER_INTO[dest], source, dest, None, "ADR-0001")
+        for source, dests in _RUN_ALLOWED
+        for dest in dests
+    ),
+    # Not in ADR-0001's table: QingLong 3.0 added it for lost-run retry (ADR-0380).
+    Edge("schedule_retry", "lost", "retry_wait", None, "ADR-0380 amendment"),
+)
+
+# --- Attempt (ADR-0001, spec 01) -----------------------------------------------------------
+
+ATTEMPT_STATES: tuple[str, ...] = (
+    "claimed",
+    "starting",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "lost",
+)
+ATTEMPT_TERMINAL: frozenset[str] = frozenset(
+    {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+)
+ATTEMPT_ACTIVE: frozenset[str] = frozenset({"claimed", "starting", "running"})
+
+ATTEMPT_TRIGGER_INTO: dict[str, str] = {
+    "starting": "start",
+    "running": "run",
+    "succeeded": "succeed",
+    "failed": "fail",
+    "cancelled": "cancel",
+    "timed_out": "time_out",
+    "lost": "mark_lost",
+}
+
+_ATTEMPT_ALLOWED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("claimed", ("starting", "cancelled", "lost")),
+    ("starting", ("running", "failed", "cancelled", "timed_out", "lost")),
+    ("running", ("succeeded", "failed", "cancelled", "timed_out", "lost")),
+)
+
+ATTEMPT_LIFECYCLE_EDGES: tuple[Edge, ...] = tuple(
+    Edge(ATTEMPT_TRIGGER_INTO[dest], source, dest, None, "ADR-0001")
+    for source, dests in _ATTEMPT_ALLOWED
+    for dest in dests
+)
+
+# --- Reconciler decision edges on Run and Attempt (ADR-0068, spec 04) -----------------------
+# Guarded edges: the same (source, dest) pairs as lifecycle edges, entered through their own
+# trigger so that the only way along them is with evidence that satisfies the guard. Every
+# guarded edge must also be a legal ADR-0001 pair: the machine builder checks that.
+
+_RECEIPT_TERMINALS: tuple[tuple[str, str], ...] = (
+    ("succeed_by_receipt", "succeeded"),
+    ("fail_by_receipt", "failed"),
+    ("cancel_by_receipt", "cancelled"),
+    ("time_out_by_receipt", "timed_out"),
+)
+
+RUN_RECONCILER_EDGES: tuple[Edge, ...] = (
+    # ADR-0068 §2 step 4: a receipt proves the process started and ended. A Run still
+    # `dispatching` goes through `running` (each edge one event) because ADR-0001 has no
+    # dispatching -> succeeded edge. (QingLong's coordinator writes the direct edge; we keep
+    # the table legal. docs/decisions.md D-3.)
+    Edge("start_by_receipt", "dispatching", "running", "trusted_receipt", "ADR-0068 row 5"),
+    *(
+        Edge(trigger, "running", dest, "trusted_receipt", "ADR-0068 row 5")
+        for trigger, dest in _RECEIPT_TERMINALS
+    ),
+    Edge(
+        "lose_missing_attempt",
+        "dispatching",
+        "lost",
+        "attempt_missing_before_start",
+        "ADR-0068 row 3",
+    ),
+    Edge("lose_unstarted_claim", "dispatching", "lost", "unstarted_claim", "ADR-0068 row 7"),
+    Edge("lose_unstarted_claim", "running", "lost", "unstarted_claim", "ADR-0068 row 7"),
+    Edge("adopt_running", "dispatching", "running", "exact_process_running", "ADR-0068 row 12"),
+    Edge("lose_after_grace", "dispatching", "lost", "not_running_after_grace", "ADR-0068 row 13"),
+    Edge("lose_after_grace", "running", "lost", "not_running_after_grace", "ADR-0068 row 13"),
+)
+
+ATTEMPT_RECONCILER_EDGES: tuple[Edge, ...] = (
+    # A trusted receipt for an Attempt not yet `running` walks the legal path (D-3).
+    Edge("start_by_receipt", "claimed", "starting", "trusted_receipt", "ADR-0068 row 5"),
+    Edge("run_by_receipt", "starting", "running", "trusted_receipt", "ADR-0068 row 5"),
+    *(
+        Edge(trigger, "running", dest, "trusted_receipt", "ADR-0068 row 5")
+        for trigger, dest in _RECEIPT_TERMINALS
+    ),
+    Edge("lose_unstarted_claim", "claimed", "lost", "unstarted_claim", "ADR-0068 row 7"),
+    Edge("adopt_running", "starting", "running", "exact_process_running", "ADR-0068 row 12"),
+    Edge("lose_after_grace", "starting", "lost", "not_running_after_grace", "ADR-0068 row 13"),
+    Edge("lose_after_grace", "running", "lost", "not_running_after_grace", "ADR-0068 row 13"),
+)
+
+RUN_SPEC = MachineSpec(
+    name="run",
+    states=RUN_STATES,
+    initial="created",
+    terminal=RUN_TERMINAL,
+    edges=(*RUN_LIFECYCLE_EDGES, *RUN_RECONCILER_EDGES),
+)
+
+ATTEMPT_SPEC = MachineSpec(
+    name="attempt",
+    states=ATTEMPT_STATES,
+    initial="claimed",
+    terminal=ATTEMPT_TERMINAL,
+    edges=(*ATTEMPT_LIFECYCLE_EDGES, *ATTEMPT_RECONCILER_EDGES),
+)
+
+# --- Legacy-shadow per-candidate lifecycle (ADR-0448 §5, spec 05) ---------------------------
+# One candidate of one pass: it starts as `candidate` and ends in one of the nine outcomes.
+# The guards are "this row is the first that matches" (spec 05: first matching row wins), so
+# no edge can be taken with evidence that an earlier row claims.
+
+LEGACY_OUTCOMES: tuple[str, ...] = (
+    "completed",
+    "cancelled",
+    "abandoned",
+    "marked_lost",
+    "repaired",
+    "pending",
+    "ambiguous",
+    "skipped",
+    "failed",
+)
+
+LEGACY_EDGES: tuple[Edge, ...] = (
+    Edge("skip", "candidate", "skipped", "not_eligible", "ADR-0448 row 1"),
+    Edge("repair", "candidate", "repaired", "unique_terminal_attempt", "ADR-0448 row 2"),
+    Edge("hold", "candidate", "ambiguous", "no_active_attempt", "ADR-0448 row 2b"),
+    Edge("hold", "candidate", "ambiguous", "multiple_active_attempts", "ADR-0448 row 3"),
+    Edge("hold", "candidate", "ambiguous", "evidence_truncated", "ADR-0448 row 4"),
+    Edge("hold", "candidate", "ambiguous", "ambiguous_selection", "ADR-0448 row 5"),
+    Edge("cancel", "candidate", "cancelled", "stopped_with_finished", "ADR-0448 row 6"),
+    Edge("complete", "candidate", "completed", "unique_finished_evidence", "ADR-0448 row 7"),
+    Edge("wait", "candidate", "pending", "awaiting_system_crond", "ADR-0448 row 8"),
+    Edge("abandon", "candidate", "abandoned", "no_spawn_evidence", "ADR-0448 row 9"),
+    Edge("mark_lost", "candidate", "marked_lost", "no_terminal_evidence", "ADR-0448 row 10"),
+    Edge("hold", "candidate", "ambiguous", "illegal_combination", "ADR-0448 row 11"),
+    Edge("fail", "candidate", "failed", "error_raised", "ADR-0448 row 12"),
+)
+
+LEGACY_SPEC = MachineSpec(
+    name="legacy_shadow",
+    states=("candidate", *LEGACY_OUTCOMES),
+    initial="candidate",
+    terminal=frozenset(LEGACY_OUTCOMES),
+    edges=LEGACY_EDGES,
+)
+
+ALL_SPECS: tuple[MachineSpec, ...] = (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC)

@@ -1,0 +1,336 @@
+"""The `ql3lp1` durable process handle and the three-valued process probe (spec 03).
+
+`unknown` is never read as "gone": only a different boot, an absent PID, a different process
+group / start time, or a zombie/dead state is trusted negative evidence.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import errno
+import json
+import os
+import re
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Final, Literal, Protocol
+
+HANDLE_PREFIX: Final = "ql3lp1."
+MAX_HANDLE_BYTES: Final = 512
+MAX_HANDLE_ID_UNITS: Final = 255
+MAX_SAFE_INTEGER: Final = 2**53 - 1  # JavaScript's Number.isSafeInteger bound, as the real one
+
+# ASCII classes with fullmatch: Python's `\d` would also accept non-ASCII digits.
+_BOOT_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
+_TICKS = re.compile(r"[0-9]{1,32}")
+_DECIMAL = re.compile(r"[0-9]{1,20}")
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
+_DEAD_STATES: Final = frozenset({"Z", "X", "x"})
+
+Verdict = Literal["running", "not_running", "unknown"]
+
+
+class ProviderUnavailable(Exception):
+    """The boot id or /proc could not be read: the answer is `unknown`, never `not_running`."""
+
+
+class CaptureFailed(Exception):
+    """The launcher could not prove the spawned process's identity; the launch must fail."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessHandle:
+    handle_id: str
+    boot_id: str
+    pid: int
+    pgid: int
+    start_ticks: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    pid: int
+    state: str
+    pgrp: int
+    start_ticks: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    verdict: Verdict
+    reason: str
+    pid: int | None = None  # the handle's PID when it parsed: the caller compares RunAttempts.pid
+
+
+def _positive_safe_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SAFE_INTEGER
+
+
+def _handle_error(h: ProcessHandle) -> str | None:
+    hid = h.handle_id
+    if not isinstance(hid, str) or not hid or "\0" in hid:
+        return "handle id must be a non-empty string without NUL"
+    if any("\ud800" <= c <= "\udfff" for c in hid):
+        return "handle id must not contain lone surrogates"
+    # The real bound is JavaScript's string length: UTF-16 code units, not code points.
+    if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
+        return "handle id is longer than 255 UTF-16 code units"
+    if not isinstance(h.boot_id, str) or _BOOT_ID.fullmatch(h.boot_id) is None:
+        return "boot id must match [A-Za-z0-9-]{1,64}"
+    if not _positive_safe_int(h.pid):
+        return "pid must be a positive integer"
+    if not _positive_safe_int(h.pgid):
+        return "process group id must be a positive integer"
+    ticks = h.start_ticks
+    if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
+        return "start ticks must be a decimal string >= 1 of at most 32 digits"
+    return None
+
+
+def format_handle(h: ProcessHandle) -> str:
+    """`ql3lp1.` + base64url-nopad of the compact JSON {v,h,b,p,g,s}; raises ValueError."""
+    error = _handle_error(h)
+    if error is not None:
+        raise ValueError(error)
+    payload = {
+        "v": 1,
+        "h": h.handle_id,
+        "b": h.boot_id,
+        "p": h.pid,
+        "g": h.pgid,
+        "s": h.start_ticks,
+    }
+    # ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped.
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
+    handle = HANDLE_PREFIX + encoded
+    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
+        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
+    return handle
+
+
+def parse_handle(s: object) -> ProcessHandle | None:
+    """The handle's fields, or None for anything malformed. Never raises.
+
+    Only the canonical text `format_handle` produces (and the real launcher stores) is accepted.
+    """
+    try:
+        if not isinstance(s, str) or not s.startswith(HANDLE_PREFIX):
+            return None
+        if len(s.encode("utf-8")) > MAX_HANDLE_BYTES:
+            return None
+        encoded = s[len(HANDLE_PREFIX) :]
+        if _B64URL.fullmatch(encoded) is None or len(encoded) % 4 == 1:
+            return None
+        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        payload = json.loads(raw.decode("utf-8"))
+        if not isinstance(payload, dict) or list(payload) != ["v", "h", "b", "p", "g", "s"]:
+            return None
+        if payload["v"] != 1 or isinstance(payload["v"], bool):
+            return None
+        handle = ProcessHandle(payload["h"], payload["b"], payload["p"], payload["g"], payload["s"])
+        if _handle_error(handle) is not None or format_handle(handle) != s:
+            return None
+        return handle
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):
+        return None
+
+
+def parse_proc_stat(text: str, pid: int) -> ProcStat | None:
+    """State, process group and start ticks from `/proc/<pid>/stat`, or None if malformed.
+
+    The command name may hold spaces and parentheses: split after the LAST ')' (spec 03).
+    """
+    if not isinstance(text, str) or not _positive_safe_int(pid):
+        return None
+    open_at = text.find("(")
+    close_at = text.rfind(")")
+    if open_at < 1 or close_at <= open_at:
+        return None
+    observed = text[:open_at].strip()
+    if _DECIMAL.fullmatch(observed) is None or int(observed) != pid:
+        return None
+    fields = text[close_at + 1 :].split()
+    if len(fields) < 20:
+        return None
+    state, pgrp, ticks = fields[0], fields[2], fields[19]
+    if _DECIMAL.fullmatch(pgrp) is None or not _positive_safe_int(int(pgrp)):
+        return None
+    if _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
+        return None
+    return ProcStat(pid=pid, state=state, pgrp=int(pgrp), start_ticks=ticks)
+
+
+class ProcessProvider(Protocol):
+    """The port to the process table. Any method may raise ProviderUnavailable."""
+
+    def boot_id(self) -> str: ...
+
+    def read_stat(self, pid: int) -> str | None:
+        """The text of `/proc/<pid>/stat`, or None when no such PID exists."""
+        ...
+
+
+class ProcProvider:
+    """The real provider: `<proc_root>/sys/kernel/random/boot_id` and `<proc_root>/<pid>/stat`."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        self.proc_root = proc_root
+
+    def boot_id(self) -> str:
+        try:
+            with open(os.path.join(self.proc_root, "sys/kernel/random/boot_id"), "rb") as f:
+                value = f.read(256).decode("ascii").strip()
+        except (OSError, UnicodeError) as error:
+            raise ProviderUnavailable(f"boot id unreadable: {type(error).__name__}") from None
+        if _BOOT_ID.fullmatch(value) is None:
+            raise ProviderUnavailable("boot id has an invalid format")
+        return value
+
+    def read_stat(self, pid: int) -> str | None:
+        try:
+            with open(os.path.join(self.proc_root, str(pid), "stat"), "rb") as f:
+                data = f.read(64 * 1024)
+        except OSError as error:
+            # ENOENT: no such PID; ESRCH: it exited while the file was being read.
+            if error.errno in (errno.ENOENT, errno.ESRCH):
+                return None
+            raise ProviderUnavailable(f"stat unreadable: {type(error).__name__}") from None
+        return data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class _FakeProcess:
+    pgid: int
+    start_ticks: str
+    state: str = "S"
+    comm: str = "fake (worker) x"
+
+
+@dataclass
+class FakeProcessTable:
+    """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
+
+    boot: str = "00000000-0000-4000-8000-000000000001"
+    processes: dict[int, _FakeProcess] = field(default_factory=dict)
+    unavailable: bool = False
+    clock_ticks: int = 1000
+    next_pid: int = 4000
+    boots: int = 1
+    stat_reads: int = 0
+
+    def boot_id(self) -> str:
+        if self.unavailable:
+            raise ProviderUnavailable("fake provider is unavailable")
+        return self.boot
+
+    def read_stat(self, pid: int) -> str | None:
+        if self.unavailable:
+            raise ProviderUnavailable("fake provider is unavailable")
+        self.stat_reads += 1
+        proc = self.processes.get(pid)
+        if proc is None:
+            return None
+        rest = ["0"] * 50
+        rest[0], rest[1], rest[2], rest[19] = proc.state, "1", str(proc.pgid), proc.start_ticks
+        return f"{pid} ({proc.comm}) {' '.join(rest)}\n"
+
+    def spawn(self, pid: int | None = None, pgid: int | None = None, state: str = "S") -> int:
+        if pid is None:
+            while self.next_pid in self.processes:
+                self.next_pid += 1
+            pid = self.next_pid
+            self.next_pid += 1
+        self.clock_ticks += 1
+        self.processes[pid] = _FakeProcess(
+            pgid if pgid is not None else pid, str(self.clock_ticks), state
+        )
+        return pid
+
+    def exit(self, pid: int) -> None:
+        """The process died but was not reaped yet: a zombie."""
+        self.processes[pid].state = "Z"
+
+    def reap(self, pid: int) -> None:
+        self.processes.pop(pid, None)
+
+    def reuse(self, pid: int, pgid: int | None = None) -> None:
+        """Another process now holds `pid`: new start ticks."""
+        self.reap(pid)
+        self.spawn(pid, pgid)
+
+    def reboot(self) -> None:
+        self.boots += 1
+        self.boot = f"00000000-0000-4000-8000-{self.boots:012d}"
+        self.processes.clear()
+
+    def make_unavailable(self, unavailable: bool = True) -> None:
+        self.unavailable = unavailable
+
+
+def inspect_handle(
+    handle_text: object, provider: ProcessProvider, *, platform: str = sys.platform
+) -> Evidence:
+    """The three-valued answer of spec 03 "Inspection" for a stored handle."""
+    handle = parse_handle(handle_text)
+    if handle is None:  # checked first, as the real inspector does, before any I/O
+        return Evidence("unknown", "invalid_handle")
+    pid = handle.pid
+    if not platform.startswith("linux"):
+        return Evidence("unknown", "unsupported_platform", pid)
+    try:
+        if provider.boot_id() != handle.boot_id:
+            return Evidence("not_running", "boot_id_differs", pid)
+        text = provider.read_stat(pid)
+        if text is None:
+            return Evidence("not_running", "pid_absent", pid)
+        snapshot = parse_proc_stat(text, pid)
+    except Exception:  # spec 03: ANY provider error is provider_unavailable, never "gone"
+        return Evidence("unknown", "provider_unavailable", pid)
+    if snapshot is None:
+        return Evidence("unknown", "provider_unavailable", pid)
+    if snapshot.pgrp != handle.pgid:
+        return Evidence("not_running", "process_group_differs", pid)
+    if snapshot.start_ticks != handle.start_ticks:
+        return Evidence("not_running", "start_ticks_differ", pid)
+    if snapshot.state in _DEAD_STATES:
+        return Evidence("not_running", "zombie_or_dead", pid)
+    return Evidence("running", "identity_matches", pid)
+
+
+def capture_handle(
+    pid: int,
+    provider: ProcessProvider,
+    handle_id: str | None = None,
+    *,
+    platform: str = sys.platform,
+) -> str:
+    """Build the handle of a just-spawned process; raises CaptureFailed (spec 03 "Capture")."""
+    if not platform.startswith("linux"):
+        raise CaptureFailed("this platform cannot prove a durable process identity")
+    if not _positive_safe_int(pid):
+        raise CaptureFailed("pid must be a positive integer")
+    try:
+        boot = provider.boot_id()
+        text = provider.read_stat(pid)
+    except Exception as error:
+        raise CaptureFailed(f"process identity unreadable: {error}") from error
+    if text is None:
+        raise CaptureFailed(f"process {pid} is gone")
+    snapshot = parse_proc_stat(text, pid)
+    if snapshot is None:
+        raise CaptureFailed(f"/proc/{pid}/stat is malformed")
+    try:
+        return format_handle(
+            ProcessHandle(
+                handle_id if handle_id is not None else str(uuid.uuid4()),
+                boot,
+                pid,
+                snapshot.pgrp,
+                snapshot.start_ticks,
+            )
+        )
+    except ValueError as error:
+        raise CaptureFailed(str(error)) from error

@@ -1,0 +1,259 @@
+"""Completion receipt v1: the strict codec and its authentication against the database.
+
+The format is the one the real QingLong 3.0 launcher writes (spec 03 "Receipt v1"). Decoding is
+stricter than the real reader in one way: only the canonical bytes are accepted (the real launcher
+only ever writes canonical bytes), so whitespace, another key order, escaped key spellings or
+`1.0` for `1` are rejected as `not_canonical` instead of being normalised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+SCHEMA_VERSION: Final = 1
+MAX_RECEIPT_BYTES: Final = 4096
+# The real reader uses JavaScript's Number.isSafeInteger: larger values lose precision there,
+# so a receipt carrying one is not a receipt the real implementation would accept.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+RECEIPT_KEYS: Final = (
+    "schemaVersion",
+    "runId",
+    "attemptId",
+    "callbackSequence",
+    "token",
+    "startedAtMs",
+    "finishedAtMs",
+    "exitCode",
+)
+TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out", "lost"})
+
+# ASCII classes only, and always used with fullmatch: `$` would also match before a final "\n".
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,35}")
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,128}")
+_HEX64 = re.compile(r"[a-f0-9]{64}")
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+class InvalidReceipt(ValueError):
+    """The bytes or the fields are not a valid receipt v1; `reason` is a short machine code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    schema_version: int
+    run_id: str
+    attempt_id: str
+    callback_sequence: int
+    token: str
+    started_at_ms: int
+    finished_at_ms: int
+    exit_code: int
+
+    def __repr__(self) -> str:
+        # The token is a capability: it must never reach a log through a repr (spec 03).
+        return (
+            f"Receipt(schema_version={self.schema_version!r}, run_id={self.run_id!r}, "
+            f"attempt_id={self.attempt_id!r}, callback_sequence={self.callback_sequence!r}, "
+            f"token=<redacted>, started_at_ms={self.started_at_ms!r}, "
+            f"finished_at_ms={self.finished_at_ms!r}, exit_code={self.exit_code!r})"
+        )
+
+
+def validate_id(value: object) -> bool:
+    """True when `value` is a portable execution ID (runId / attemptId rule of spec 03)."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def _is_int(value: object) -> bool:
+    # bool is a subclass of int in Python; JSON `true` is never an integer here.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field_error(fields: Mapping[str, Any]) -> str | None:
+    """The first schema rule `fields` (keyed by JSON names) breaks, or None."""
+    version = fields["schemaVersion"]
+    if not _is_int(version) or version != SCHEMA_VERSION:
+        return "bad_schema_version"
+    if not validate_id(fields["runId"]):
+        return "bad_run_id"
+    if not validate_id(fields["attemptId"]):
+        return "bad_attempt_id"
+    sequence = fields["callbackSequence"]
+    if not _is_int(sequence) or not 1 <= sequence <= MAX_SAFE_INTEGER:
+        return "bad_callback_sequence"
+    token = fields["token"]
+    if not isinstance(token, str) or _TOKEN.fullmatch(token) is None:
+        return "bad_token"
+    started, finished = fields["startedAtMs"], fields["finishedAtMs"]
+    if not _is_int(started) or not 0 <= started <= MAX_SAFE_INTEGER:
+        return "bad_started_at_ms"
+    if not _is_int(finished) or not 0 <= finished <= MAX_SAFE_INTEGER:
+        return "bad_finished_at_ms"
+    if finished < started:
+        return "finished_before_started"
+    code = fields["exitCode"]
+    if not _is_int(code) or not 0 <= code <= 255:
+        return "bad_exit_code"
+    return None
+
+
+def _as_fields(receipt: Receipt) -> dict[str, Any]:
+    return {
+        "schemaVersion": receipt.schema_version,
+        "runId": receipt.run_id,
+        "attemptId": receipt.attempt_id,
+        "callbackSequence": receipt.callback_sequence,
+        "token": receipt.token,
+        "startedAtMs": receipt.started_at_ms,
+        "finishedAtMs": receipt.finished_at_ms,
+        "exitCode": receipt.exit_code,
+    }
+
+
+def _serialize(fields: Mapping[str, Any]) -> bytes:
+    # Compact, spec 03 key order; every string is ASCII by the field rules, so this equals
+    # JavaScript's JSON.stringify output byte for byte.
+    ordered = {key: fields[key] for key in RECEIPT_KEYS}
+    return json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def encode_receipt(receipt: Receipt) -> bytes:
+    """The canonical bytes of `receipt`; raises InvalidReceipt if a field breaks spec 03."""
+    if not isinstance(receipt, Receipt):
+        raise InvalidReceipt("not_a_receipt")
+    fields = _as_fields(receipt)
+    reason = _field_error(fields)
+    if reason is not None:
+        raise InvalidReceipt(reason)
+    data = _serialize(fields)
+    if len(data) > MAX_RECEIPT_BYTES:  # unreachable with bounded fields; kept as the spec's rule
+        raise InvalidReceipt("too_large")
+    return data
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _pairs_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of duplicate keys silently (spec 03): detect them here.
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)  # NaN / Infinity are not JSON
+
+
+def decode_receipt(data: bytes) -> Receipt:
+    """Parse receipt bytes; anything but a valid canonical receipt raises InvalidReceipt."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidReceipt("not_bytes")
+    raw = bytes(data)
+    if not raw:
+        raise InvalidReceipt("empty")
+    if len(raw) > MAX_RECEIPT_BYTES:
+        raise InvalidReceipt("too_large")
+    if raw.startswith(_BOM):
+        # json.loads on bytes would strip it silently (spec 03).
+        raise InvalidReceipt("bom")
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidReceipt("invalid_utf8") from None
+    try:
+        parsed = json.loads(
+            text,
+            object_pairs_hook=_pairs_without_duplicates,
+            parse_constant=_reject_constant,
+        )
+    except _DuplicateKey:
+        raise InvalidReceipt("duplicate_key") from None
+    except (ValueError, RecursionError):
+        raise InvalidReceipt("invalid_json") from None
+    if not isinstance(parsed, dict):
+        raise InvalidReceipt("not_an_object")
+    if any(isinstance(value, dict | list) for value in parsed.values()):
+        raise InvalidReceipt("nested_value")
+    if any(key not in RECEIPT_KEYS for key in parsed):
+        raise InvalidReceipt("unknown_key")
+    if len(parsed) != len(RECEIPT_KEYS):
+        raise InvalidReceipt("missing_key")
+    reason = _field_error(parsed)
+    if reason is not None:
+        raise InvalidReceipt(reason)
+    if _serialize(parsed) != raw:
+        raise InvalidReceipt("not_canonical")
+    return Receipt(
+        schema_version=parsed["schemaVersion"],
+        run_id=parsed["runId"],
+        attempt_id=parsed["attemptId"],
+        callback_sequence=parsed["callbackSequence"],
+        token=parsed["token"],
+        started_at_ms=parsed["startedAtMs"],
+        finished_at_ms=parsed["finishedAtMs"],
+        exit_code=parsed["exitCode"],
+    )
+
+
+def token_sha256_hex(token: str) -> str:
+    """SHA-256 of the token's UTF-8 bytes, 64 lower-case hex: what the database stores."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def authenticate_receipt(
+    receipt: Receipt,
+    *,
+    run_id: str,
+    execution_owner: str,
+    attempt_id: str,
+    attempt_status: str,
+    attempt_callback_sequence: int,
+    attempt_created_at_ms: int,
+    attempt_started_at_ms: int | None,
+    callback_token_hash: str | None,
+    run_status: str | None = None,
+) -> str | None:
+    """None when `receipt` is trusted for this Run/Attempt, else the first failed rule.
+
+    Rules of spec 03 "Authentication". As in the real implementation, the Attempt counts as
+    terminal when either the Attempt or (if given) the Run is in a terminal status; then the
+    receipt's sequence may equal the Attempt's or be one more.
+    """
+    if execution_owner != "runtime":
+        return "not_runtime_owned"
+    if receipt.run_id != run_id:
+        return "run_id_mismatch"
+    if receipt.attempt_id != attempt_id:
+        return "attempt_id_mismatch"
+    terminal = attempt_status in TERMINAL_STATUSES or run_status in TERMINAL_STATUSES
+    allowed = {attempt_callback_sequence + 1}
+    if terminal:
+        allowed.add(attempt_callback_sequence)
+    if receipt.callback_sequence not in allowed:
+        return "callback_sequence_mismatch"
+    if receipt.started_at_ms < attempt_created_at_ms:
+        return "started_before_attempt_created"
+    if attempt_started_at_ms is not None and receipt.started_at_ms < attempt_started_at_ms:
+        return "started_before_attempt_started"
+    if not isinstance(callback_token_hash, str) or _HEX64.fullmatch(callback_token_hash) is None:
+        return "token_hash_invalid"
+    actual = hashlib.sha256(receipt.token.encode("utf-8")).digest()
+    if not hmac.compare_digest(actual, bytes.fromhex(callback_token_hash)):
+        return "token_mismatch"
+    return None

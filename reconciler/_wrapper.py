@@ -1,0 +1,137 @@
+"""The receipt-publishing wrapper: `python -m reconciler._wrapper COMMAND [ARG...]`.
+
+It does what the real QingLong 3.0 launcher script (`ql3-launcher.sh`, argv mode) does, spec 03
+"Launcher": read the QL3_RECEIPT_* variables, hide them (and QL3_LAUNCH_*) from the command, run
+it in the wrapper's own process group, forward TERM/INT/HUP to it, stay alive until it is gone,
+then publish the receipt once and exit with the command's status. A signal death is reported
+as 128 + signal number, as a POSIX shell's `wait` does. A publish failure never changes the exit
+status; it is reported as one line on stderr. Bad or missing variables: exit 125, nothing run.
+
+The import stays light (stdlib + the receipt codec and store): it runs once per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from types import FrameType
+
+from reconciler._receipt import InvalidReceipt, Receipt, encode_receipt
+from reconciler._receipt_store import ReceiptExists, publish_bytes_at
+
+ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
+USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class _Settings:
+    __slots__ = ("attempt_id", "run_id", "sequence", "started", "target", "temporary", "token")
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        def required(name: str) -> str:
+            value = env.get(name, "")
+            if not value:
+                raise ValueError(f"{name} is missing")
+            return value
+
+        def digits(name: str) -> int:
+            value = required(name)
+            if not value.isascii() or not value.isdigit():
+                raise ValueError(f"{name} must be a decimal integer")
+            return int(value)
+
+        self.run_id = required("QL3_RECEIPT_RUN_ID")
+        self.attempt_id = required("QL3_RECEIPT_ATTEMPT_ID")
+        self.sequence = digits("QL3_RECEIPT_CALLBACK_SEQUENCE")
+        self.token = required("QL3_RECEIPT_CALLBACK_TOKEN")
+        self.started = digits("QL3_RECEIPT_STARTED_AT_MS")
+        self.target = required("QL3_RECEIPT_TARGET")
+        self.temporary = required("QL3_RECEIPT_TEMPORARY")
+
+
+def child_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The command's environment: without the callback capability or the receipt paths."""
+    return {k: v for k, v in env.items() if not k.startswith(ENV_PREFIXES)}
+
+
+def exit_status(returncode: int) -> int:
+    """A POSIX shell's view of a child's end: its code, or 128 + the killing signal."""
+    return 128 - returncode if returncode < 0 else returncode & 0xFF
+
+
+def _run(command: Sequence[str], env: dict[str, str]) -> int:
+    child: subprocess.Popen[bytes] | None = None
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child is None:
+            pending.append(signum)  # arrived before the spawn returned: forward right after
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signum)
+
+    for forwarded in FORWARDED:
+        signal.signal(forwarded, forward)
+    try:
+        child = subprocess.Popen(list(command), env=env)
+    except OSError as error:
+        print(f"qlfsm wrapper: cannot run {command[0]!r}: {error.strerror}", file=sys.stderr)
+        # What a shell reports: 127 for a command it cannot find, 126 for one it cannot run.
+        return 127 if isinstance(error, FileNotFoundError) else 126
+    for early in pending:
+        forward(early, None)
+    # Popen.wait retries after a forwarded signal interrupts it, so the wrapper (the group
+    # leader the handle names) lives exactly as long as the command.
+    return exit_status(child.wait())
+
+
+def _publish(settings: _Settings, status: int) -> str | None:
+    finished = max(time.time_ns() // 1_000_000, settings.started)
+    receipt = Receipt(
+        schema_version=1,
+        run_id=settings.run_id,
+        attempt_id=settings.attempt_id,
+        callback_sequence=settings.sequence,
+        token=settings.token,
+        started_at_ms=settings.started,
+        finished_at_ms=finished,
+        exit_code=status,
+    )
+    try:
+        publish_bytes_at(settings.target, settings.temporary, encode_receipt(receipt))
+    except ReceiptExists:
+        return "a receipt already exists; it was kept"
+    except InvalidReceipt as error:
+        return f"receipt fields are invalid ({error.reason})"
+    except (OSError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--"]:
+        args = args[1:]
+    try:
+        settings = _Settings(os.environ)
+    except ValueError as error:
+        print(f"qlfsm wrapper: {error}; nothing was run", file=sys.stderr)
+        return USAGE_EXIT
+    if not args:
+        print("qlfsm wrapper: no command given; nothing was run", file=sys.stderr)
+        return USAGE_EXIT
+    status = _run(args, child_environment(os.environ))
+    problem = _publish(settings, status)
+    if problem is not None:
+        # One line, no token: the exit status below is the command's regardless.
+        print(f"qlfsm wrapper: receipt not published: {problem}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""The `ql3lp1` handle and the three-valued probe, against real /proc where it works."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler._identity import (
+    CaptureFailed,
+    Evidence,
+    FakeProcessTable,
+    ProcessHandle,
+    ProcProvider,
+    ProviderUnavailable,
+    capture_handle,
+    format_handle,
+    inspect_handle,
+    parse_handle,
+    parse_proc_stat,
+)
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+BOOT = "11111111-2222-3333-4444-555555555555"
+HANDLE = ProcessHandle("019f70f0-0000-7000-8000-000000000901", BOOT, 4321, 4321, "987654321")
+
+
+def encode(payload: object) -> str:
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return "ql3lp1." + base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def test_a_handle_has_the_real_launchers_exact_text() -> None:
+    expected = encode(
+        {"v": 1, "h": HANDLE.handle_id, "b": BOOT, "p": 4321, "g": 4321, "s": "987654321"}
+    )
+    assert format_handle(HANDLE) == expected
+    assert "=" not in expected
+
+
+def test_a_handle_round_trips() -> None:
+    assert parse_handle(format_handle(HANDLE)) == HANDLE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "legacy-uuid-only",
+        "ql3lp1.",
+        "ql3lp1.not+base64url",
+        "ql3lp1." + "a" * 512,
+        encode({"v": 2, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": True, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "", "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "a\0b", "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 0, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": True, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 1.0, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": "0"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": "\u0661"}),
+        encode({"v": 1, "h": "h", "b": BOOT + "\n", "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": 1}),
+        encode({"h": "h", "v": 1, "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "h", "b": BOOT, "p": 1, "g": 1, "s": "1", "x": 0}),
+        encode({"v": 1, "h": "x" * 256, "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        encode({"v": 1, "h": "x" * 216 + "😀" * 20, "b": BOOT, "p": 1, "g": 1, "s": "1"}),
+        format_handle(HANDLE) + "=",
+        format_handle(HANDLE) + "\n",
+    ],
+)
+def test_a_malformed_handle_is_invalid(text: str) -> None:
+    assert parse_handle(text) is None
+    assert inspect_handle(text, FakeProcessTable()) == Evidence("unknown", "invalid_handle")
+
+
+def test_a_handle_id_may_hold_255_utf16_units_but_not_more() -> None:
+    # 236 code points but 256 UTF-16 units: JavaScript's `length` is what the real one bounds.
+    ok = ProcessHandle("x" * 215 + "😀" * 20, BOOT, 1, 1, "1")
+    assert parse_handle(format_handle(ok)) == ok
+    with pytest.raises(ValueError, match="UTF-16"):
+        format_handle(ProcessHandle("x" * 216 + "😀" * 20, BOOT, 1, 1, "1"))
+
+
+handles = st.builds(
+    ProcessHandle,
+    st.text(min_size=1, max_size=80).filter(lambda h: "\0" not in h),
+    st.from_regex(r"\A[A-Za-z0-9-]{1,64}\Z"),
+    st.integers(1, 2**53 - 1),
+    st.integers(1, 2**53 - 1),
+    st.integers(1, 10**32 - 1).map(str),
+)
+
+
+@settings(max_examples=150)
+@given(handles)
+def test_every_formattable_handle_round_trips(handle: ProcessHandle) -> None:
+    payload = {
+        "v": 1,
+        "h": handle.handle_id,
+        "b": handle.boot_id,
+        "p": handle.pid,
+        "g": handle.pgid,
+        "s": handle.start_ticks,
+    }
+    if len(handle.handle_id.encode("utf-16-le")) > 510 or len(encode(payload)) > 512:
+        with pytest.raises(ValueError):
+            format_handle(handle)
+        return
+    text = format_handle(handle)
+    assert text == encode(payload)
+    assert parse_handle(text) == handle
+
+
+def test_formatting_an_invalid_identity_raises() -> None:
+    with pytest.raises(ValueError):
+        format_handle(ProcessHandle("h", BOOT, 0, 1, "1"))
+    with pytest.raises(ValueError):
+        format_handle(ProcessHandle("h", "not a boot id", 1, 1, "1"))
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=300))
+def test_parsing_arbitrary_text_never_raises(text: str) -> None:
+    parse_handle(text)
+    parse_handle("ql3lp1." + text)
+
+
+@settings(max_examples=200)
+@given(st.from_regex(r"\A[A-Za-z0-9_-]{1,500}\Z"))
+def test_parsing_arbitrary_base64url_never_raises(encoded: str) -> None:
+    parse_handle("ql3lp1." + encoded)
+
+
+@settings(max_examples=100)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=10,
+    )
+)
+def test_parsing_arbitrary_objects_never_raises(value: object) -> None:
+    assert parse_handle(value) is None
+    if isinstance(value, dict):
+        parse_handle(encode(value))
+
+
+@settings(max_examples=150)
+@given(
+    st.text(max_size=40).filter(lambda c: "\0" not in c),
+    st.sampled_from("RSDZTtXxI"),
+    st.integers(1, 2**22),
+    st.integers(1, 2**22),
+    st.integers(1, 10**30),
+)
+def test_a_stat_line_parses_whatever_the_command_name_holds(
+    comm: str, state: str, pid: int, pgrp: int, ticks: int
+) -> None:
+    rest = ["0"] * 50
+    rest[0], rest[2], rest[19] = state, str(pgrp), str(ticks)
+    line = f"{pid} ({comm}) {' '.join(rest)}\n"
+    parsed = parse_proc_stat(line, pid)
+    assert parsed is not None
+    assert (parsed.state, parsed.pgrp, parsed.start_ticks) == (state, pgrp, str(ticks))
+    assert parse_proc_stat(line, pid + 1) is None
+
+
+def test_a_command_name_that_looks_like_fields_does_not_fool_the_parser() -> None:
+    line = "77 (evil) Z 1 999 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1) S 1 77 77 " + " ".join(
+        ["0"] * 15 + ["5555"] + ["0"] * 30
+    )
+    parsed = parse_proc_stat(line, 77)
+    assert parsed is not None
+    assert (parsed.state, parsed.pgrp, parsed.start_ticks) == ("S", 77, "5555")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "77 no parens",
+        "(x) S 1 2",
+        "77 (x) S 1 2 3",
+        "x77 (x) " + "1 " * 30,
+        "77 (x) S 1 -3 " + "1 " * 30,
+        "77 (x) S 1 3 " + "0 " * 30,
+    ],
+)
+def test_a_malformed_stat_line_is_rejected(line: str) -> None:
+    assert parse_proc_stat(line, 77) is None
+
+
+def handle_for(table: FakeProcessTable, pid: int) -> str:
+    return capture_handle(pid, table, handle_id="h-1")
+
+
+def test_the_fake_table_covers_every_verdict() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    handle = handle_for(table, pid)
+    assert inspect_handle(handle, table) == Evidence("running", "identity_matches", pid)
+    table.exit(pid)
+    assert inspect_handle(handle, table).reason == "zombie_or_dead"
+    table.reuse(pid)
+    assert inspect_handle(handle, table).reason == "start_ticks_differ"
+    table.reuse(pid, pgid=pid + 1)
+    assert inspect_handle(handle, table).reason == "process_group_differs"
+    table.reap(pid)
+    assert inspect_handle(handle, table) == Evidence("not_running", "pid_absent", pid)
+    table.make_unavailable()
+    assert inspect_handle(handle, table) == Evidence("unknown", "provider_unavailable", pid)
+    table.make_unavailable(False)
+    table.reboot()
+    assert inspect_handle(handle, table).reason == "boot_id_differs"
+
+
+def test_an_unsupported_platform_is_unknown_without_any_read() -> None:
+    table = FakeProcessTable()
+    handle = handle_for(table, table.spawn())
+    table.make_unavailable()
+    assert inspect_handle(handle, table, platform="darwin") == Evidence(
+        "unknown", "unsupported_platform", 4000
+    )
+    with pytest.raises(CaptureFailed):
+        capture_handle(4000, table, platform="darwin")
+
+
+def test_capture_fails_for_a_vanished_or_unreadable_process() -> None:
+    table = FakeProcessTable()
+    with pytest.raises(CaptureFailed):
+        capture_handle(12345, table)
+    pid = table.spawn()
+    table.make_unavailable()
+    with pytest.raises(CaptureFailed):
+        capture_handle(pid, table)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+@linux_only
+def test_a_live_child_is_running(sleeper: subprocess.Popen[bytes]) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    parsed = parse_handle(handle)
+    assert parsed is not None and parsed.pid == sleeper.pid and parsed.pgid == os.getpgid(0)
+    assert inspect_handle(handle, ProcProvider()).verdict == "running"
+
+
+@linux_only
+def test_a_reaped_child_is_not_running(sleeper: subprocess.Popen[bytes]) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    sleeper.kill()
+    sleeper.wait()
+    assert inspect_handle(handle, ProcProvider()).reason == "pid_absent"
+
+
+@linux_only
+def test_an_unreaped_zombie_is_not_running(sleeper: subprocess.Popen[bytes]) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    sleeper.kill()
+    deadline = time.monotonic() + 5
+    while ProcProvider().read_stat(sleeper.pid) is not None:  # zombie until waited for
+        stat = parse_proc_stat(ProcProvider().read_stat(sleeper.pid) or "", sleeper.pid)
+        if stat is not None and stat.state == "Z":
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert inspect_handle(handle, ProcProvider()) == Evidence(
+        "not_running", "zombie_or_dead", sleeper.pid
+    )
+
+
+@linux_only
+def test_a_reused_pid_with_other_start_ticks_is_not_running(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    real = parse_handle(capture_handle(sleeper.pid, ProcProvider()))
+    assert real is not None
+    earlier = ProcessHandle(
+        real.handle_id, real.boot_id, real.pid, real.pgid, str(int(real.start_ticks) - 1 or 2)
+    )
+    assert inspect_handle(format_handle(earlier), ProcProvider()).reason == "start_ticks_differ"
+
+
+def fake_proc_root(tmp_path: Path, boot_id: str, pid: int) -> ProcProvider:
+    root = tmp_path / "proc"
+    (root / "sys/kernel/random").mkdir(parents=True)
+    (root / "sys/kernel/random/boot_id").write_text(boot_id + "\n")
+    (root / str(pid)).mkdir()
+    shutil.copyfile(f"/proc/{pid}/stat", root / str(pid) / "stat")
+    return ProcProvider(str(root))
+
+
+@linux_only
+def test_another_boot_is_not_running(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    same_boot = fake_proc_root(tmp_path / "a", ProcProvider().boot_id(), sleeper.pid)
+    assert inspect_handle(handle, same_boot).verdict == "running"
+    other_boot = fake_proc_root(tmp_path / "b", "00000000-0000-0000-0000-000000000000", sleeper.pid)
+    assert inspect_handle(handle, other_boot).reason == "boot_id_differs"
+
+
+@linux_only
+def test_an_unreadable_proc_root_is_provider_unavailable(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    missing = ProcProvider(str(tmp_path / "absent"))
+    assert inspect_handle(handle, missing).reason == "provider_unavailable"
+    # A directory where the boot id file should be: unreadable even for root.
+    broken = tmp_path / "broken"
+    (broken / "sys/kernel/random/boot_id").mkdir(parents=True)
+    assert inspect_handle(handle, ProcProvider(str(broken))).verdict == "unknown"
+    with pytest.raises(ProviderUnavailable):
+        ProcProvider(str(broken)).boot_id()
+
+
+@linux_only
+def test_an_unreadable_stat_is_provider_unavailable_not_gone(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    provider = fake_proc_root(tmp_path, ProcProvider().boot_id(), sleeper.pid)
+    stat_file = Path(provider.proc_root) / str(sleeper.pid) / "stat"
+    stat_file.unlink()
+    stat_file.mkdir()
+    assert inspect_handle(handle, provider) == Evidence(
+        "unknown", "provider_unavailable", sleeper.pid
+    )

@@ -1,0 +1,91 @@
+"""What every `qlfsm` command shares: argument parsing that errors in one line, exit codes,
+and the rule that a user never sees a traceback (unless ``--debug``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+EXIT_SAFE = 0
+EXIT_FATAL = 1
+EXIT_USAGE = 2
+EXIT_BLOCKED = 3
+
+
+class UsageError(Exception):
+    """A bad flag or configuration: exit 2 with the message (which says how to fix it)."""
+
+
+class FatalError(Exception):
+    """The database is missing, unreadable or not QingLong's: exit 1."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def parser(prog: str, description: str) -> Parser:
+    p = Parser(prog=prog, description=description)
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
+    """Run a command body; map errors to one stderr line and an exit code (spec 06)."""
+    debug = "--debug" in argv
+    try:
+        return body(argv)
+    except UsageError as exc:
+        _fail(str(exc))
+        return EXIT_USAGE
+    except FatalError as exc:
+        _fail(str(exc))
+        return EXIT_FATAL
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        # Storage errors carry their own one-line advice; anything else is still one line.
+        from storage import StorageError
+
+        if isinstance(exc, StorageError):
+            _fail(str(exc))
+        else:
+            _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
+        return EXIT_FATAL
+
+
+def _fail(message: str) -> None:
+    line = " ".join(message.split())
+    sys.stderr.write(f"qlfsm: error: {line}\n")
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def use_colour(stream: Any = None) -> bool:
+    s = stream if stream is not None else sys.stdout
+    return bool(getattr(s, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """A plain aligned text table."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)

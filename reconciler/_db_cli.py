@@ -1,0 +1,117 @@
+"""`qlfsm db init` and `qlfsm inspect` (spec 06)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from ._cliutil import UsageError, parser, print_json, table
+
+
+def db_command(argv: list[str]) -> int:
+    p = parser("qlfsm db", "Create the QingLong 3.0 schema in a new file, or check/upgrade one.")
+    sub = p.add_subparsers(dest="action")
+    init = sub.add_parser("init", help="create or upgrade the schema (idempotent)")
+    init.add_argument("--db", required=True, help="path of the SQLite file")
+    init.add_argument("--debug", action="store_true", help="show tracebacks")
+    init.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    if args.action != "init":
+        raise UsageError("qlfsm db: say what to do: `qlfsm db init --db PATH`")
+    from storage import connect, init_schema
+
+    existed = os.path.exists(args.db)
+    parent = os.path.dirname(os.path.abspath(args.db))
+    if not os.path.isdir(parent):
+        raise UsageError(f"directory {parent!r} does not exist; create it first")
+    conn = connect(args.db, create=True)
+    try:
+        applied = init_schema(conn, path=args.db)
+    finally:
+        conn.close()
+    if args.json:
+        print_json({"db": args.db, "created": not existed, "applied": applied})
+    elif applied:
+        sys.stdout.write(f"{args.db}: applied {', '.join(applied)}\n")
+    else:
+        sys.stdout.write(f"{args.db}: schema up to date, nothing to do\n")
+    return 0
+
+
+def inspect_command(argv: list[str]) -> int:
+    p = parser("qlfsm inspect", "Runs, attempts and events of a QingLong 3.0 database (read-only).")
+    p.add_argument("--db", required=True, help="path of the SQLite file")
+    p.add_argument("--run", help="show one run in full")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--limit", type=int, default=200, help="at most this many runs (default 200)")
+    args = p.parse_args(argv)
+    from storage import Repository, check_schema, connect
+
+    conn = connect(args.db)
+    try:
+        check_schema(conn, path=args.db)
+        repo = Repository(conn)
+        runs = [repo.get_run(args.run)] if args.run else repo.list_runs(args.limit)
+        if args.run and runs[0] is None:
+            raise UsageError(
+                f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
+            )
+        out: list[dict[str, Any]] = []
+        for run in runs:
+            assert run is not None
+            item: dict[str, Any] = {"run": run.__dict__, "attempts": [], "events": []}
+            if args.run or args.json:
+                item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
+                item["events"] = [e.__dict__ for e in repo.events_of(run.id)]
+            out.append(item)
+    finally:
+        conn.close()
+    if args.json:
+        print_json({"runs": out})
+        return 0
+    if not out:
+        sys.stdout.write("no runs\n")
+        return 0
+    rows = [
+        [
+            r["run"]["id"],
+            r["run"]["execution_owner"],
+            r["run"]["execution_origin"],
+            r["run"]["status"],
+            str(r["run"]["version"]),
+            r["run"]["error_code"] or "",
+        ]
+        for r in out
+    ]
+    sys.stdout.write(table(["run", "owner", "origin", "status", "version", "error"], rows) + "\n")
+    if args.run:
+        item = out[0]
+        attempts = [
+            [
+                a["id"],
+                str(a["attempt"]),
+                a["status"],
+                a["executor_type"],
+                "" if a["pid"] is None else str(a["pid"]),
+                "" if a["exit_code"] is None else str(a["exit_code"]),
+                str(a["callback_sequence"]),
+            ]
+            for a in item["attempts"]
+        ]
+        sys.stdout.write("\nattempts\n")
+        headers = ["attempt", "#", "status", "executor", "pid", "exit", "callback"]
+        sys.stdout.write(table(headers, attempts) + "\n")
+        events = [
+            [
+                str(e["sequence"]),
+                e["type"],
+                e["actor_type"] + (f":{e['actor_id']}" if e["actor_id"] else ""),
+                json.dumps(e["payload"], sort_keys=True),
+            ]
+            for e in item["events"]
+        ]
+        sys.stdout.write("\nevents\n")
+        sys.stdout.write(table(["seq", "type", "actor", "payload"], events) + "\n")
+    return 0

@@ -1,0 +1,35 @@
+"""The primary reconciler's bounded candidate query (spec 04 "Candidates")."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+PRIMARY_PAGE = 256
+
+# One statement: the zero-candidate start-up pays exactly this and nothing else (spec 04).
+PRIMARY_CANDIDATES_SQL = (
+    "SELECT r.id, r.status, r.version, "
+    '(SELECT COUNT(*) FROM "RunAttempts" a WHERE a.run_id = r.id '
+    "AND a.status IN ('claimed','starting','running')) AS active "
+    'FROM "Runs" r '
+    "WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running') "
+    "ORDER BY r.id LIMIT ?"
+)
+
+
+@dataclass(frozen=True)
+class PrimaryCandidate:
+    run_id: str
+    status: str
+    version: int
+    active_attempts: int
+
+
+def primary_candidates(
+    conn: sqlite3.Connection, limit: int = PRIMARY_PAGE
+) -> tuple[list[PrimaryCandidate], bool]:
+    """Up to ``limit`` candidates in Run id order, and whether more exist (fetch limit + 1)."""
+    rows = conn.execute(PRIMARY_CANDIDATES_SQL, (limit + 1,)).fetchall()
+    found = [PrimaryCandidate(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+    return found[:limit], len(found) > limit

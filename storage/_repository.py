@@ -1,0 +1,571 @@
+"""The Run/Attempt repository: every edge is one compare-and-set plus one event (spec 01).
+
+A change names a trigger of the Run or Attempt machine and carries the evidence for its
+guard. Inside ONE ``BEGIN IMMEDIATE`` transaction the repository re-reads the aggregate, plans
+the edge with the machine (a refused guard or an illegal edge raises before anything is
+written), compare-and-sets the row in the SQL ``WHERE`` (row count checked), bumps the Run's
+version and event sequence, and appends the event with its dedupe key. Any failure rolls the
+whole advance back: no orphan event, no Run update without its event.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, Step, attempt_machine, run_machine
+
+from ._connection import in_transaction
+from ._errors import Conflict, DuplicateEvent, InvalidField, NotFound
+from ._rows import (
+    ATTEMPT_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    AttemptRow,
+    EventRow,
+    RunRow,
+    uuid7,
+)
+
+ACTORS = frozenset(
+    {
+        "user",
+        "api_app",
+        "trigger",
+        "agent",
+        "mcp_client",
+        "worker",
+        "executor",
+        "system",
+        "legacy_shell",
+        "scheduler",
+        "reconciler",
+        "compatibility",
+    }
+)
+# spec 01 "Field rules": error fields only on these targets.
+_ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
+_RUN_SETTABLE = frozenset(
+    {
+        "queued_at_ms",
+        "started_at_ms",
+        "finished_at_ms",
+        "cancel_requested_at_ms",
+        "cancel_reason",
+        "error_code",
+        "error_summary",
+    }
+)
+_ATTEMPT_SETTABLE = frozenset(
+    {
+        "executor_handle",
+        "pid",
+        "callback_token_hash",
+        "callback_sequence",
+        "started_at_ms",
+        "finished_at_ms",
+        "exit_code",
+        "error_code",
+        "error_summary",
+        "log_artifact_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Actor:
+    type: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
+
+    trigger: str
+    evidence: object = None
+    set: Mapping[str, object] = field(default_factory=dict)
+    payload: Mapping[str, object] = field(default_factory=dict)
+    dedupe_key: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptChange:
+    """One Attempt edge of the Run's Attempt ``attempt_id``."""
+
+    attempt_id: str
+    trigger: str
+    evidence: object = None
+    set: Mapping[str, object] = field(default_factory=dict)
+    payload: Mapping[str, object] = field(default_factory=dict)
+    dedupe_key: str | None = None
+
+
+Change = RunChange | AttemptChange
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
+
+    run: Mapping[str, object] = field(default_factory=dict)
+    attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Advanced:
+    run_id: str
+    version: int
+    steps: tuple[Step, ...]
+    events: tuple[str, ...]
+
+
+class Repository:
+    """All reads and writes of Runs, RunAttempts, RunEvents and the receipt journal."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        row = self.conn.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,))
+        found = row.fetchone()
+        return RunRow.of(found) if found else None
+
+    def get_attempt(self, attempt_id: str) -> AttemptRow | None:
+        cur = self.conn.execute(
+            f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ?', (attempt_id,)
+        )
+        found = cur.fetchone()
+        return AttemptRow.of(found) if found else None
+
+    def attempts_of(self, run_id: str) -> list[AttemptRow]:
+        cur = self.conn.execute(
+            f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt',
+            (run_id,),
+        )
+        return [AttemptRow.of(r) for r in cur]
+
+    def events_of(self, run_id: str) -> list[EventRow]:
+        cur = self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? ORDER BY sequence',
+            (run_id,),
+        )
+        return [EventRow.of(r) for r in cur]
+
+    def list_runs(self, limit: int = 200) -> list[RunRow]:
+        cur = self.conn.execute(
+            f'SELECT {RUN_COLUMNS} FROM "Runs" ORDER BY created_at_ms, id LIMIT ?', (limit,)
+        )
+        return [RunRow.of(r) for r in cur]
+
+    # --- creation (launcher, demo, tests) ---------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        run_id: str,
+        at_ms: int,
+        execution_owner: str = "runtime",
+        execution_origin: str = "manual",
+        project_id: str = "default",
+        task_id: str = "task",
+        task_revision: str = "1",
+        task_name: str | None = None,
+        trigger_type: str = "manual",
+        legacy_cron_id: int | None = None,
+        actor: Actor = Actor("user"),
+    ) -> Advanced:
+        """Insert a Run in `created` with its `run.created` event (version 1)."""
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            c.execute(
+                'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, '
+                "legacy_cron_id, trigger_type, execution_origin, execution_owner, status, "
+                "version, event_sequence, created_at_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'created', 1, 1, ?)",
+                (
+                    run_id,
+                    project_id,
+                    task_id,
+                    task_revision,
+                    task_name,
+                    legacy_cron_id,
+                    trigger_type,
+                    execution_origin,
+                    execution_owner,
+                    at_ms,
+                ),
+            )
+            event_id = self._insert_event(
+                c,
+                run_id,
+                1,
+                "run.created",
+                actor,
+                None,
+                {"from_status": None, "to_status": "created", "version": 1},
+                f"run.created:{run_id}",
+                at_ms,
+            )
+            return Advanced(run_id, 1, (), (event_id,))
+
+        return in_transaction(self.conn, work)
+
+    def create_attempt(
+        self,
+        *,
+        run_id: str,
+        attempt_id: str,
+        expected_version: int,
+        at_ms: int,
+        executor_type: str = "local_process",
+        attempt: int | None = None,
+        pid: int | None = None,
+        log_artifact_id: str | None = None,
+        actor: Actor = Actor("scheduler"),
+    ) -> Advanced:
+        """Insert a `claimed` Attempt with its `attempt.claimed` event (one version)."""
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            run = self._run_for_update(c, run_id, expected_version)
+            if run.status in RUN_TERMINAL:
+                raise InvalidField(f"run {run_id} is terminal ({run.status}); no new attempt")
+            number = attempt
+            if number is None:
+                top = c.execute(
+                    'SELECT COALESCE(MAX(attempt), 0) FROM "RunAttempts" WHERE run_id = ?',
+                    (run_id,),
+                ).fetchone()[0]
+                number = int(top) + 1
+            c.execute(
+                'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
+                "log_artifact_id, callback_sequence, created_at_ms) "
+                "VALUES (?, ?, ?, 'claimed', ?, ?, ?, 0, ?)",
+                (attempt_id, run_id, number, executor_type, pid, log_artifact_id, at_ms),
+            )
+            version, sequence = self._bump_run(c, run, None, {})
+            event_id = self._insert_event(
+                c,
+                run_id,
+                sequence,
+                "attempt.claimed",
+                actor,
+                attempt_id,
+                {
+                    "attempt_id": attempt_id,
+                    "from_status": None,
+                    "to_status": "claimed",
+                    "version": version,
+                },
+                f"attempt.claimed:{attempt_id}",
+                at_ms,
+            )
+            return Advanced(run_id, version, (), (event_id,))
+
+        return in_transaction(self.conn, work)
+
+    # --- the one write path for edges ---------------------------------------------------------
+
+    def advance(
+        self,
+        run_id: str,
+        expected_version: int,
+        changes: Sequence[Change],
+        *,
+        actor: Actor,
+        at_ms: int,
+        expect: Expect | None = None,
+    ) -> Advanced:
+        """Apply ``changes`` in order, in ONE transaction, each edge one version and event."""
+        if actor.type not in ACTORS:
+            raise InvalidField(f"unknown actor type {actor.type!r}; use one of spec 01's actors")
+        return in_transaction(
+            self.conn,
+            lambda c: self._advance(c, run_id, expected_version, changes, actor, at_ms, expect),
+        )
+
+    def advance_in(
+        self,
+        conn: sqlite3.Connection,
+        run_id: str,
+        expected_version: int,
+        changes: Sequence[Change],
+        *,
+        actor: Actor,
+        at_ms: int,
+        expect: Expect | None = None,
+    ) -> Advanced:
+        """:meth:`advance` inside a transaction the caller already holds (journal + edges)."""
+        return self._advance(conn, run_id, expected_version, changes, actor, at_ms, expect)
+
+    def _advance(
+        self,
+        c: sqlite3.Connection,
+        run_id: str,
+        expected_version: int,
+        changes: Sequence[Change],
+        actor: Actor,
+        at_ms: int,
+        expect: Expect | None,
+    ) -> Advanced:
+        run = self._run_for_update(c, run_id, expected_version)
+        attempts: dict[str, AttemptRow] = {}
+        if expect is not None:
+            _check_expected("run", run_id, run, expect.run)
+            for attempt_id, fields in expect.attempts.items():
+                row = self._attempt_of_run(c, run_id, attempt_id)
+                _check_expected("attempt", attempt_id, row, fields)
+                attempts[attempt_id] = row
+        steps: list[Step] = []
+        events: list[str] = []
+        for change in changes:
+            if isinstance(change, RunChange):
+                step = run_machine().plan(run.status, change.trigger, change.evidence)
+                _check_fields("run", step.dest, change.set, _RUN_SETTABLE)
+                _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
+                version, sequence = self._bump_run(c, run, step.dest, change.set)
+                payload = {"from_status": step.source, "to_status": step.dest, "version": version}
+                payload.update(change.payload)
+                events.append(
+                    self._insert_event(
+                        c,
+                        run_id,
+                        sequence,
+                        f"run.{step.dest}",
+                        actor,
+                        None,
+                        payload,
+                        change.dedupe_key,
+                        at_ms,
+                    )
+                )
+                run = _replace_run(run, step.dest, version, sequence, change.set)
+            else:
+                att = attempts.get(change.attempt_id) or self._attempt_of_run(
+                    c, run_id, change.attempt_id
+                )
+                if run.status in RUN_TERMINAL:
+                    # spec 01: an Attempt may not move once its Run is terminal.
+                    raise Conflict("run", run_id, "non-terminal (its attempts are frozen)")
+                step = attempt_machine().plan(att.status, change.trigger, change.evidence)
+                sets = dict(change.set)
+                _check_fields("attempt", step.dest, sets, _ATTEMPT_SETTABLE)
+                _check_time(at_ms, att.created_at_ms, att.started_at_ms, "attempt")
+                if step.dest in ATTEMPT_TERMINAL:
+                    sets.setdefault("finished_at_ms", at_ms)
+                if "callback_sequence" in sets and (
+                    step.dest not in ATTEMPT_TERMINAL
+                    or sets["callback_sequence"] != att.callback_sequence + 1
+                ):
+                    raise InvalidField(
+                        "callback_sequence is set only on a terminal attempt and must be "
+                        f"the stored sequence + 1 ({att.callback_sequence + 1})"
+                    )
+                self._cas_attempt(c, att, step.dest, sets)
+                version, sequence = self._bump_run(c, run, None, {})
+                payload = {
+                    "attempt_id": att.id,
+                    "from_status": step.source,
+                    "to_status": step.dest,
+                    "version": version,
+                }
+                for key in ("exit_code", "callback_sequence", "error_code"):
+                    if key in sets:
+                        payload[key] = sets[key]
+                payload.update(change.payload)
+                events.append(
+                    self._insert_event(
+                        c,
+                        run_id,
+                        sequence,
+                        f"attempt.{step.dest}",
+                        actor,
+                        att.id,
+                        payload,
+                        change.dedupe_key,
+                        at_ms,
+                    )
+                )
+                run = _replace_run(run, run.status, version, sequence, {})
+                attempts[att.id] = _replace_attempt(att, step.dest, sets)
+            steps.append(step)
+        return Advanced(run_id, run.version, tuple(steps), tuple(events))
+
+    def append_event(
+        self,
+        run_id: str,
+        expected_version: int,
+        event_type: str,
+        *,
+        actor: Actor,
+        at_ms: int,
+        attempt_id: str | None = None,
+        payload: Mapping[str, object] | None = None,
+        dedupe_key: str | None = None,
+    ) -> Advanced:
+        """An event that moves no state (e.g. `attempt.late_callback_ignored`)."""
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            run = self._run_for_update(c, run_id, expected_version)
+            version, sequence = self._bump_run(c, run, None, {})
+            body: dict[str, object] = {"version": version}
+            if attempt_id is not None:
+                body["attempt_id"] = attempt_id
+            body.update(payload or {})
+            event_id = self._insert_event(
+                c, run_id, sequence, event_type, actor, attempt_id, body, dedupe_key, at_ms
+            )
+            return Advanced(run_id, version, (), (event_id,))
+
+        return in_transaction(self.conn, work)
+
+    # --- primitives (inside a transaction) ----------------------------------------------------
+
+    def _run_for_update(self, c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
+        found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
+        if found is None:
+            raise NotFound("run", run_id)
+        run = RunRow.of(found)
+        if run.version != expected_version:
+            raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+        return run
+
+    def _attempt_of_run(self, c: sqlite3.Connection, run_id: str, attempt_id: str) -> AttemptRow:
+        found = c.execute(
+            f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ? AND run_id = ?',
+            (attempt_id, run_id),
+        ).fetchone()
+        if found is None:
+            raise NotFound("attempt", attempt_id)
+        return AttemptRow.of(found)
+
+    def _bump_run(
+        self, c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
+    ) -> tuple[int, int]:
+        """CAS the Run and bump it for one event: returns (new version, event sequence)."""
+        assignments = ["version = version + 1", "event_sequence = event_sequence + 1"]
+        params: list[Any] = []
+        if status is not None:
+            assignments.append("status = ?")
+            params.append(status)
+        for column in sorted(sets):
+            assignments.append(f"{column} = ?")
+            params.append(sets[column])
+        # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
+        cur = c.execute(
+            f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? '
+            "AND status = ?",
+            (*params, run.id, run.version, run.status),
+        )
+        if cur.rowcount != 1:
+            raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
+        return run.version + 1, run.event_sequence + 1
+
+    def _cas_attempt(
+        self, c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
+    ) -> None:
+        assignments = ["status = ?"]
+        params: list[Any] = [status]
+        for column in sorted(sets):
+            assignments.append(f"{column} = ?")
+            params.append(sets[column])
+        # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
+        cur = c.execute(
+            f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
+            "WHERE id = ? AND status = ? AND callback_sequence = ?",
+            (*params, att.id, att.status, att.callback_sequence),
+        )
+        if cur.rowcount != 1:
+            raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
+
+    def _insert_event(
+        self,
+        c: sqlite3.Connection,
+        run_id: str,
+        sequence: int,
+        event_type: str,
+        actor: Actor,
+        attempt_id: str | None,
+        payload: Mapping[str, object],
+        dedupe_key: str | None,
+        at_ms: int,
+    ) -> str:
+        event_id = uuid7()
+        try:
+            c.execute(
+                'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
+                "actor_id, attempt_id, payload, created_at_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    event_id,
+                    run_id,
+                    sequence,
+                    event_type,
+                    dedupe_key,
+                    actor.type,
+                    actor.id,
+                    attempt_id,
+                    json.dumps(dict(payload), separators=(",", ":"), sort_keys=True),
+                    at_ms,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
+                raise DuplicateEvent(run_id, dedupe_key) from exc
+            raise
+        return event_id
+
+
+def _index_of(exc: sqlite3.IntegrityError, c: sqlite3.Connection, run_id: str, key: str) -> str:
+    hit = c.execute(
+        'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, key)
+    ).fetchone()
+    return "dedupe" if hit else str(exc)
+
+
+def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:
+    for name, value in fields.items():
+        if getattr(row, name) != value:
+            raise Conflict(what, ident, f"{name}={value!r} (now {getattr(row, name)!r})")
+
+
+def _check_fields(
+    what: str, dest: str, sets: Mapping[str, object], allowed: frozenset[str]
+) -> None:
+    unknown = sorted(set(sets) - allowed)
+    if unknown:
+        raise InvalidField(f"{what} columns {unknown} cannot be set along an edge")
+    if ("error_code" in sets or "error_summary" in sets) and dest not in _ERROR_TARGETS:
+        raise InvalidField(f"error fields are only set on {sorted(_ERROR_TARGETS)}, not {dest}")
+    code = sets.get("error_code")
+    if code is not None and (not isinstance(code, str) or len(code) > 128):
+        raise InvalidField("error_code must be a string of at most 128 characters")
+    summary = sets.get("error_summary")
+    if summary is not None and (not isinstance(summary, str) or len(summary) > 1024):
+        raise InvalidField("error_summary must be a string of at most 1024 characters")
+
+
+def _check_time(at_ms: int, created: int, started: int | None, what: str) -> None:
+    if at_ms < created or (started is not None and at_ms < started):
+        raise InvalidField(f"at_ms {at_ms} is earlier than the {what}'s created/started time")
+
+
+def _replace_run(
+    run: RunRow, status: str, version: int, sequence: int, sets: Mapping[str, object]
+) -> RunRow:
+    values = dict(run.__dict__)
+    values.update(sets)
+    values.update(status=status, version=version, event_sequence=sequence)
+    return RunRow(**values)
+
+
+def _replace_attempt(att: AttemptRow, status: str, sets: Mapping[str, object]) -> AttemptRow:
+    values = dict(att.__dict__)
+    values.update(sets)
+    values["status"] = status
+    return AttemptRow(**values)

@@ -1,0 +1,105 @@
+"""Typed rows read back from the node's tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+RUN_COLUMNS = (
+    "id, project_id, task_id, task_name, legacy_cron_id, execution_origin, execution_owner, "
+    "status, version, event_sequence, created_at_ms, queued_at_ms, started_at_ms, finished_at_ms, "
+    "cancel_requested_at_ms, cancel_reason, error_code, error_summary"
+)
+ATTEMPT_COLUMNS = (
+    "id, run_id, attempt, status, executor_type, executor_handle, pid, log_artifact_id, "
+    "callback_token_hash, callback_sequence, created_at_ms, started_at_ms, finished_at_ms, "
+    "exit_code, error_code, error_summary"
+)
+EVENT_COLUMNS = (
+    "id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload, "
+    "created_at_ms"
+)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    project_id: str
+    task_id: str
+    task_name: str | None
+    legacy_cron_id: int | None
+    execution_origin: str
+    execution_owner: str
+    status: str
+    version: int
+    event_sequence: int
+    created_at_ms: int
+    queued_at_ms: int | None
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    cancel_requested_at_ms: int | None
+    cancel_reason: str | None
+    error_code: str | None
+    error_summary: str | None
+
+    @classmethod
+    def of(cls, row: sqlite3.Row) -> RunRow:
+        return cls(**{k: row[k] for k in row.keys()})
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    id: str
+    run_id: str
+    attempt: int
+    status: str
+    executor_type: str
+    executor_handle: str | None
+    pid: int | None
+    log_artifact_id: str | None
+    callback_token_hash: str | None
+    callback_sequence: int
+    created_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    exit_code: int | None
+    error_code: str | None
+    error_summary: str | None
+
+    @classmethod
+    def of(cls, row: sqlite3.Row) -> AttemptRow:
+        return cls(**{k: row[k] for k in row.keys()})
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: str
+    run_id: str
+    sequence: int
+    type: str
+    dedupe_key: str | None
+    actor_type: str
+    actor_id: str | None
+    attempt_id: str | None
+    payload: dict[str, Any]
+    created_at_ms: int
+
+    @classmethod
+    def of(cls, row: sqlite3.Row) -> EventRow:
+        values = {k: row[k] for k in row.keys()}
+        values["payload"] = json.loads(values["payload"])
+        return cls(**values)
+
+
+def uuid7() -> str:
+    """A UUIDv7 (time-ordered), the identifier shape QingLong uses."""
+    ms = int(time.time() * 1000) & ((1 << 48) - 1)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64
+    value |= (0b10 << 62) | (rand & ((1 << 62) - 1))
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -1,0 +1,126 @@
+"""`db init`: create the schema of spec 02, or check/upgrade an existing one (idempotent)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+
+from ._connection import in_transaction, prepare_for_writes
+from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
+from ._errors import NotAQingLongDatabase
+
+QL3_STREAM = "ql3-local-sqlite"
+_BOUNDARY = "\n-- ql3-statement-boundary --\n"
+
+# qlfsm's own additions are recorded in a table of their own: QingLong verifies its history
+# table against a reviewed manifest, and a foreign row there could stop a real node.
+QLFSM_HISTORY_DDL = """CREATE TABLE IF NOT EXISTS "QlfsmSchemaMigrations" (
+  migration_id TEXT PRIMARY KEY,
+  checksum TEXT NOT NULL,
+  applied_at_ms INTEGER NOT NULL CHECK (applied_at_ms >= 0)
+)"""
+QLFSM_MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("qlfsm-0001-legacy-tables", LEGACY_TABLES),
+    ("qlfsm-0002-reconciler-indexes", QLFSM_INDEXES),
+)
+
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "Runs": ("id", "execution_owner", "execution_origin", "status", "version", "event_sequence"),
+    "RunAttempts": ("id", "run_id", "status", "callback_sequence", "executor_handle", "pid"),
+    "RunEvents": ("id", "run_id", "sequence", "type", "dedupe_key", "payload"),
+    "LocalCompletionReceiptJournal": ("attempt_id", "run_id", "state"),
+}
+
+
+def checksum(statements: tuple[str, ...]) -> str:
+    """QingLong's rule: sha256 over the trimmed statements joined by a fixed boundary."""
+    return hashlib.sha256(_BOUNDARY.join(s.strip() for s in statements).encode()).hexdigest()
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def _applied(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[0]) for r in conn.execute(f'SELECT migration_id FROM "{table}"')}
+
+
+def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
+    """Apply what is missing; return the migration ids applied now (empty: nothing to do)."""
+    try:
+        tables = _tables(conn)
+    except sqlite3.DatabaseError as exc:
+        raise NotAQingLongDatabase(path, str(exc)) from exc
+    prepare_for_writes(conn)
+    applied_now: list[str] = []
+    conn.execute(QL3_HISTORY_DDL)
+    conn.execute(QLFSM_HISTORY_DDL)
+    done = _applied(conn, "QingLong3SchemaMigrations")
+    now_ms = int(time.time() * 1000)
+    for mig_id, statements in QL3_MIGRATIONS:
+        if mig_id in done:
+            continue
+        creates = {_created_table(s) for s in statements} - {None}
+        if creates & tables:
+            # Tables exist without a history row: a database made by another tool. Accept it
+            # only if it has what qlfsm reads; never re-create or alter it.
+            check_schema(conn, path=path)
+            continue
+
+        def apply(
+            c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
+        ) -> None:
+            for s in stmts:
+                c.execute(s)
+            c.execute(
+                'INSERT INTO "QingLong3SchemaMigrations" (migration_id, stream_id, dialect, '
+                "checksum, applied_at_ms) VALUES (?, ?, ?, ?, ?)",
+                (mig_id, QL3_STREAM, "sqlite", checksum(stmts), now_ms),
+            )
+
+        in_transaction(conn, apply)
+        applied_now.append(mig_id)
+    done_ours = _applied(conn, "QlfsmSchemaMigrations")
+    for mig_id, statements in QLFSM_MIGRATIONS:
+        if mig_id in done_ours:
+            continue
+
+        def apply_ours(
+            c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
+        ) -> None:
+            for s in stmts:
+                c.execute(s)
+            c.execute(
+                'INSERT INTO "QlfsmSchemaMigrations" (migration_id, checksum, applied_at_ms) '
+                "VALUES (?, ?, ?)",
+                (mig_id, checksum(stmts), now_ms),
+            )
+
+        in_transaction(conn, apply_ours)
+        applied_now.append(mig_id)
+    check_schema(conn, path=path)
+    return applied_now
+
+
+def _created_table(statement: str) -> str | None:
+    head = statement.split("(", 1)[0].split()
+    if len(head) >= 3 and head[0].upper() == "CREATE" and head[1].upper() == "TABLE":
+        return head[-1].strip('"`')
+    return None
+
+
+def check_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> None:
+    """Raise NotAQingLongDatabase unless every table and column qlfsm reads is there."""
+    try:
+        tables = _tables(conn)
+        for table, columns in REQUIRED_COLUMNS.items():
+            if table not in tables:
+                raise NotAQingLongDatabase(path, f"table {table} is missing")
+            have = {str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')}
+            lacking = [c for c in columns if c not in have]
+            if lacking:
+                raise NotAQingLongDatabase(path, f"table {table} lacks columns {lacking}")
+    except sqlite3.DatabaseError as exc:
+        raise NotAQingLongDatabase(path, str(exc)) from exc

@@ -1,41 +1,51 @@
-"""qlfsm storage: the QingLong 3.0 local SQLite schema and its Run/Attempt repository."""
+"""qlfsm storage: the QingLong 3.0 local SQLite schema and its Run/Attempt repository.
 
-from ._candidates import (
-    PRIMARY_CANDIDATES_SQL,
-    PRIMARY_PAGE,
-    PrimaryCandidate,
-    primary_candidates,
-)
-from ._connection import connect, in_transaction, prepare_for_writes, transaction
-from ._errors import (
-    Busy,
-    Conflict,
-    DatabaseMissing,
-    DuplicateEvent,
-    InvalidField,
-    NotAQingLongDatabase,
-    NotFound,
-    StorageError,
-)
-from ._journal import (
-    JournalRow,
-    journal_get,
-    journal_quarantine,
-    journal_register,
-    journal_resolve,
-)
-from ._repository import (
-    ACTORS,
-    Actor,
-    Advanced,
-    AttemptChange,
-    Change,
-    Expect,
-    Repository,
-    RunChange,
-)
-from ._rows import AttemptRow, EventRow, RunRow, uuid7
-from ._schema import check_schema, init_schema
+Exports are resolved lazily: importing the repository pulls in `fsm` and `transitions`, which
+the zero-candidate start-up (one SQL statement, spec 04) must not pay for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "ACTORS": "_repository",
+    "Actor": "_repository",
+    "Advanced": "_repository",
+    "AttemptChange": "_repository",
+    "AttemptRow": "_rows",
+    "Busy": "_errors",
+    "Change": "_repository",
+    "Conflict": "_errors",
+    "DatabaseMissing": "_errors",
+    "DuplicateEvent": "_errors",
+    "EventRow": "_rows",
+    "Expect": "_repository",
+    "InvalidField": "_errors",
+    "JournalRow": "_journal",
+    "NotAQingLongDatabase": "_errors",
+    "NotFound": "_errors",
+    "PRIMARY_CANDIDATES_SQL": "_candidates",
+    "PRIMARY_PAGE": "_candidates",
+    "PrimaryCandidate": "_candidates",
+    "Repository": "_repository",
+    "RunChange": "_repository",
+    "RunRow": "_rows",
+    "StorageError": "_errors",
+    "check_schema": "_schema",
+    "connect": "_connection",
+    "in_transaction": "_connection",
+    "init_schema": "_schema",
+    "journal_get": "_journal",
+    "journal_quarantine": "_journal",
+    "journal_register": "_journal",
+    "journal_resolve": "_journal",
+    "prepare_for_writes": "_connection",
+    "primary_candidates": "_candidates",
+    "transaction": "_connection",
+    "uuid7": "_rows",
+}
 
 __all__ = [
     "ACTORS",
@@ -74,3 +84,63 @@ __all__ = [
     "transaction",
     "uuid7",
 ]
+
+if TYPE_CHECKING:
+    from ._candidates import (
+        PRIMARY_CANDIDATES_SQL,
+        PRIMARY_PAGE,
+        PrimaryCandidate,
+        primary_candidates,
+    )
+    from ._connection import (
+        connect,
+        in_transaction,
+        prepare_for_writes,
+        transaction,
+    )
+    from ._errors import (
+        Busy,
+        Conflict,
+        DatabaseMissing,
+        DuplicateEvent,
+        InvalidField,
+        NotAQingLongDatabase,
+        NotFound,
+        StorageError,
+    )
+    from ._journal import (
+        JournalRow,
+        journal_get,
+        journal_quarantine,
+        journal_register,
+        journal_resolve,
+    )
+    from ._repository import (
+        ACTORS,
+        Actor,
+        Advanced,
+        AttemptChange,
+        Change,
+        Expect,
+        Repository,
+        RunChange,
+    )
+    from ._rows import (
+        AttemptRow,
+        EventRow,
+        RunRow,
+        uuid7,
+    )
+    from ._schema import (
+        check_schema,
+        init_schema,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"storage.{module}"), name)
+    globals()[name] = value
+    return value

@@ -47,6 +47,8 @@ def inspect_command(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--limit", type=int, default=200, help="at most this many runs (default 200)")
     args = p.parse_args(argv)
+    if args.limit < 1:
+        raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
     from storage import Repository, check_schema, connect
 
     conn = connect(args.db)

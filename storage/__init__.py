@@ -144,3 +144,36 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"storage.{module}"), name)
     globals()[name] = value
     return value
+
+# --- the legacy-shadow source (ADR-0448), appended ----------------------------------------------
+from ._legacy_source import (  # noqa: E402
+    EVIDENCE_MAX,
+    LEGACY_PAGE_MAX,
+    ActiveAttempt,
+    LatestAttempt,
+    LegacyCandidate,
+    Normalized,
+    active_attempts,
+    candidates_sql,
+    instance_evidence,
+    latest_attempt,
+    legacy_candidates,
+    legacy_log_id,
+    normalize_legacy,
+)
+
+__all__ += [
+    "EVIDENCE_MAX",
+    "LEGACY_PAGE_MAX",
+    "ActiveAttempt",
+    "LatestAttempt",
+    "LegacyCandidate",
+    "Normalized",
+    "active_attempts",
+    "candidates_sql",
+    "instance_evidence",
+    "latest_attempt",
+    "legacy_candidates",
+    "legacy_log_id",
+    "normalize_legacy",
+]

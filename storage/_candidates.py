@@ -18,6 +18,18 @@ PRIMARY_CANDIDATES_SQL = (
 )
 
 
+# qlfsm's own index for the query above (applied by `db init`, migration
+# qlfsm-0003-primary-candidates-index): it holds exactly the candidates, in id order, so a page
+# is an in-order index range, with no sort and no scan of Runs even after ANALYZE (where
+# QingLong's (execution_owner, status, id) index loses to a scan of the primary key on a small
+# table). Its status list must repeat the query's WHERE verbatim for SQLite to use it. Without
+# it (a node `db init` never touched) the query still searches QingLong's status index.
+PRIMARY_CANDIDATES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS qlfsm_runs_primary_candidates_idx "
+    "ON \"Runs\" (execution_owner, id) WHERE status IN ('dispatching','running')"
+)
+
+
 class PrimaryCandidate(NamedTuple):
     # A NamedTuple, not a dataclass: `dataclasses` imports `inspect` (~15 ms), which the
     # zero-candidate start-up path has no use for.

@@ -181,6 +181,7 @@ class Repository:
         actor: Actor = Actor("user"),
     ) -> Advanced:
         """Insert a Run in `created` with its `run.created` event (version 1)."""
+        _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
             c.execute(
@@ -230,11 +231,13 @@ class Repository:
         actor: Actor = Actor("scheduler"),
     ) -> Advanced:
         """Insert a `claimed` Attempt with its `attempt.claimed` event (one version)."""
+        _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
             run = self._run_for_update(c, run_id, expected_version)
             if run.status in RUN_TERMINAL:
                 raise InvalidField(f"run {run_id} is terminal ({run.status}); no new attempt")
+            _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
             number = attempt
             if number is None:
                 top = c.execute(
@@ -282,12 +285,46 @@ class Repository:
         expect: Expect | None = None,
     ) -> Advanced:
         """Apply ``changes`` in order, in ONE transaction, each edge one version and event."""
-        if actor.type not in ACTORS:
-            raise InvalidField(f"unknown actor type {actor.type!r}; use one of spec 01's actors")
+        _check_actor(actor)
         return in_transaction(
             self.conn,
             lambda c: self._advance(c, run_id, expected_version, changes, actor, at_ms, expect),
         )
+
+    def fire(
+        self,
+        model: Any,
+        run_id: str,
+        expected_version: int,
+        change: Change,
+        *,
+        actor: Actor,
+        at_ms: int,
+        expect: Expect | None = None,
+    ) -> Advanced:
+        """One edge on the database AND on an in-memory ``model``, the commit first.
+
+        ``model`` is attached (:meth:`fsm.Lifecycle.attach`) to the Run machine for a
+        :class:`RunChange` or to the Attempt machine for an :class:`AttemptChange`, in the
+        stored status: that status is re-checked inside the transaction (Conflict otherwise).
+        The edge is planned on the model's state first, then committed, and only after the
+        commit fired on the model. A refused guard, an illegal edge or a failed commit raise
+        with the model where it was (spec 01, "edges drive commits").
+        """
+        machine = run_machine() if isinstance(change, RunChange) else attempt_machine()
+        state = str(model.state)
+        machine.plan(state, change.trigger, change.evidence)
+        base = expect or Expect()
+        if isinstance(change, RunChange):
+            merged = Expect(run={**base.run, "status": state}, attempts=base.attempts)
+        else:
+            fields = {**base.attempts.get(change.attempt_id, {}), "status": state}
+            merged = Expect(run=base.run, attempts={**base.attempts, change.attempt_id: fields})
+        advanced = self.advance(
+            run_id, expected_version, [change], actor=actor, at_ms=at_ms, expect=merged
+        )
+        machine.fire(model, change.trigger, change.evidence)
+        return advanced
 
     def advance_in(
         self,
@@ -301,6 +338,7 @@ class Repository:
         expect: Expect | None = None,
     ) -> Advanced:
         """:meth:`advance` inside a transaction the caller already holds (journal + edges)."""
+        _check_actor(actor)
         return self._advance(conn, run_id, expected_version, changes, actor, at_ms, expect)
 
     def _advance(
@@ -409,9 +447,14 @@ class Repository:
         dedupe_key: str | None = None,
     ) -> Advanced:
         """An event that moves no state (e.g. `attempt.late_callback_ignored`)."""
+        _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
             run = self._run_for_update(c, run_id, expected_version)
+            _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
+            if attempt_id is not None:
+                att = self._attempt_of_run(c, run_id, attempt_id)
+                _check_time(at_ms, att.created_at_ms, att.started_at_ms, "attempt")
             version, sequence = self._bump_run(c, run, None, {})
             body: dict[str, object] = {"version": version}
             if attempt_id is not None:
@@ -496,6 +539,9 @@ class Repository:
         at_ms: int,
     ) -> str:
         event_id = uuid7()
+        if dedupe_key is None:
+            # spec 01 rule 5: every event carries a dedupe key, unique per Run.
+            dedupe_key = f"{event_type}:{sequence}"
         try:
             c.execute(
                 'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
@@ -528,8 +574,18 @@ def _index_of(exc: sqlite3.IntegrityError, c: sqlite3.Connection, run_id: str, k
     return "dedupe" if hit else str(exc)
 
 
+def _check_actor(actor: Actor) -> None:
+    if actor.type not in ACTORS:
+        raise InvalidField(
+            f"unknown actor type {actor.type!r}; use one of spec 01's actors: "
+            + ", ".join(sorted(ACTORS))
+        )
+
+
 def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:
     for name, value in fields.items():
+        if not hasattr(row, name):
+            raise InvalidField(f"cannot expect {what} field {name!r}: qlfsm does not read it")
         if getattr(row, name) != value:
             raise Conflict(what, ident, f"{name}={value!r} (now {getattr(row, name)!r})")
 

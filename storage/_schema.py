@@ -6,9 +6,11 @@ import hashlib
 import sqlite3
 import time
 
+from ._candidates import PRIMARY_CANDIDATES_INDEX
 from ._connection import in_transaction, prepare_for_writes
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
 from ._errors import NotAQingLongDatabase
+from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
 
 QL3_STREAM = "ql3-local-sqlite"
 _BOUNDARY = "\n-- ql3-statement-boundary --\n"
@@ -23,13 +25,33 @@ QLFSM_HISTORY_DDL = """CREATE TABLE IF NOT EXISTS "QlfsmSchemaMigrations" (
 QLFSM_MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("qlfsm-0001-legacy-tables", LEGACY_TABLES),
     ("qlfsm-0002-reconciler-indexes", QLFSM_INDEXES),
+    ("qlfsm-0003-primary-candidates-index", (PRIMARY_CANDIDATES_INDEX,)),
 )
 
+def _columns(listing: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in listing.split(","))
+
+
+# Every column qlfsm reads (the row types of _rows.py) or writes (Run/Attempt creation, the
+# journal): a database lacking one is refused up front, not half-way through a pass.
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "Runs": ("id", "execution_owner", "execution_origin", "status", "version", "event_sequence"),
-    "RunAttempts": ("id", "run_id", "status", "callback_sequence", "executor_handle", "pid"),
-    "RunEvents": ("id", "run_id", "sequence", "type", "dedupe_key", "payload"),
-    "LocalCompletionReceiptJournal": ("attempt_id", "run_id", "state"),
+    "Runs": (
+        *_columns(RUN_COLUMNS),
+        "task_revision",
+        "trigger_type",
+        "priority",
+    ),
+    "RunAttempts": _columns(ATTEMPT_COLUMNS),
+    "RunEvents": _columns(EVENT_COLUMNS),
+    "LocalCompletionReceiptJournal": (
+        "attempt_id",
+        "run_id",
+        "state",
+        "quarantine_ref",
+        "purge_after_ms",
+        "registered_at_ms",
+        "updated_at_ms",
+    ),
 }
 
 
@@ -55,8 +77,13 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
         raise NotAQingLongDatabase(path, str(exc)) from exc
     prepare_for_writes(conn)
     applied_now: list[str] = []
-    conn.execute(QL3_HISTORY_DDL)
-    conn.execute(QLFSM_HISTORY_DDL)
+
+    def histories(c: sqlite3.Connection) -> None:
+        # Both are `IF NOT EXISTS`: on a QingLong node the first is already there.
+        c.execute(QL3_HISTORY_DDL)
+        c.execute(QLFSM_HISTORY_DDL)
+
+    in_transaction(conn, histories)
     done = _applied(conn, "QingLong3SchemaMigrations")
     now_ms = int(time.time() * 1000)
     for mig_id, statements in QL3_MIGRATIONS:

@@ -1,0 +1,321 @@
+"""`qlfsm launch`: start a prepared Run's command the way QingLong's launcher does (spec 03
+"Launcher", QingLong ADR-0070).
+
+Order (each step only after the previous one is durable):
+1. validate ids and the receipt root; read the prepared Run (queued/dispatching, exactly one
+   Attempt, `claimed`, executor `local_process`);
+2. transaction 1: Run -> `dispatching` (if queued), Attempt -> `starting` with the SHA-256 of a
+   fresh 256-bit callback token, and the journal row `pending`, all in ONE transaction;
+3. spawn ``python -m reconciler._wrapper CMD...`` in a new session (its own process group, so
+   it survives this process) with the QL3_RECEIPT_* variables; no spawn inside a transaction
+   (spec 01 "Transaction rules");
+4. capture the wrapper's ``ql3lp1`` handle from /proc; on failure kill the group;
+5. transaction 2: Attempt -> `running` (handle, pid, started time), Run -> `running`.
+Then return (or, with ``wait``, wait for the command). The token is never stored or logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from reconciler._cliutil import UsageError, parser, print_json
+from reconciler._clock import Clock, SystemClock
+from reconciler._identity import ProcessProvider, ProcProvider, capture_handle
+from reconciler._receipt import validate_id
+from reconciler._receipt_store import receipt_path, shard_path, temp_path, validate_receipt_root
+
+ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
+LAUNCHER = ("executor", "local-launcher")
+
+
+class LaunchRefused(ValueError):
+    """The Run is not a prepared local-process Run (nothing was changed)."""
+
+
+class LaunchFailed(RuntimeError):
+    """The command could not be started or its identity not captured (the group was stopped)."""
+
+
+@dataclass
+class Launched:
+    run_id: str
+    attempt_id: str
+    pid: int
+    handle: str
+    started_at_ms: int
+    process: subprocess.Popen[bytes]
+
+    def as_dict(self) -> dict[str, Any]:
+        # No token, command or environment (spec 04 "Summary" rule, applied here too).
+        return {
+            "run_id": self.run_id,
+            "attempt_id": self.attempt_id,
+            "pid": self.pid,
+            "handle": self.handle,
+            "started_at_ms": self.started_at_ms,
+        }
+
+
+def new_token() -> tuple[str, str]:
+    """(token, sha256 hex): 256 random bits, base64url without padding (spec 03)."""
+    token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+    return token, hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def wrapper_environment(
+    base: Mapping[str, str],
+    *,
+    run_id: str,
+    attempt_id: str,
+    token: str,
+    started_at_ms: int,
+    root: str,
+) -> dict[str, str]:
+    """The wrapper's environment: the user's, minus QL3_RECEIPT_*/QL3_LAUNCH_*, plus ours."""
+    env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
+    env.update(
+        QL3_RECEIPT_RUN_ID=run_id,
+        QL3_RECEIPT_ATTEMPT_ID=attempt_id,
+        QL3_RECEIPT_CALLBACK_SEQUENCE="1",
+        QL3_RECEIPT_CALLBACK_TOKEN=token,
+        QL3_RECEIPT_STARTED_AT_MS=str(started_at_ms),
+        QL3_RECEIPT_TARGET=receipt_path(root, attempt_id),
+        QL3_RECEIPT_TEMPORARY=temp_path(root, attempt_id),
+    )
+    return env
+
+
+def launch(
+    conn: Any,
+    receipt_root: str,
+    run_id: str,
+    command: Sequence[str],
+    *,
+    provider: ProcessProvider | None = None,
+    clock: Clock | None = None,
+    env: Mapping[str, str] | None = None,
+    log: IO[bytes] | int | None = None,
+) -> Launched:
+    """Launch ``command`` for the prepared Run ``run_id``; see the module docstring."""
+    from storage import (
+        Actor,
+        AttemptChange,
+        Expect,
+        Repository,
+        RunChange,
+        in_transaction,
+        journal_register,
+    )
+
+    provider = provider if provider is not None else ProcProvider()
+    clock = clock if clock is not None else SystemClock()
+    if not validate_id(run_id):
+        raise LaunchRefused(f"run id {run_id!r} is not a valid execution id")
+    root = validate_receipt_root(receipt_root)
+    if not command:
+        raise LaunchRefused("no command given: put it after `--`")
+    repo = Repository(conn)
+    actor = Actor(*LAUNCHER)
+    run = repo.get_run(run_id)
+    if run is None:
+        raise LaunchRefused(f"run {run_id!r} does not exist")
+    attempts = repo.attempts_of(run_id)
+    if run.execution_owner != "runtime" or run.status not in ("queued", "dispatching"):
+        raise LaunchRefused(
+            f"run {run_id} is {run.execution_owner}/{run.status}; a prepared run is "
+            "runtime-owned and queued or dispatching"
+        )
+    if len(attempts) != 1 or attempts[0].status != "claimed":
+        raise LaunchRefused(f"run {run_id} needs exactly one claimed attempt")
+    att = attempts[0]
+    if att.executor_type != "local_process" or not validate_id(att.id):
+        raise LaunchRefused(f"attempt {att.id} is not a local_process attempt with a valid id")
+    token, token_hash = new_token()
+    at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
+
+    def prepare(c: Any) -> int:
+        changes: list[Any] = []
+        if run.status == "queued":
+            changes.append(RunChange("dispatch", dedupe_key=f"local-launch:{att.id}:dispatching"))
+        changes.append(
+            AttemptChange(
+                att.id,
+                "start",
+                set={"callback_token_hash": token_hash},
+                dedupe_key=f"local-launch:{att.id}:starting",
+            )
+        )
+        expect = Expect(
+            run={"status": run.status},
+            attempts={att.id: {"status": "claimed", "callback_sequence": att.callback_sequence}},
+        )
+        done = repo.advance_in(
+            c, run_id, run.version, changes, actor=actor, at_ms=at, expect=expect
+        )
+        # spec 03: the journal row is registered before the wrapper can publish anything.
+        journal_register(c, att.id, run_id, at)
+        return done.version
+
+    version = in_transaction(conn, prepare)
+    started = max(clock.now_ms(), at)
+    # The wrapper creates only the shard; the root is ours to create (0700, as QingLong).
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    os.makedirs(shard_path(root, att.id), mode=0o700, exist_ok=True)
+    wrapper_env = wrapper_environment(
+        os.environ if env is None else env,
+        run_id=run_id,
+        attempt_id=att.id,
+        token=token,
+        started_at_ms=started,
+        root=root,
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler._wrapper", "--", *command],
+            env=wrapper_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if log is None else log,
+            stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
+            close_fds=True,
+            start_new_session=True,  # its own session and process group: it outlives us
+        )
+    except OSError as exc:
+        _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
+        raise LaunchFailed(f"cannot start the wrapper: {exc.strerror}") from exc
+    try:
+        handle = capture_handle(proc.pid, provider)
+        finish = max(clock.now_ms(), started)
+        run_changes: list[Any] = [
+            AttemptChange(
+                att.id,
+                "run",
+                set={"executor_handle": handle, "pid": proc.pid, "started_at_ms": started},
+                dedupe_key=f"local-launch:{att.id}:running",
+            )
+        ]
+        run_changes.append(
+            RunChange(
+                "start",
+                set={} if run.started_at_ms is not None else {"started_at_ms": started},
+                dedupe_key=f"local-launch:{att.id}:run-running",
+            )
+        )
+        repo.advance(
+            run_id,
+            version,
+            run_changes,
+            actor=actor,
+            at_ms=finish,
+            expect=Expect(
+                attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
+            ),
+        )
+    except Exception as exc:
+        # spec 03 "Capture": the launch fails and the spawned group is stopped.
+        _stop_group(proc)
+        _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
+        raise LaunchFailed(f"launched process could not be recorded: {exc}") from exc
+    return Launched(run_id, att.id, proc.pid, handle, started, proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    # SIGKILL: the wrapper must not publish a receipt for a launch that failed.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def _mark_failed(
+    conn: Any, run_id: str, attempt_id: str, version: int, clock: Clock, code: str
+) -> None:
+    """Best effort: the Attempt and Run to `failed`, so the failed launch does not block the
+    next start-up (the ADR-0068 pass would hold a `starting` Attempt without a handle)."""
+    from storage import Actor, AttemptChange, Repository, RunChange, StorageError, journal_resolve
+
+    summary = "Local launch failed before the process identity was recorded"
+    errors = {"error_code": code, "error_summary": summary}
+    repo = Repository(conn)
+    run = repo.get_run(run_id)
+    att = repo.get_attempt(attempt_id)
+    if run is None or att is None or run.version != version:
+        return
+    at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
+    with contextlib.suppress(StorageError):
+        repo.advance(
+            run_id,
+            version,
+            [
+                AttemptChange(
+                    attempt_id, "fail", set=errors, dedupe_key=f"local-launch:{attempt_id}:failed"
+                ),
+                RunChange(
+                    "fail",
+                    set={**errors, "finished_at_ms": at},
+                    dedupe_key=f"local-launch:{attempt_id}:run-failed",
+                ),
+            ],
+            actor=Actor(*LAUNCHER),
+            at_ms=at,
+        )
+        journal_resolve(conn, attempt_id)
+
+
+def launch_command(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm launch",
+        "Start a prepared run's command (queued/dispatching, one claimed local_process "
+        "attempt) in its own process group; exit 0 once its handle is committed.",
+    )
+    p.add_argument("--db", required=True, help="the node's SQLite file")
+    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
+    p.add_argument("--run-id", required=True, help="the prepared run")
+    p.add_argument("--wait", action="store_true", help="wait and exit with the command's code")
+    p.add_argument("--log", help="append the command's stdout/stderr to this file")
+    p.add_argument("--json", action="store_true", help="print the launch as one JSON object")
+    p.add_argument("command", nargs="*", help="the command, after `--`")
+    args = p.parse_args(argv)
+    if not args.command:
+        raise UsageError("qlfsm launch: give the command after `--`, e.g. `-- sleep 5`")
+    try:
+        root = validate_receipt_root(args.receipt_root)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    from storage import connect
+
+    conn = connect(args.db)
+    log: IO[bytes] | None = None
+    try:
+        if args.log:
+            log = open(args.log, "ab")  # noqa: SIM115 - closed below, after the spawn
+        try:
+            launched = launch(conn, root, args.run_id, args.command, log=log)
+        except LaunchRefused as exc:
+            raise UsageError(f"qlfsm launch: {exc}") from exc
+    finally:
+        conn.close()
+        if log is not None:
+            log.close()
+    if args.json:
+        print_json(launched.as_dict())
+    else:
+        sys.stdout.write(
+            f"launched run {launched.run_id} attempt {launched.attempt_id} pid {launched.pid}\n"
+        )
+        sys.stdout.flush()
+    if not args.wait:
+        # The wrapper lives on in its own session; this process does not reap it.
+        launched.process.returncode = 0
+        return 0
+    code = launched.process.wait()
+    return 128 - code if code < 0 else code

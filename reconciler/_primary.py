@@ -1,0 +1,504 @@
+"""ADR-0068: the receipt-first, process-identity-aware start-up reconciler (spec 04).
+
+One pass over the bounded candidate page, serially in Run id order, in two phases so that the
+publication grace is paid ONCE per pass (spec 04 "The grace"):
+
+- phase 1 takes every candidate through spec 04's table up to its probe; candidates decided
+  before the probe (rows 1-11) or proven running (row 12) are finished here, and `not_running`
+  ones are set aside with the monotonic time of their probe;
+- one sleep, long enough that the LAST of those probes is a full grace old (so every one is);
+- phase 2 reads each set-aside candidate's receipt again and commits (row 13).
+
+Every candidate walks :class:`fsm.EvidenceSequence`: the only way to record `lost` after a
+probe is through ``pay_grace`` and ``reread_receipt`` (ADR-0068 §2 step 6). Then the final
+verifier (ADR-0068 §5) queries the page again and proves every retained candidate a second time.
+
+Ports are injected: the connection, a ReceiptStore, a ProcessProvider and a Clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from fsm import ATTEMPT_ACTIVE, EvidenceSequence, PrimaryFacts
+from reconciler._cliutil import UsageError
+from reconciler._clock import Clock
+from reconciler._identity import ProcessProvider, inspect_handle
+from reconciler._primary_edges import (
+    Plan,
+    adopt_running,
+    completion,
+    lose_attempt,
+    lose_missing_attempt,
+)
+from reconciler._receipt import authenticate_receipt
+from reconciler._receipt_store import Found, Invalid, Missing, ReceiptStore
+from storage import (
+    AttemptRow,
+    PrimaryCandidate,
+    Repository,
+    RunRow,
+    journal_quarantine,
+    journal_resolve,
+    primary_candidates,
+)
+
+# spec 04 "Profiles" / ADR-0068 §2 step 6: the one-shot grace, in milliseconds.
+GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
+REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
+# How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-6).
+QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
+
+Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
+
+
+def grace_seconds(profile: str) -> float:
+    """The grace of ``profile``; UsageError for a cluster profile or an unknown one."""
+    if profile in REFUSED_PROFILES:
+        raise UsageError(
+            f"profile {profile!r} refuses the local reconciler: a cluster uses its PostgreSQL "
+            "claim/fencing model, never local PID evidence (use edge or standalone)"
+        )
+    if profile not in GRACE_MS:
+        raise UsageError(
+            f"unknown profile {profile!r}; choose edge, standalone, cluster-control or worker"
+        )
+    return GRACE_MS[profile] / 1000.0
+
+
+@dataclass
+class CandidateResult:
+    run_id: str
+    attempt_id: str | None
+    row: str
+    outcome: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        # spec 04: never a token, a command or an environment in here.
+        return {
+            "run_id": self.run_id,
+            "attempt_id": self.attempt_id,
+            "row": self.row,
+            "outcome": self.outcome,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class _Candidate:
+    page: PrimaryCandidate
+    seq: EvidenceSequence = field(default_factory=EvidenceSequence)
+    run: RunRow | None = None
+    attempt: AttemptRow | None = None
+    probed_at: float = 0.0
+    probe_reason: str = ""
+    fingerprint: Fingerprint | None = None
+    result: CandidateResult | None = None
+
+
+def fingerprint(run: RunRow, attempt: AttemptRow) -> Fingerprint:
+    """spec 04 "Final verifier": the fields a retained candidate must keep."""
+    return (
+        run.id,
+        run.status,
+        run.version,
+        attempt.id,
+        attempt.status,
+        attempt.callback_sequence,
+        attempt.executor_handle,
+        attempt.pid,
+    )
+
+
+def empty_summary(truncated: bool) -> dict[str, Any]:
+    """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at."""
+    return {
+        "safe": not truncated,
+        "scanned": 0,
+        "recovered": 0,
+        "remaining": 0,
+        "unresolved": 0,
+        "failed": 0,
+        "truncated": truncated,
+        "candidates": [],
+    }
+
+
+def summarize(results: list[CandidateResult], truncated: bool) -> dict[str, Any]:
+    counts = {k: 0 for k in ("recovered", "remaining", "unresolved", "failed")}
+    for r in results:
+        counts[r.outcome] += 1
+    return {
+        "safe": not truncated and counts["unresolved"] == 0 and counts["failed"] == 0,
+        "scanned": sum(counts.values()),
+        **counts,
+        "truncated": truncated,
+        "candidates": [r.as_dict() for r in sorted(results, key=lambda r: r.run_id)],
+    }
+
+
+class PrimaryReconciler:
+    """One ADR-0068 pass; see the module docstring. Use :func:`reconcile`."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        store: ReceiptStore,
+        provider: ProcessProvider,
+        clock: Clock,
+        *,
+        profile: str = "standalone",
+        platform: str = sys.platform,
+    ) -> None:
+        self.grace = grace_seconds(profile)
+        self.conn = conn
+        self.repo = Repository(conn)
+        self.store = store
+        self.provider = provider
+        self.clock = clock
+        self.platform = platform
+
+    # --- the pass ---------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        page, truncated = primary_candidates(self.conn)
+        if truncated or not page:
+            # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
+            return empty_summary(truncated)
+        todo = [_Candidate(c) for c in page]
+        waiting: list[_Candidate] = []
+        for cand in todo:
+            self._guarded(cand, self._phase1)
+            if cand.result is None:
+                waiting.append(cand)
+        if waiting:
+            self._pay_grace(waiting)
+            for cand in waiting:
+                self._guarded(cand, self._phase2)
+        results = [c.result for c in todo if c.result is not None]
+        truncated = self._verify(todo, results)
+        return summarize(results, truncated)
+
+    def _guarded(self, cand: _Candidate, step: Any) -> None:
+        # spec 04 row 14: any exception while handling the candidate -> failed. Each advance is
+        # its own transaction, already rolled back by the time the exception reaches here.
+        try:
+            step(cand)
+        except Exception as exc:
+            if cand.seq.done and cand.result is not None:
+                # Decided (and committed) before the error: keep the decision, name the error.
+                cand.result.reason += f";error:{_describe(exc)}"
+                return
+            cand.seq.fire("fail")
+            cand.result = self._result(cand, "14", f"error:{_describe(exc)}")
+
+    def _result(self, cand: _Candidate, row: str, reason: str) -> CandidateResult:
+        attempt_id = cand.attempt.id if cand.attempt is not None else None
+        return CandidateResult(cand.page.run_id, attempt_id, row, cand.seq.outcome, reason)
+
+    def _finish(self, cand: _Candidate, trigger: str, row: str, reason: str) -> None:
+        cand.seq.fire(trigger)
+        cand.result = self._result(cand, row, reason)
+
+    def _facts(self, cand: _Candidate, **kw: Any) -> PrimaryFacts:
+        run, att = cand.run, cand.attempt
+        assert run is not None
+        active = 1 if att is not None and att.status in ATTEMPT_ACTIVE else 0
+        return PrimaryFacts(
+            run_status=run.status,
+            attempt_status=att.status if att is not None else None,
+            active_attempts=active,
+            **kw,
+        )
+
+    def _commit(self, cand: _Candidate, plan: Plan) -> None:
+        run = cand.run
+        assert run is not None
+        self.repo.advance(
+            run.id,
+            run.version,
+            plan.changes,
+            actor=plan.actor,
+            at_ms=plan.at_ms,
+            expect=plan.expect,
+        )
+
+    # --- phase 1: spec 04 rows 1..12, and the probe of row 13 -------------------------------
+
+    def _phase1(self, cand: _Candidate) -> None:
+        run = self.repo.get_run(cand.page.run_id)
+        attempts = self.repo.attempts_of(cand.page.run_id) if run is not None else []
+        active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
+        cand.run = run
+        if len(active) > 1:
+            return self._finish(cand, "hold", "1", "multiple_active_attempts")
+        if run is None:
+            return self._finish(cand, "hold", "2", "run_gone")
+        if run.execution_owner != "runtime":
+            return self._finish(cand, "hold", "2", "not_runtime_owned")
+        if run.status != cand.page.status:
+            return self._finish(cand, "hold", "2", "status_changed")
+        if not attempts and run.status == "dispatching":
+            facts = self._facts(cand)
+            cand.seq.require("lose_missing_attempt")
+            self._commit(cand, lose_missing_attempt(run, facts, self.clock.now_ms()))
+            return self._finish(cand, "lose_missing_attempt", "3", "attempt_missing_before_start")
+        if not active:
+            return self._finish(cand, "hold", "3b", "no_active_attempt")
+        latest = attempts[-1]  # attempts_of orders by attempt number
+        cand.attempt = latest
+        if latest.status not in ATTEMPT_ACTIVE:
+            return self._finish(cand, "hold", "4", "latest_attempt_not_active")
+        # ADR-0068 §2 steps 2-3: the one receipt path, before any process evidence.
+        cand.seq.fire("read_receipt")
+        if self._consume_receipt(cand, first=True):
+            return None
+        att = latest
+        if att.status == "claimed":
+            # ADR-0068 §2 step 5: an unstarted claim is lost WITHOUT probing any process.
+            facts = self._facts(cand, first_receipt="missing")
+            return self._lose(cand, "lose_unstarted_claim", "unstarted_claim", "7", facts)
+        if att.executor_type != "local_process":
+            return self._finish(cand, "hold", "8", "executor_not_local_process")
+        if not att.executor_handle:
+            return self._finish(cand, "hold", "8", "handle_missing")
+        if not isinstance(att.pid, int) or isinstance(att.pid, bool) or att.pid < 1:
+            return self._finish(cand, "hold", "8", "pid_invalid")
+        evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
+        # Three-valued: `unknown` is never read as gone (ADR-0068 §3).
+        if evidence.verdict == "unknown":
+            if evidence.reason == "provider_unavailable":
+                return self._finish(cand, "fail", "9", "provider_unavailable")
+            return self._finish(cand, "hold", "10", evidence.reason)
+        if evidence.pid != att.pid:
+            return self._finish(cand, "hold", "11", "handle_pid_mismatch")
+        if evidence.verdict == "running":
+            cand.seq.fire("probe_running")
+            return self._retain(cand)
+        cand.seq.fire("probe_not_running")
+        cand.probed_at = self.clock.monotonic()
+        cand.probe_reason = evidence.reason
+        return None  # waits for the shared grace (row 13)
+
+    def _retain(self, cand: _Candidate) -> None:
+        """Row 12: adopt `running` where needed, keep the fingerprint for the verifier."""
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        facts = self._facts(
+            cand, first_receipt="missing", process="running", handle_pid_matches=True
+        )
+        cand.seq.require("retain")
+        plan = adopt_running(run, att, facts, self.clock.now_ms())
+        if plan is not None:
+            self._commit(cand, plan)
+            run = self.repo.get_run(run.id)
+            att = self.repo.get_attempt(att.id)
+            assert run is not None and att is not None
+            cand.run, cand.attempt = run, att
+        cand.fingerprint = fingerprint(run, att)
+        self._finish(cand, "retain", "12", "process_running")
+
+    def _consume_receipt(self, cand: _Candidate, *, first: bool) -> bool:
+        """Read the receipt; a trusted one completes (row 5), an invalid one is quarantined
+        (row 6). False when there is none (the sequence is then in a `*_missing` state)."""
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        read = self.store.read(att.id)
+        row = "5" if first else "13"
+        if isinstance(read, Found):
+            problem = authenticate_receipt(
+                read.receipt,
+                run_id=run.id,
+                execution_owner=run.execution_owner,
+                attempt_id=att.id,
+                attempt_status=att.status,
+                attempt_callback_sequence=att.callback_sequence,
+                attempt_created_at_ms=att.created_at_ms,
+                attempt_started_at_ms=att.started_at_ms,
+                callback_token_hash=att.callback_token_hash,
+                run_status=run.status,
+            )
+            if problem is None:
+                cand.seq.fire("trust")
+                if first:
+                    facts = self._facts(cand, first_receipt="trusted")
+                else:
+                    facts = self._facts(
+                        cand,
+                        first_receipt="missing",
+                        process="not_running",
+                        handle_pid_matches=True,
+                        grace_paid=True,
+                        second_receipt="trusted",
+                    )
+                cand.seq.require("commit_completion")
+                plan = completion(run, att, read.receipt, facts, self.clock.now_ms())
+                self._commit(cand, plan)
+                reason = f"receipt_{plan.terminal}" + ("" if first else "_after_grace")
+                self._finish(cand, "commit_completion", row, reason)
+                self._after_completion(cand)
+                return True
+            read = Invalid(problem)
+        if isinstance(read, Invalid):
+            cand.seq.fire("reject")
+            self._quarantine(run, att)
+            self._finish(
+                cand, "quarantine", "6" if first else "13", f"invalid_receipt:{read.reason}"
+            )
+            return True
+        cand.seq.fire("find_none")
+        return False
+
+    def _after_completion(self, cand: _Candidate) -> None:
+        # spec 03: delete the receipt only AFTER the commit, then resolve the journal. A failure
+        # here leaves a committed terminal Run: recovered, with the leftover named.
+        att = cand.attempt
+        assert att is not None and cand.result is not None
+        try:
+            self.store.delete(att.id)
+            journal_resolve(self.conn, att.id)
+        except Exception as exc:
+            cand.result.reason += f";cleanup_failed:{_describe(exc)}"
+
+    def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
+        # spec 03: the journal intent is committed FIRST, then the file is moved.
+        now = self.clock.now_ms()
+        ref = self.store.quarantine_ref(att.id)
+        journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        self.store.quarantine(att.id)
+
+    def _lose(
+        self, cand: _Candidate, trigger: str, reason: str, row: str, facts: PrimaryFacts
+    ) -> None:
+        """Rows 7 and 13. ``trigger`` is the Run/Attempt edge; the evidence machine's edge is
+        ``lose_unstarted_claim`` (before any probe) or ``lose_not_running`` (after the grace
+        and the second read), and it must be allowed BEFORE anything is committed."""
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        step = "lose_not_running" if trigger == "lose_after_grace" else trigger
+        cand.seq.require(step)
+        self._commit(cand, lose_attempt(run, att, reason, trigger, facts, self.clock.now_ms()))
+        detail = reason if row != "13" else f"{reason}:{cand.probe_reason}"
+        self._finish(cand, step, row, detail)
+
+    # --- the grace, once ----------------------------------------------------------------------
+
+    def _pay_grace(self, waiting: list[_Candidate]) -> None:
+        # spec 04: ONE wait for all not_running candidates; the last probe is the youngest, so
+        # once it is a full grace old, every earlier one is too.
+        youngest = max(c.probed_at for c in waiting)
+        remaining = self.grace - (self.clock.monotonic() - youngest)
+        while remaining > 0:
+            self.clock.sleep(remaining)
+            remaining = self.grace - (self.clock.monotonic() - youngest)
+
+    # --- phase 2: row 13 after the grace ------------------------------------------------------
+
+    def _phase2(self, cand: _Candidate) -> None:
+        if self.clock.monotonic() - cand.probed_at < self.grace:  # pragma: no cover - guarded
+            raise RuntimeError("second receipt read attempted before a full grace")
+        cand.seq.fire("pay_grace")
+        cand.seq.fire("reread_receipt")
+        if self._consume_receipt(cand, first=False):
+            return
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        # Re-read the Run/Attempt: nothing may have changed since the probe (spec 04 row 13).
+        now_run = self.repo.get_run(run.id)
+        attempts = self.repo.attempts_of(run.id) if now_run is not None else []
+        now_att = attempts[-1] if attempts else None
+        active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
+        if (
+            now_run is None
+            or now_att is None
+            or active != 1
+            or fingerprint(now_run, now_att) != fingerprint(run, att)
+        ):
+            return self._finish(cand, "hold", "13", "changed_before_lost")
+        facts = self._facts(
+            cand,
+            first_receipt="missing",
+            process="not_running",
+            handle_pid_matches=True,
+            grace_paid=True,
+            second_receipt="missing",
+            unchanged_on_recheck=True,
+        )
+        return self._lose(cand, "lose_after_grace", "process_not_running", "13", facts)
+
+    # --- final verifier (ADR-0068 §5) ---------------------------------------------------------
+
+    def _verify(self, todo: list[_Candidate], results: list[CandidateResult]) -> bool:
+        page, truncated = primary_candidates(self.conn)
+        by_id = {c.page.run_id: c for c in todo}
+        retained = {c.page.run_id: c for c in todo if c.result and c.result.outcome == "remaining"}
+        seen: set[str] = set()
+        for now in page:
+            seen.add(now.run_id)
+            cand = by_id.get(now.run_id)
+            if cand is None or cand.result is None:
+                results.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "new"))
+            elif now.run_id in retained:
+                self._verify_one(cand, now)
+            elif cand.result.outcome == "recovered":
+                # It was terminalized or lost, yet it is a candidate again: someone moved it.
+                results.append(
+                    CandidateResult(now.run_id, None, "verifier", "unresolved", "reappeared")
+                )
+        for run_id, cand in retained.items():
+            if run_id not in seen and not truncated:
+                self._revoke(cand, "vanished")
+        return truncated
+
+    def _verify_one(self, cand: _Candidate, now: PrimaryCandidate) -> None:
+        assert cand.fingerprint is not None and cand.attempt is not None
+        att = cand.attempt
+        try:
+            if not isinstance(self.store.read(att.id), Missing):
+                return self._revoke(cand, "receipt_appeared")
+            evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
+            if evidence.verdict != "running" or evidence.pid != att.pid:
+                return self._revoke(cand, f"process_{evidence.verdict}:{evidence.reason}")
+            run = self.repo.get_run(now.run_id)
+            attempts = self.repo.attempts_of(now.run_id)
+            if (
+                run is None
+                or not attempts
+                or (now.status, now.version) != (run.status, run.version)
+                or fingerprint(run, attempts[-1]) != cand.fingerprint
+                or sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE) != 1
+            ):
+                return self._revoke(cand, "fingerprint_changed")
+        except Exception as exc:
+            assert cand.result is not None
+            cand.result.outcome = "failed"
+            cand.result.reason = f"verifier_error:{_describe(exc)}"
+        return None
+
+    def _revoke(self, cand: _Candidate, why: str) -> None:
+        # ADR-0068 §5: any difference revokes safety for that candidate.
+        assert cand.result is not None
+        cand.result.outcome = "unresolved"
+        cand.result.reason = f"verifier:{why}"
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def reconcile(
+    conn: sqlite3.Connection,
+    store: ReceiptStore,
+    provider: ProcessProvider,
+    clock: Clock,
+    *,
+    profile: str = "standalone",
+    platform: str = sys.platform,
+) -> dict[str, Any]:
+    """Run one ADR-0068 pass and return spec 04's summary (see :class:`PrimaryReconciler`)."""
+    return PrimaryReconciler(conn, store, provider, clock, profile=profile, platform=platform).run()

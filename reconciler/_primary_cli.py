@@ -1,0 +1,198 @@
+"""`qlfsm reconcile` (spec 06) and :func:`primary_pass`, the entry the `startup` command uses.
+
+The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
+so this module imports only the standard library and :mod:`reconciler._cliutil` at load time.
+It opens the database itself and runs the candidate query itself; only when there ARE
+candidates does it import the reconciler (``fsm``, ``transitions``, ``storage``). ``storage``
+is not imported on the fast path: importing it costs more than the whole fast path (see
+benchmarks/README.md); the statement below is the same text as
+``storage.PRIMARY_CANDIDATES_SQL`` (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from typing import Any
+
+from ._cliutil import (
+    EXIT_BLOCKED,
+    EXIT_SAFE,
+    FatalError,
+    UsageError,
+    parser,
+    print_json,
+    table,
+)
+
+PAGE = 256
+# == storage.PRIMARY_CANDIDATES_SQL (tests/test_primary_cli.py asserts it).
+CANDIDATES_SQL = (
+    "SELECT r.id, r.status, r.version, "
+    '(SELECT COUNT(*) FROM "RunAttempts" a WHERE a.run_id = r.id '
+    "AND a.status IN ('claimed','starting','running')) AS active "
+    'FROM "Runs" r '
+    "WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running') "
+    "ORDER BY r.id LIMIT ?"
+)
+PROFILES = ("edge", "standalone", "cluster-control", "worker")
+LOCAL_PROFILES = ("edge", "standalone")
+MAX_ROOT_BYTES = 4096
+
+
+def default_profile() -> str:
+    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone`."""
+    return os.environ.get("QL_DEPLOYMENT_PROFILE", "").strip() or "standalone"
+
+
+def check_profile(profile: str) -> str:
+    # spec 04 "Profiles": a cluster never uses local PID evidence.
+    if profile in ("cluster-control", "worker"):
+        raise UsageError(
+            f"profile {profile!r} refuses the local reconciler (a cluster uses its PostgreSQL "
+            "claim/fencing model); run it with --profile edge or --profile standalone"
+        )
+    if profile not in LOCAL_PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    return profile
+
+
+def check_receipt_root(path: str) -> str:
+    """spec 03 "Root", checked before anything is touched; the same rules (and message) as
+    ``reconciler._receipt_store.validate_receipt_root``, without importing the store."""
+    if not path:
+        raise UsageError("receipt root is empty: set --receipt-root to an absolute directory")
+    if "\0" in path:
+        raise UsageError("receipt root contains a NUL byte: remove it")
+    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
+        raise UsageError(
+            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+        )
+    if not path.startswith("/"):
+        raise UsageError(f"receipt root {path!r} is relative: use an absolute path")
+    normalised = os.path.normpath(path)
+    if normalised.strip("/") == "":
+        raise UsageError("receipt root is '/': use a dedicated directory below it")
+    return normalised
+
+
+def open_database(db: str) -> sqlite3.Connection:
+    """Open an existing database read-write WITHOUT running any SQL (never creates one)."""
+    if not os.path.exists(db):
+        raise FatalError(
+            f"database {db!r} does not exist; reconcile never creates one "
+            f"(create it with `qlfsm db init --db {db}`)"
+        )
+    uri = "file:" + os.path.abspath(db).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    try:
+        return sqlite3.connect(uri + "?mode=rw", uri=True, isolation_level=None, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise FatalError(f"cannot open database {db!r}: {exc}") from exc
+
+
+def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[tuple[Any, ...]], bool]:
+    """The ONE statement of the zero-candidate path: up to 256 rows and a truncation flag."""
+    try:
+        rows = conn.execute(CANDIDATES_SQL, (PAGE + 1,)).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise FatalError(
+            f"{db!r} is not a QingLong 3.0 database ({exc}); point --db at the node's SQLite "
+            "file or create one with `qlfsm db init`"
+        ) from exc
+    return rows[:PAGE], len(rows) > PAGE
+
+
+def _fast_summary(truncated: bool) -> dict[str, Any]:
+    return {
+        "safe": not truncated,
+        "scanned": 0,
+        "recovered": 0,
+        "remaining": 0,
+        "unresolved": 0,
+        "failed": 0,
+        "truncated": truncated,
+        "candidates": [],
+    }
+
+
+def exit_code(summary: dict[str, Any]) -> int:
+    return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
+
+
+def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, Any], int]:
+    """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
+
+    Raises UsageError (bad root or profile: exit 2) before touching anything, and FatalError
+    (missing or foreign database: exit 1). Zero candidates or a truncated page: one SQL
+    statement, no receipt, no /proc, no sleep, no write (spec 04 "Before any candidate").
+    """
+    root = check_receipt_root(receipt_root)
+    check_profile(profile)
+    conn = open_database(db)
+    try:
+        page, truncated = candidate_page(conn, db)
+    finally:
+        conn.close()
+    if truncated or not page:
+        summary = _fast_summary(truncated)
+        return summary, exit_code(summary)
+    # There are candidates: now, and only now, pay for the machines and the repository.
+    from reconciler._clock import SystemClock
+    from reconciler._identity import ProcProvider
+    from reconciler._primary import reconcile
+    from reconciler._receipt_store import FileReceiptStore
+    from storage import check_schema, connect
+
+    full = connect(db)
+    try:
+        check_schema(full, path=db)
+        summary = reconcile(
+            full, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
+        )
+    finally:
+        full.close()
+    return summary, exit_code(summary)
+
+
+def reconcile_command(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm reconcile",
+        "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
+        "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal.",
+    )
+    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
+    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="edge or standalone (default: $QL_DEPLOYMENT_PROFILE, else standalone)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    args = p.parse_args(argv)
+    profile = args.profile if args.profile is not None else default_profile()
+    summary, code = primary_pass(args.db, args.receipt_root, profile)
+    if args.json:
+        print_json(summary)
+    else:
+        sys.stdout.write(render(summary) + "\n")
+    return code
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The human summary: one line of counts, the candidates, and the verdict."""
+    verdict = "SAFE to start" if summary["safe"] else "start-up BLOCKED"
+    head = (
+        f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
+        f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "
+        f"{summary['failed']}" + (" (page truncated at 256)" if summary["truncated"] else "")
+    )
+    lines = [head]
+    if summary["candidates"]:
+        rows = [
+            [c["run_id"], c["attempt_id"] or "-", c["row"], c["outcome"], c["reason"]]
+            for c in summary["candidates"]
+        ]
+        lines.append(table(["run", "attempt", "row", "outcome", "reason"], rows))
+    lines.append(verdict)
+    return "\n".join(lines)

@@ -1,0 +1,257 @@
+"""The writes of the ADR-0068 reconciler: which edges, fields, events and dedupe keys.
+
+Each function returns the changes for ONE ``Repository.advance`` (one ``BEGIN IMMEDIATE``
+transaction) plus the fields that transaction must find unchanged (``Expect``). Event types,
+actors, dedupe keys, error codes and summaries follow QingLong 3.0's coordinator and completion
+processor (``/tmp/facts/recovery.md`` §2); the only difference is D-3 (docs/decisions.md): a
+receipt for a not-yet-running Attempt walks the legal edges through `running`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fsm import PrimaryFacts
+from reconciler._receipt import Receipt
+from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
+
+# spec 04 "Writes": who writes what.
+RECONCILER = Actor("reconciler", "local-startup")
+RECEIPT_EXECUTOR = Actor("executor", "completion-receipt")
+
+LOST_REASONS: dict[str, tuple[str, str]] = {
+    # reason -> (error code, error summary), as QingLong's coordinator writes them.
+    "unstarted_claim": (
+        "RECOVERY_UNSTARTED_CLAIM",
+        "Claimed Attempt never crossed the start barrier",
+    ),
+    "process_not_running": (
+        "RECOVERY_PROCESS_NOT_RUNNING",
+        "Durable process identity proves the execution is not running",
+    ),
+}
+MISSING_ATTEMPT = (
+    "RECOVERY_ATTEMPT_MISSING_BEFORE_START",
+    "Dispatching Run has no durable Attempt",
+)
+
+# spec 04 "Terminal mapping from a trusted receipt".
+_TERMINAL_ERRORS: dict[str, tuple[str, str]] = {
+    "timed_out": ("EXECUTION_TIMED_OUT", "Execution exceeded its configured timeout"),
+    "cancelled": ("EXECUTION_CANCELLED", "Execution was cancelled"),
+    "failed": ("EXECUTION_FAILED", "Execution completed without success"),
+}
+_RECEIPT_TRIGGER = {
+    "succeeded": "succeed_by_receipt",
+    "failed": "fail_by_receipt",
+    "cancelled": "cancel_by_receipt",
+    "timed_out": "time_out_by_receipt",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One advance: its changes, the actor, the time, and the fields re-checked inside it."""
+
+    changes: tuple[Change, ...]
+    actor: Actor
+    at_ms: int
+    expect: Expect
+    terminal: str | None = None
+
+
+def at_or_after(now_ms: int, run: RunRow, attempt: AttemptRow | None, *floor: int) -> int:
+    """QingLong's ``atOrAfter``: never earlier than any created/started time (spec 01)."""
+    times = [now_ms, run.created_at_ms, run.started_at_ms or 0, *floor]
+    if attempt is not None:
+        times += [attempt.created_at_ms, attempt.started_at_ms or 0]
+    return max(times)
+
+
+def expect_for(run: RunRow, attempt: AttemptRow | None) -> Expect:
+    """ADR-0068 §4: every field the decision used, re-checked inside the transaction."""
+    run_fields: dict[str, object] = {
+        "status": run.status,
+        "version": run.version,
+        "execution_owner": run.execution_owner,
+    }
+    if attempt is None:
+        return Expect(run=run_fields)
+    return Expect(
+        run=run_fields,
+        attempts={
+            attempt.id: {
+                "status": attempt.status,
+                "callback_sequence": attempt.callback_sequence,
+                "callback_token_hash": attempt.callback_token_hash,
+                "executor_handle": attempt.executor_handle,
+                "pid": attempt.pid,
+            }
+        },
+    )
+
+
+def terminal_for(run: RunRow, receipt: Receipt) -> str:
+    """spec 04: a requested cancel wins (timeout -> timed_out); else the exit code decides."""
+    if run.cancel_requested_at_ms is not None:
+        return "timed_out" if run.cancel_reason == "timeout" else "cancelled"
+    return "succeeded" if receipt.exit_code == 0 else "failed"
+
+
+def completion(
+    run: RunRow, attempt: AttemptRow, receipt: Receipt, facts: PrimaryFacts, now_ms: int
+) -> Plan:
+    """Row 5: Attempt and Run to the receipt's terminal status, Attempt event first.
+
+    D-3: an Attempt still `claimed`/`starting` goes claimed -> starting -> running and a Run
+    still `dispatching` goes to `running` first, each edge its own event, all in this one
+    transaction (QingLong writes the direct, ADR-0001-illegal edge).
+    """
+    at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
+    terminal = terminal_for(run, receipt)
+    base = f"local-completion:{attempt.id}:{receipt.callback_sequence}"
+    chain = {"evidence": "completion_receipt"}
+    changes: list[Change] = []
+    if attempt.status == "claimed":
+        changes.append(
+            AttemptChange(
+                attempt.id, "start_by_receipt", facts, payload=chain, dedupe_key=f"{base}:starting"
+            )
+        )
+    if attempt.status in ("claimed", "starting"):
+        started = (
+            {}
+            if attempt.started_at_ms is not None
+            else {"started_at_ms": receipt_start(receipt, attempt)}
+        )
+        changes.append(
+            AttemptChange(
+                attempt.id,
+                "run_by_receipt",
+                facts,
+                set=started,
+                payload=chain,
+                dedupe_key=f"{base}:attempt-running",
+            )
+        )
+    if run.status == "dispatching":
+        started = (
+            {}
+            if run.started_at_ms is not None
+            else {"started_at_ms": max(receipt.started_at_ms, run.created_at_ms)}
+        )
+        changes.append(
+            RunChange(
+                "start_by_receipt",
+                facts,
+                set=started,
+                payload=chain,
+                dedupe_key=f"{base}:run-running",
+            )
+        )
+    error = _TERMINAL_ERRORS.get(terminal)
+    errors = {"error_code": error[0], "error_summary": error[1]} if error else {}
+    trigger = _RECEIPT_TRIGGER[terminal]
+    changes.append(
+        AttemptChange(
+            attempt.id,
+            trigger,
+            facts,
+            set={
+                "callback_sequence": receipt.callback_sequence,
+                "exit_code": receipt.exit_code,
+                "finished_at_ms": at,
+                **errors,
+            },
+            dedupe_key=f"{base}:attempt",
+        )
+    )
+    changes.append(
+        RunChange(trigger, facts, set={"finished_at_ms": at, **errors}, dedupe_key=f"{base}:run")
+    )
+    return Plan(tuple(changes), RECEIPT_EXECUTOR, at, expect_for(run, attempt), terminal)
+
+
+def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
+    return max(receipt.started_at_ms, attempt.created_at_ms)
+
+
+def lose_attempt(
+    run: RunRow, attempt: AttemptRow, reason: str, trigger: str, facts: PrimaryFacts, now_ms: int
+) -> Plan:
+    """Rows 7 and 13: Attempt and Run to `lost` (the Run gets no finished time: not terminal)."""
+    code, summary = LOST_REASONS[reason]
+    at = at_or_after(now_ms, run, attempt)
+    errors = {"error_code": code, "error_summary": summary}
+    changes: tuple[Change, ...] = (
+        AttemptChange(
+            attempt.id,
+            trigger,
+            facts,
+            set=errors,
+            dedupe_key=f"local-recovery:attempt:{attempt.id}:{attempt.callback_sequence}:{reason}",
+        ),
+        RunChange(
+            trigger,
+            facts,
+            set=errors,
+            payload={"error_code": code},
+            dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{run.version}:{reason}",
+        ),
+    )
+    return Plan(changes, RECONCILER, at, expect_for(run, attempt), "lost")
+
+
+def lose_missing_attempt(run: RunRow, facts: PrimaryFacts, now_ms: int) -> Plan:
+    """Row 3: a dispatching Run without any Attempt; one `run.lost` event."""
+    code, summary = MISSING_ATTEMPT
+    change = RunChange(
+        "lose_missing_attempt",
+        facts,
+        set={"error_code": code, "error_summary": summary},
+        payload={"error_code": code},
+        dedupe_key=f"local-recovery:run:{run.id}:{run.version}:missing-attempt",
+    )
+    return Plan(
+        (change,), RECONCILER, at_or_after(now_ms, run, None), expect_for(run, None), "lost"
+    )
+
+
+def adopt_running(
+    run: RunRow, attempt: AttemptRow, facts: PrimaryFacts, now_ms: int
+) -> Plan | None:
+    """Row 12: `starting -> running` and/or `dispatching -> running`; None when both run."""
+    at = at_or_after(now_ms, run, attempt)
+    evidence = {"evidence": "durable_process_identity"}
+    changes: list[Change] = []
+    version = run.version
+    if attempt.status == "starting":
+        started = {} if attempt.started_at_ms is not None else {"started_at_ms": at}
+        changes.append(
+            AttemptChange(
+                attempt.id,
+                "adopt_running",
+                facts,
+                set=started,
+                payload=evidence,
+                dedupe_key=(
+                    f"local-recovery:attempt:{attempt.id}:{attempt.callback_sequence}:running"
+                ),
+            )
+        )
+        version += 1
+    if run.status == "dispatching":
+        started = {} if run.started_at_ms is not None else {"started_at_ms": at}
+        # QingLong keys the Run edge on the version AFTER the Attempt edge.
+        changes.append(
+            RunChange(
+                "adopt_running",
+                facts,
+                set=started,
+                payload=evidence,
+                dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{version}:running",
+            )
+        )
+    if not changes:
+        return None
+    return Plan(tuple(changes), RECONCILER, at, expect_for(run, attempt), "running")

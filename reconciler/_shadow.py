@@ -1,0 +1,164 @@
+"""ADR-0448 bootstrap and entry point: switches, profile, fail-open, the audit record.
+
+Kept light on purpose (ADR-0448 §1, spec 05 "Switches"): this module imports neither
+:mod:`storage` nor :mod:`fsm` (nor ``transitions``). Only when at least one reviewed origin is
+enabled and the profile is a local one does :func:`run_shadow` import the pass engine
+(``reconciler._shadow_pass``) and open the database. Disabled = no database opened, nothing
+heavy imported, nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._clock import Clock
+from ._shadow_report import (
+    BUDGETS,
+    Budget,
+    ConservationViolation,
+    build_metrics,
+    build_report,
+    check_conservation,
+)
+
+ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
+PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
+
+# spec 05 "Switches": the reviewed origins, in this canonical spelling (at most 7).
+ALLOWED_ORIGINS: tuple[str, ...] = (
+    "manual",
+    "scheduled_node",
+    "scheduled_system",
+    "boot",
+    "subscription",
+    "system",
+    "script",
+)
+REFUSED_ORIGINS = frozenset({"once", "grpc"})
+PROFILES: tuple[str, ...] = ("edge", "standalone", "cluster-control", "worker")
+CLUSTER_PROFILES = frozenset({"cluster-control", "worker"})
+
+Cursor = tuple[int, str]
+
+
+class ProfileError(Exception):
+    """``QL_DEPLOYMENT_PROFILE`` is not one of the four profiles (a configuration failure)."""
+
+
+@dataclass(frozen=True)
+class Origins:
+    """The enabled origins in configured order, and how many items were dropped (never which:
+    an unknown item may be a secret pasted by mistake, spec 05)."""
+
+    enabled: tuple[str, ...]
+    refused: int = 0
+    unknown: int = 0
+
+
+def parse_origins(value: str | None) -> Origins:
+    """Comma-separated, whole value and items trimmed; empty items ignored; duplicates keep
+    their first position; `once`/`grpc` refused; unknown ignored and counted."""
+    if value is None:
+        return Origins(())
+    enabled: list[str] = []
+    refused = unknown = 0
+    for raw in value.strip().split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item in REFUSED_ORIGINS:
+            refused += 1
+        elif item not in ALLOWED_ORIGINS:
+            unknown += 1
+        elif item not in enabled:
+            enabled.append(item)
+    return Origins(tuple(enabled), refused, unknown)
+
+
+def resolve_profile(value: str | None) -> str:
+    """Exact match, no trimming; unset or empty is `standalone` (spec 05)."""
+    if value is None or value == "":
+        return "standalone"
+    if value not in PROFILES:
+        raise ProfileError("unknown deployment profile")
+    return value
+
+
+@dataclass(frozen=True)
+class ShadowResult:
+    """The audit record (safe to print or ship) and, apart from it, the resume cursor that
+    only the caller ever sees (spec 05 "Supervisor")."""
+
+    audit: dict[str, Any]
+    cursor: Cursor | None = None
+
+
+def failed(exc: BaseException) -> dict[str, Any]:
+    # spec 05 "Fail-open": the class name only, never the message (it may hold a path or id).
+    return {"state": "failed", "errorType": type(exc).__name__}
+
+
+def run_shadow(
+    db: str,
+    *,
+    profile: str | None = None,
+    origins: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    resume_cursor: Cursor | None = None,
+    clock: Clock | None = None,
+    busy_timeout_s: float | None = None,
+) -> ShadowResult:
+    """One ADR-0448 pass over ``db``; never raises (fail-open, ADR-0448 §9).
+
+    ``profile`` / ``origins`` override ``QL_DEPLOYMENT_PROFILE`` / ``QL3_SHADOW_ORIGINS``,
+    which are read once from ``environ`` (default ``os.environ``).
+    """
+    env = os.environ if environ is None else environ
+    try:
+        chosen = parse_origins(origins if origins is not None else env.get(ORIGINS_ENV))
+        counts = {"refusedOriginCount": chosen.refused, "ignoredOriginCount": chosen.unknown}
+        if not chosen.enabled:
+            return ShadowResult({"state": "disabled", **counts})
+        prof = resolve_profile(profile if profile is not None else env.get(PROFILE_ENV))
+        if prof in CLUSTER_PROFILES:
+            # ADR-0448 §8: a cluster never opens a node-local SQLite for this recovery.
+            return ShadowResult({"state": "profile_rejected", "profile": prof, **counts})
+        budget = BUDGETS[prof]
+        # Heavy imports only now (ADR-0448 §1).
+        from ._shadow_pass import run_pass
+
+        outcome = run_pass(
+            db,
+            origins=chosen.enabled,
+            budget=budget,
+            resume=resume_cursor,
+            clock=clock,
+            busy_timeout_s=busy_timeout_s,
+        )
+        return ShadowResult(
+            audit_record(prof, chosen.enabled, budget, outcome.counts, counts),
+            outcome.cursor if outcome.counts.resume_available else None,
+        )
+    except Exception as exc:
+        return ShadowResult(failed(exc))
+
+
+def audit_record(
+    profile: str,
+    origins: Sequence[str],
+    budget: Budget,
+    counts: Any,
+    extra: Mapping[str, int],
+) -> dict[str, Any]:
+    """Report + metric batch, conservation-checked first; a breach is a failed audit."""
+    report = build_report(profile, origins, budget, counts)
+    metrics = build_metrics(report)
+    try:
+        check_conservation(report, metrics, profile=profile, origins=origins)
+    except ConservationViolation as exc:
+        return failed(exc)
+    state = "reconciled" if report["assessment"] == "converged" else "incomplete"
+    return {"state": state, **extra, "report": report, "metrics": metrics}

@@ -1,0 +1,250 @@
+"""The legacy-shadow source and evidence adapter (ADR-0448 §3-§4, spec 05 "Candidates").
+
+Read-only: nothing here writes except :func:`normalize_legacy`, which replays what the 2.x
+start-up (`initData`) does and is only run when the operator asks for it. Raw log paths never
+leave this module: the adapter turns each into the opaque ``legacy-log:`` id on the spot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fsm import InstanceEvidence
+
+from ._connection import in_transaction
+
+# spec 05 "Switches": hard caps, whatever a profile asks for.
+LEGACY_PAGE_MAX = 64
+EVIDENCE_MAX = 8
+
+# The keyset cursor before every legacy Run (created_at_ms is CHECKed >= 0 by the schema).
+CURSOR_START: tuple[int, str] = (-1, "")
+
+_ACTIVE = "('claimed','starting','running')"
+
+# spec 05 "Candidates": legacy-owned, enabled origin, active status, keyset on
+# (created_at_ms, id) with a row-value comparison so that SQLite range-seeks the partial index
+# qlfsm_runs_legacy_keyset_idx (the status list must repeat the index's WHERE verbatim), never
+# OFFSET, LIMIT page + 1. The one active Attempt is found through (run_id, status, id); it
+# is used only when the count is exactly one, so the sub-select needs no ORDER BY (no sort).
+_CANDIDATES_SQL = (
+    "SELECT r.id, r.status, r.version, r.execution_origin, r.legacy_cron_id, r.created_at_ms, "
+    '(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN '
+    + _ACTIVE
+    + ") AS active, "
+    "a.id, a.status, a.pid, a.log_artifact_id, a.created_at_ms, a.started_at_ms, "
+    "a.callback_sequence "
+    'FROM "Runs" r '
+    'LEFT JOIN "RunAttempts" a ON a.id = ('
+    '  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN '
+    + _ACTIVE
+    + " LIMIT 1) "
+    "WHERE r.execution_owner = 'legacy' "
+    "AND r.status IN ('queued','dispatching','running') "
+    "AND (r.created_at_ms, r.id) > (?, ?) "
+    "AND r.execution_origin IN ({origins}) "
+    "ORDER BY r.created_at_ms, r.id LIMIT ?"
+)
+
+
+def candidates_sql(origin_count: int) -> str:
+    """The candidate statement for ``origin_count`` enabled origins (for EXPLAIN in tests)."""
+    if not 1 <= origin_count <= 16:
+        raise ValueError("between 1 and 16 origins")
+    return _CANDIDATES_SQL.format(origins=", ".join("?" * origin_count))
+
+
+@dataclass(frozen=True)
+class ActiveAttempt:
+    id: str
+    status: str
+    pid: int | None
+    log_artifact_id: str | None
+    created_at_ms: int
+    started_at_ms: int | None
+    callback_sequence: int
+
+
+@dataclass(frozen=True)
+class LegacyCandidate:
+    run_id: str
+    status: str
+    version: int
+    origin: str
+    legacy_cron_id: int | None
+    created_at_ms: int
+    active_attempts: int
+    attempt: ActiveAttempt | None  # set only when exactly one Attempt is active
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.created_at_ms, self.run_id)
+
+
+def legacy_candidates(
+    conn: sqlite3.Connection,
+    origins: Sequence[str],
+    after: tuple[int, str] | None,
+    page: int,
+) -> tuple[list[LegacyCandidate], bool]:
+    """One keyset page after ``after``: up to ``page`` candidates, and whether more exist."""
+    if not 1 <= page <= LEGACY_PAGE_MAX:
+        raise ValueError(f"a page holds 1..{LEGACY_PAGE_MAX} candidates")
+    c_ms, c_id = after if after is not None else CURSOR_START
+    rows = conn.execute(candidates_sql(len(origins)), (c_ms, c_id, *origins, page + 1)).fetchall()
+    found: list[LegacyCandidate] = []
+    for r in rows[:page]:
+        active = int(r[6])
+        attempt = None
+        if active == 1 and r[7] is not None:
+            attempt = ActiveAttempt(
+                str(r[7]), str(r[8]), _int(r[9]), r[10], int(r[11]), _int(r[12]), int(r[13])
+            )
+        found.append(
+            LegacyCandidate(
+                run_id=str(r[0]),
+                status=str(r[1]),
+                version=int(r[2]),
+                origin=str(r[3]),
+                legacy_cron_id=_int(r[4]),
+                created_at_ms=int(r[5]),
+                active_attempts=active,
+                attempt=attempt,
+            )
+        )
+    return found, len(rows) > page
+
+
+def active_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[int, ActiveAttempt | None]:
+    """Re-read at decision time: the active count and, when exactly one, that Attempt."""
+    rows = conn.execute(
+        "SELECT id, status, pid, log_artifact_id, created_at_ms, started_at_ms, "
+        'callback_sequence FROM "RunAttempts" WHERE run_id = ? AND status IN '
+        + _ACTIVE
+        + " LIMIT 2",
+        (run_id,),
+    ).fetchall()
+    if len(rows) != 1:
+        count = len(rows)
+        if count > 1:
+            count = int(
+                conn.execute(
+                    'SELECT COUNT(*) FROM "RunAttempts" WHERE run_id = ? AND status IN ' + _ACTIVE,
+                    (run_id,),
+                ).fetchone()[0]
+            )
+        return count, None
+    r = rows[0]
+    return 1, ActiveAttempt(
+        str(r[0]), str(r[1]), _int(r[2]), r[3], int(r[4]), _int(r[5]), int(r[6])
+    )
+
+
+@dataclass(frozen=True)
+class LatestAttempt:
+    id: str
+    status: str
+    error_code: str | None
+    error_summary: str | None
+    finished_at_ms: int | None
+
+
+def latest_attempt(conn: sqlite3.Connection, run_id: str) -> LatestAttempt | None:
+    """The Run's highest-numbered Attempt (spec 05 row 2: response-loss repair)."""
+    r = conn.execute(
+        "SELECT id, status, error_code, error_summary, finished_at_ms "
+        'FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt DESC LIMIT 1',
+        (run_id,),
+    ).fetchone()
+    if r is None:
+        return None
+    return LatestAttempt(str(r[0]), str(r[1]), r[2], r[3], _int(r[4]))
+
+
+# --- the RunningInstances evidence adapter ----------------------------------------------------
+
+_INSTANCE_STATUS: dict[int, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
+
+
+def legacy_log_id(log_path: str) -> str:
+    """ADR-0448 §4: the opaque 36-character log artifact id of a raw 2.x log path."""
+    return "legacy-log:" + hashlib.sha256(log_path.encode("utf-8")).hexdigest()[:25]
+
+
+def instance_evidence(
+    conn: sqlite3.Connection, cron_id: int
+) -> tuple[list[InstanceEvidence], bool]:
+    """The cron's RunningInstances, newest first, at most 8 (+1 read to detect overflow)."""
+    rows = conn.execute(
+        "SELECT pid, log_path, status, finished_at, exit_code FROM `RunningInstances` "
+        "WHERE cron_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
+        (cron_id, EVIDENCE_MAX + 1),
+    ).fetchall()
+    out: list[InstanceEvidence] = []
+    for r in rows[:EVIDENCE_MAX]:
+        raw_path = r[1]
+        code = _int(r[2])
+        status = _INSTANCE_STATUS.get(-1 if code is None else code)
+        if status is None:
+            # An unknown 2.x status is no evidence of anything: keep it as "running"
+            # (never terminal), so it can only ever make a decision more cautious.
+            status = "running"
+        out.append(
+            InstanceEvidence(
+                pid=_int(r[0]),
+                log_id=legacy_log_id(raw_path) if isinstance(raw_path, str) and raw_path else None,
+                status=status,  # type: ignore[arg-type]
+                finished_at_ms=None if r[3] is None else int(r[3]) * 1000,
+                exit_code=_int(r[4]),
+            )
+        )
+    return out, len(rows) > EVIDENCE_MAX
+
+
+def _int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+# --- 2.x start-up normalization (`initData`, spec 02 "Legacy 2.x tables") ---------------------
+
+
+@dataclass(frozen=True)
+class Normalized:
+    running_instances: int
+    crontabs: int
+
+
+def normalize_legacy(conn: sqlite3.Connection) -> Normalized:
+    """What 2.x `initData` does before the HTTP server listens, in one transaction: every
+    running RunningInstance becomes stopped WITHOUT a finish time, and every Crontab that is
+    running or queued becomes idle (disabled ones stay disabled; docs/decisions.md)."""
+
+    def work(c: sqlite3.Connection) -> Normalized:
+        ri = c.execute(
+            "UPDATE `RunningInstances` SET status = 2, "
+            "updatedAt = strftime('%Y-%m-%d %H:%M:%f +00:00', 'now') WHERE status = 0"
+        ).rowcount
+        cr = c.execute(
+            "UPDATE `Crontabs` SET status = 1, "
+            "updatedAt = strftime('%Y-%m-%d %H:%M:%f +00:00', 'now') "
+            "WHERE status IS NULL OR status NOT IN (1, 2)"
+        ).rowcount
+        return Normalized(int(ri), int(cr))
+
+    return in_transaction(conn, work)

@@ -1,0 +1,87 @@
+"""Shared test set-up: hypothesis profiles and real-SQLite fixtures.
+
+Hypothesis profile: ``QLFSM_HYPOTHESIS_PROFILE`` = ``ci`` (default: derandomized, no example
+database, modest) or ``thorough`` (many more examples, for a long local run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from storage import Repository, connect, init_schema
+
+settings.register_profile(
+    "ci", derandomize=True, database=None, max_examples=50, deadline=None, print_blob=True
+)
+settings.register_profile(
+    "thorough", derandomize=False, database=None, max_examples=2000, deadline=None
+)
+settings.load_profile(os.environ.get("QLFSM_HYPOTHESIS_PROFILE", "ci"))
+
+Snapshot = dict[str, list[tuple[object, ...]]]
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One database initialised by `db init`, copied for every test that needs one."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    conn = connect(str(path), create=True)
+    try:
+        init_schema(conn, path=str(path))
+        # Fold the WAL back so a plain file copy carries the whole schema.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return path
+
+
+@pytest.fixture
+def db_path(template_db: Path, tmp_path: Path) -> Path:
+    """A fresh, initialised QingLong 3.0 database file in ``tmp_path``."""
+    path = tmp_path / "ql.db"
+    shutil.copyfile(template_db, path)
+    return path
+
+
+@pytest.fixture
+def repo(db_path: Path) -> Iterator[Repository]:
+    """A repository on its own connection (the writer under test)."""
+    conn = connect(str(db_path))
+    try:
+        yield Repository(conn)
+    finally:
+        conn.close()
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    """Every row of the Run tables, read through a SECOND, fresh connection."""
+    conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
+    try:
+        return {
+            table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+            for table in ("Runs", "RunAttempts", "RunEvents", "LocalCompletionReceiptJournal")
+        }
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def snapshot(db_path: Path) -> Callable[[], Snapshot]:
+    return lambda: read_snapshot(db_path)
+
+
+@pytest.fixture
+def reader(db_path: Path) -> Iterator[Repository]:
+    """A repository on a second connection, for reading back what the writer committed."""
+    conn = connect(str(db_path))
+    try:
+        yield Repository(conn)
+    finally:
+        conn.close()

@@ -1,0 +1,80 @@
+"""`qlfsm demo` end to end: real processes through `qlfsm launch`, a dying server, `startup`
+(spec 06)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo", *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_the_demo_explains_every_run_by_label_and_every_outcome_is_the_expected_one(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "demo"
+    proc = demo("--dir", str(base))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    table = out[out.index("run ") :]
+    for label, status in [
+        ("backup (sleep 30)", "running"),
+        ("export (exit 0)", "succeeded"),
+        ("rotate (SIGKILLed)", "lost"),
+        ("warmup (claimed only)", "lost"),
+        ("legacy sign-in", "succeeded"),
+        ("legacy stopped", "cancelled"),
+        ("legacy cron job", "lost"),
+        ("legacy system crond", "running"),
+        ("legacy accepted", "cancelled"),
+    ]:
+        line = next(ln for ln in table.splitlines() if ln.startswith(label))
+        assert f" {status} " in line and " ok " in line, line
+    assert "UNEXPECTED" not in out
+    assert UUID.search(out) is None  # runs are shown by label, never by id
+    assert "SAFE to admit work" in out and "diagrams" in out
+    assert "ADR-0068 row 13" in out and "ADR-0448 row 10" in out
+
+
+def test_the_demo_leaves_no_process_behind(tmp_path: Path) -> None:
+    base = tmp_path / "demo"
+    assert demo("--dir", str(base)).returncode == 0
+    conn = sqlite3.connect(base / "ql.db")
+    pids = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT pid FROM RunAttempts WHERE executor_type = 'local_process' AND pid IS NOT NULL"
+        )
+    ]
+    conn.close()
+    assert len(pids) == 3
+    deadline = time.monotonic() + 5
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(p) for p in pids)
+
+
+def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    proc = demo("--dir", str(tmp_path))
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -1,0 +1,248 @@
+"""`qlfsm launch` (spec 03 "Launcher") with real processes, then the ADR-0068 pass on them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_primary_support import T0, ForbiddenProvider, linux_only, make_run
+
+from reconciler._clock import FakeClock
+from reconciler._identity import ProcProvider, inspect_handle, parse_handle
+from reconciler._launcher import LaunchFailed, LaunchRefused, launch
+from reconciler._primary import reconcile
+from reconciler._receipt import decode_receipt
+from reconciler._receipt_store import FileReceiptStore, Found
+from storage import Repository, connect, journal_get
+
+pytestmark = linux_only
+LAUNCHER = ("executor", "local-launcher")
+
+
+@pytest.fixture
+def conn(db_path: Path) -> Iterator[Any]:
+    c = connect(str(db_path))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def prepared(repo: Repository, run_id: str = "run-1", attempt_id: str = "at-1", **kw: Any) -> None:
+    """spec 03: a runtime Run queued (or dispatching) with exactly one claimed Attempt."""
+    v = make_run(repo, run_id, kw.pop("status", "queued"))
+    repo.create_attempt(run_id=run_id, attempt_id=attempt_id, expected_version=v, at_ms=T0, **kw)
+
+
+def stop(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while inspect_handle_pid_alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} did not exit"
+        time.sleep(0.01)
+
+
+def inspect_handle_pid_alive(pid: int) -> bool:
+    text = ProcProvider().read_stat(pid)
+    return text is not None and ") Z " not in text
+
+
+def qlfsm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_launch_records_the_running_process_in_two_transactions(
+    repo: Repository, conn: Any, tmp_path: Path
+) -> None:
+    prepared(repo)
+    before = max(e.sequence for e in repo.events_of("run-1"))
+    launched = launch(conn, str(tmp_path / "r"), "run-1", ["sleep", "60"])
+    try:
+        run, att = repo.get_run("run-1"), repo.get_attempt("at-1")
+        assert run is not None and att is not None
+        assert (run.status, att.status) == ("running", "running")
+        assert att.pid == launched.pid and att.executor_handle == launched.handle
+        assert att.started_at_ms == launched.started_at_ms == run.started_at_ms
+        assert att.callback_token_hash is not None
+        assert re.fullmatch(r"[0-9a-f]{64}", att.callback_token_hash)
+        events = [(e.type, e.actor_type, e.actor_id) for e in repo.events_of("run-1")[before:]]
+        assert events == [
+            ("run.dispatching", *LAUNCHER),
+            ("attempt.starting", *LAUNCHER),
+            ("attempt.running", *LAUNCHER),
+            ("run.running", *LAUNCHER),
+        ]
+        journal = journal_get(conn, "at-1")
+        assert journal is not None and journal.state == "pending"
+        handle = parse_handle(launched.handle)
+        assert handle is not None and handle.pgid == launched.pid  # its own process group
+        assert os.getsid(launched.pid) == launched.pid  # and its own session
+        assert inspect_handle(launched.handle, ProcProvider()).verdict == "running"
+    finally:
+        stop(launched.pid)
+        launched.process.wait()
+
+
+def test_the_command_publishes_a_trusted_receipt_and_never_sees_the_capability(
+    repo: Repository, conn: Any, tmp_path: Path
+) -> None:
+    prepared(repo, status="dispatching")
+    out = tmp_path / "env.txt"
+    user_env = {**os.environ, "QL3_RECEIPT_TOKEN": "planted", "QL3_LAUNCH_SHELL": "x", "KEEP": "1"}
+    launched = launch(
+        conn, str(tmp_path / "r"), "run-1", ["sh", "-c", f"env > {out}; exit 0"], env=user_env
+    )
+    assert launched.process.wait(timeout=30) == 0
+    seen = out.read_text()
+    assert "KEEP=1" in seen and "QL3_" not in seen
+    store = FileReceiptStore(str(tmp_path / "r"))
+    found = store.read("at-1")
+    assert isinstance(found, Found) and found.receipt.exit_code == 0
+    types = [e.type for e in repo.events_of("run-1")]
+    assert types.count("run.dispatching") == 1  # it was already dispatching: no second one
+    summary = reconcile(conn, store, ForbiddenProvider(), FakeClock())
+    assert summary["recovered"] == 1 and summary["candidates"][0]["row"] == "5"
+    assert repo.get_run("run-1").status == "succeeded"  # type: ignore[union-attr]
+    assert journal_get(conn, "at-1") is None
+    assert not (tmp_path / "r" / "at" / "at-1.json").exists()
+
+
+def test_the_launched_command_survives_the_launcher_and_is_retained(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    prepared(repo)
+    root = str(tmp_path / "r")
+    out = qlfsm(
+        "launch",
+        "--db",
+        str(db_path),
+        "--receipt-root",
+        root,
+        "--run-id",
+        "run-1",
+        "--json",
+        "--",
+        "sleep",
+        "60",
+    )
+    assert out.returncode == 0, out.stderr
+    pid = json.loads(out.stdout)["pid"]
+    try:
+        att = repo.get_attempt("at-1")
+        assert att is not None and att.pid == pid
+        assert inspect_handle(att.executor_handle, ProcProvider()).verdict == "running"
+        rec = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", root, "--json")
+        assert rec.returncode == 0, rec.stderr
+        assert json.loads(rec.stdout)["remaining"] == 1
+    finally:
+        stop(pid)
+    wait_gone(pid)
+    rec = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", root, "--json")
+    entry = json.loads(rec.stdout)["candidates"][0]
+    # SIGKILL to the whole group: the wrapper never published, so the grace decides.
+    assert (entry["row"], entry["outcome"]) == ("13", "recovered")
+    assert repo.get_run("run-1").status == "lost"  # type: ignore[union-attr]
+
+
+def test_wait_exits_with_the_commands_code_and_the_receipt_carries_it(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    prepared(repo)
+    root = tmp_path / "r"
+    out = qlfsm(
+        "launch",
+        "--db",
+        str(db_path),
+        "--receipt-root",
+        str(root),
+        "--run-id",
+        "run-1",
+        "--wait",
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    )
+    assert out.returncode == 7, out.stderr
+    data = (root / "at" / "at-1.json").read_bytes()
+    assert decode_receipt(data).exit_code == 7
+    assert b"tok" not in out.stdout.encode() and decode_receipt(data).token not in out.stdout
+
+
+@pytest.mark.parametrize("problem", ["running", "two_attempts", "no_attempt", "docker"])
+def test_a_run_that_is_not_prepared_is_refused_and_left_alone(
+    repo: Repository, conn: Any, tmp_path: Path, problem: str
+) -> None:
+    if problem == "running":
+        prepared(repo)
+        v = repo.get_run("run-1").version  # type: ignore[union-attr]
+        from storage import Actor, RunChange
+
+        repo.advance("run-1", v, [RunChange("dispatch")], actor=Actor("system"), at_ms=T0)
+        v += 1
+        repo.advance("run-1", v, [RunChange("start")], actor=Actor("system"), at_ms=T0)
+    elif problem == "two_attempts":
+        prepared(repo)
+        v = repo.get_run("run-1").version  # type: ignore[union-attr]
+        repo.create_attempt(run_id="run-1", attempt_id="at-2", expected_version=v, at_ms=T0)
+    elif problem == "no_attempt":
+        make_run(repo, "run-1", "queued")
+    else:
+        prepared(repo, executor_type="docker")
+    events = len(repo.events_of("run-1"))
+    with pytest.raises(LaunchRefused):
+        launch(conn, str(tmp_path / "r"), "run-1", ["true"])
+    assert len(repo.events_of("run-1")) == events
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_cli_refuses_an_unprepared_run_with_exit_2(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    make_run(repo, "run-1", "queued")
+    out = qlfsm(
+        "launch",
+        "--db",
+        str(db_path),
+        "--receipt-root",
+        str(tmp_path / "r"),
+        "--run-id",
+        "run-1",
+        "--",
+        "true",
+    )
+    assert out.returncode == 2 and "claimed attempt" in out.stderr
+
+
+def test_a_launch_whose_identity_cannot_be_captured_stops_the_group_and_fails_the_run(
+    repo: Repository, conn: Any, tmp_path: Path
+) -> None:
+    prepared(repo)
+    with pytest.raises(LaunchFailed):
+        launch(conn, str(tmp_path / "r"), "run-1", ["sleep", "60"], provider=ForbiddenProvider())
+    run, att = repo.get_run("run-1"), repo.get_attempt("at-1")
+    assert run is not None and att is not None
+    assert (run.status, att.status) == ("failed", "failed")
+    assert att.error_code == "LAUNCH_CAPTURE_FAILED" and att.executor_handle is None
+    assert not (tmp_path / "r" / "at" / "at-1.json").exists()  # killed: nothing published
+    assert journal_get(conn, "at-1") is None

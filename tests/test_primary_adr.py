@@ -1,0 +1,351 @@
+"""ADR-0068 "验证" (verification) items, the shared grace, and the final verifier."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_snapshot
+from test_primary_support import (
+    T0,
+    CountingProvider,
+    ForbiddenProvider,
+    dead_handle,
+    last_sequence,
+    linux_only,
+    make_candidate,
+    make_run,
+    other_connection,
+    receipt,
+    recovery_events,
+    sleepers,
+)
+
+from reconciler._clock import FakeClock
+from reconciler._identity import FakeProcessTable, ProcProvider, capture_handle
+from reconciler._primary import GRACE_MS, reconcile
+from reconciler._receipt_store import FileReceiptStore, MemoryReceiptStore
+from storage import Repository, connect
+
+
+@pytest.fixture
+def conn(db_path: Path) -> Iterator[Any]:
+    c = connect(str(db_path))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def traced(conn: Any) -> list[str]:
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    return statements
+
+
+# --- 1. zero candidates -----------------------------------------------------------------------
+
+
+def test_zero_candidates_cost_exactly_one_statement_and_nothing_else(
+    db_path: Path, tmp_path: Path
+) -> None:
+    conn = connect(str(db_path))  # opening runs no SQL (D-2): trace from right after it
+    statements = traced(conn)
+    missing_root = tmp_path / "no" / "receipts"
+    store = FileReceiptStore(str(missing_root))
+    provider = ForbiddenProvider()
+    clock = FakeClock()
+    try:
+        summary = reconcile(conn, store, provider, clock, profile="edge")
+    finally:
+        conn.close()
+    assert len(statements) == 1 and statements[0].startswith("SELECT r.id")
+    assert summary == {
+        "safe": True,
+        "scanned": 0,
+        "recovered": 0,
+        "remaining": 0,
+        "unresolved": 0,
+        "failed": 0,
+        "truncated": False,
+        "candidates": [],
+    }
+    assert not missing_root.exists() and not missing_root.parent.exists()
+    assert provider.calls == [] and clock.sleeps == []
+
+
+def test_zero_candidates_read_no_receipt_through_the_port(conn: Any) -> None:
+    store = MemoryReceiptStore()
+    reconcile(conn, store, ForbiddenProvider(), FakeClock())
+    assert store.reads == []
+
+
+# --- 2. truncation ----------------------------------------------------------------------------
+
+
+def test_a_truncated_page_reads_no_evidence_and_writes_nothing(
+    repo: Repository, conn: Any, db_path: Path
+) -> None:
+    for i in range(257):
+        make_candidate(repo, f"run-{i:03d}", f"at-{i:03d}", attempt="claimed", run="dispatching")
+    before = read_snapshot(db_path)
+    store = MemoryReceiptStore()
+    provider = ForbiddenProvider()
+    clock = FakeClock()
+    statements = traced(conn)
+    summary = reconcile(conn, store, provider, clock)
+    assert summary["truncated"] is True and summary["safe"] is False
+    assert summary["candidates"] == [] and summary["scanned"] == 0
+    assert store.reads == [] and provider.calls == [] and clock.sleeps == []
+    assert len(statements) == 1
+    assert read_snapshot(db_path) == before
+
+
+def test_exactly_256_candidates_are_not_truncated(repo: Repository, conn: Any) -> None:
+    for i in range(256):
+        make_candidate(repo, f"run-{i:03d}", f"at-{i:03d}", attempt="claimed", run="dispatching")
+    summary = reconcile(conn, MemoryReceiptStore(), ForbiddenProvider(), FakeClock())
+    assert summary["truncated"] is False and summary["recovered"] == 256 and summary["safe"]
+
+
+# --- 3. claimed is lost unprobed; a missing or invalid handle never is ------------------------
+
+
+def test_claimed_is_lost_but_a_starting_attempt_without_a_good_handle_is_not(
+    repo: Repository, conn: Any
+) -> None:
+    make_candidate(repo, "run-a", "at-a", attempt="claimed", run="dispatching")
+    make_candidate(repo, "run-b", "at-b", attempt="starting", run="dispatching")
+    make_candidate(
+        repo, "run-c", "at-c", attempt="starting", run="dispatching", handle="nope", pid=9
+    )
+    provider = ForbiddenProvider()
+    summary = reconcile(conn, MemoryReceiptStore(), provider, FakeClock())
+    outcomes = [(c["run_id"], c["row"], c["outcome"]) for c in summary["candidates"]]
+    assert outcomes == [
+        ("run-a", "7", "recovered"),
+        ("run-b", "8", "unresolved"),
+        ("run-c", "10", "unresolved"),
+    ]
+    assert provider.calls == []
+    for attempt_id in ("at-b", "at-c"):
+        att = repo.get_attempt(attempt_id)
+        assert att is not None and att.status == "starting"
+
+
+# --- 4. receipt before probe, one transaction, delete after commit ----------------------------
+
+
+def test_a_receipt_is_consumed_before_any_probe_in_one_transaction_then_deleted(
+    repo: Repository, conn: Any, tmp_path: Path
+) -> None:
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    store = FileReceiptStore(str(tmp_path / "r"))
+    store.publish(receipt("run-1", "at-1"))
+    order: list[str] = []
+    statements = traced(conn)
+
+    class Watching(FileReceiptStore):
+        def delete(self, attempt_id: str) -> None:
+            order.append(f"delete after {sum(s == 'COMMIT' for s in statements)} commits")
+            super().delete(attempt_id)
+
+    provider = ForbiddenProvider()
+    summary = reconcile(conn, Watching(store.root), provider, FakeClock())
+    assert summary["recovered"] == 1 and provider.calls == []
+    begins = [s for s in statements if s.startswith("BEGIN")]
+    assert begins[0] == "BEGIN IMMEDIATE"
+    assert order == ["delete after 1 commits"]  # the terminal commit came first
+    assert statements.count("BEGIN IMMEDIATE") == 2  # the advance, then the journal resolve
+
+
+# --- 5. a live exact process: checked twice, never terminalized -------------------------------
+
+
+@linux_only
+def test_a_live_process_is_probed_in_the_pass_and_again_in_the_verifier(
+    repo: Repository, conn: Any
+) -> None:
+    with sleepers(2) as procs:
+        for i, s in enumerate(procs):
+            make_candidate(repo, f"run-{i}", f"at-{i}", handle=s.handle, pid=s.pid)
+        provider = CountingProvider()
+        summary = reconcile(conn, MemoryReceiptStore(), provider, FakeClock())
+        for s in procs:
+            assert provider.calls.count(f"stat:{s.pid}") == 2
+    assert summary["remaining"] == 2 and summary["safe"] is True
+    assert {repo.get_run(f"run-{i}").status for i in range(2)} == {"running"}  # type: ignore[union-attr]
+
+
+# --- 6. a change during final verification revokes safety ------------------------------------
+
+
+@linux_only
+@pytest.mark.parametrize("change", ["process_killed", "receipt_appeared", "row_changed"])
+def test_a_change_during_final_verification_revokes_safety(
+    repo: Repository, conn: Any, db_path: Path, change: str
+) -> None:
+    with sleepers() as [s]:
+        make_candidate(repo, "run-1", "at-1", handle=s.handle, pid=s.pid)
+        store = MemoryReceiptStore()
+        other = other_connection(db_path)
+
+        def during_verification(attempt_id: str) -> None:
+            if len(store.reads) != 2:  # 1 = the pass, 2 = the verifier
+                return
+            if change == "process_killed":
+                s.stop()
+            elif change == "receipt_appeared":
+                store.publish(receipt("run-1", "at-1"))
+            else:
+                other.execute('UPDATE "Runs" SET version = version + 1 WHERE id = ?', ("run-1",))
+
+        store.on_read.append(during_verification)
+        try:
+            summary = reconcile(conn, store, ProcProvider(), FakeClock())
+        finally:
+            other.close()
+    entry = summary["candidates"][0]
+    assert summary["safe"] is False and summary["remaining"] == 0 and summary["unresolved"] == 1
+    assert (entry["row"], entry["outcome"]) == ("12", "unresolved")
+    assert entry["reason"].startswith("verifier:")
+
+
+def test_a_candidate_that_appears_during_the_pass_revokes_safety(
+    repo: Repository, conn: Any, db_path: Path
+) -> None:
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    store = MemoryReceiptStore()
+
+    def a_new_run_starts_dispatching(attempt_id: str) -> None:
+        other_repo = Repository(connect(str(db_path)))
+        try:
+            make_run(other_repo, "run-9", "dispatching")
+        finally:
+            other_repo.conn.close()
+
+    store.on_read.append(a_new_run_starts_dispatching)
+    summary = reconcile(conn, store, ForbiddenProvider(), FakeClock())
+    assert summary["safe"] is False
+    assert summary["candidates"][-1] == {
+        "run_id": "run-9",
+        "attempt_id": None,
+        "row": "verifier",
+        "outcome": "unresolved",
+        "reason": "new",
+    }
+    assert summary["scanned"] == 2 == summary["recovered"] + summary["unresolved"]
+
+
+# --- the grace --------------------------------------------------------------------------------
+
+
+@linux_only
+def test_a_receipt_published_during_the_grace_gives_succeeded_never_lost(
+    repo: Repository, conn: Any
+) -> None:
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    store = MemoryReceiptStore()
+
+    class PublishingClock(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            store.publish(receipt("run-1", "at-1"))  # the launcher finishes its publication
+
+    before = last_sequence(repo, "run-1")
+    clock = PublishingClock()
+    summary = reconcile(conn, store, ProcProvider(), clock)
+    entry = summary["candidates"][0]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "13",
+        "recovered",
+        "receipt_succeeded_after_grace",
+    )
+    assert [t for t, _, _ in recovery_events(repo, "run-1", before)] == [
+        "attempt.succeeded",
+        "run.succeeded",
+    ]
+    assert clock.sleeps == [0.1] and store.files == {}
+
+
+def test_256_dead_processes_cost_one_grace(repo: Repository, conn: Any) -> None:
+    table = FakeProcessTable()
+    for i in range(256):
+        pid = table.spawn()
+        handle = capture_handle(pid, table, platform="linux")
+        table.reap(pid)
+        make_candidate(repo, f"run-{i:03d}", f"at-{i:03d}", handle=handle, pid=pid)
+    clock = FakeClock()
+    summary = reconcile(conn, MemoryReceiptStore(), table, clock, profile="edge", platform="linux")
+    assert clock.sleeps == [GRACE_MS["edge"] / 1000]
+    assert summary["recovered"] == 256 and summary["safe"] is True
+    assert {c["row"] for c in summary["candidates"]} == {"13"}
+
+
+def test_each_second_read_is_a_full_grace_after_its_own_probe(repo: Repository, conn: Any) -> None:
+    table = FakeProcessTable()
+    for i in range(5):
+        pid = table.spawn()
+        handle = capture_handle(pid, table, platform="linux")
+        table.reap(pid)
+        make_candidate(repo, f"run-{i}", f"at-{i}", handle=handle, pid=pid)
+
+    class TickingClock(FakeClock):
+        """Time passes while probing: 7 ms per reading of the monotonic clock."""
+
+        def monotonic(self) -> float:
+            self.advance(0.007)
+            return super().monotonic()
+
+    clock = TickingClock()
+    store = MemoryReceiptStore()
+    reads: dict[str, list[float]] = {}
+    store.on_read.append(lambda a: reads.setdefault(a, []).append(clock.monotonic()))
+    reconcile(conn, store, table, clock, platform="linux")
+    assert len(clock.sleeps) == 1 and clock.sleeps[0] < 0.1  # less: earlier probes aged already
+    for first, second in reads.values():
+        assert second - first >= 0.1
+
+
+def test_profiles_set_the_grace_and_cluster_profiles_refuse(conn: Any) -> None:
+    from reconciler._cliutil import UsageError
+
+    assert GRACE_MS == {"edge": 50, "standalone": 100}
+    for profile in ("cluster-control", "worker", "laptop"):
+        with pytest.raises(UsageError):
+            reconcile(conn, MemoryReceiptStore(), ForbiddenProvider(), FakeClock(), profile=profile)
+
+
+# --- 7. the zero-candidate start-up stays light -----------------------------------------------
+
+
+def test_the_zero_candidate_cli_path_imports_no_machine_storage_or_test_library(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # ADR-0068 item 7 asks for a small production closure; our equivalent: the start-up path
+    # that finds nothing loads neither fsm/transitions nor storage.
+    code = (
+        "import sys, json\n"
+        "from reconciler._primary_cli import primary_pass\n"
+        f"summary, rc = primary_pass({str(db_path)!r}, {str(tmp_path / 'r')!r}, 'edge')\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'fsm', 'transitions', 'storage', 'hypothesis'})\n"
+        "print(json.dumps([summary['safe'], rc, heavy]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout) == [True, 0, []]
+
+
+def test_recovery_at_times_never_precede_the_rows_they_move(repo: Repository, conn: Any) -> None:
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    reconcile(conn, MemoryReceiptStore(), ForbiddenProvider(), FakeClock(start_ms=T0 - 5_000))
+    assert all(e.created_at_ms >= T0 for e in repo.events_of("run-1"))

@@ -1,0 +1,650 @@
+"""ADR-0001 acceptance scenarios on real SQLite files, read back through a second connection."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from _support import SYSTEM, T0, Model, attempt_in, run_in
+
+from fsm import GuardRefused, IllegalTransition, PrimaryFacts, attempt_machine, run_machine
+from storage import (
+    Actor,
+    AttemptChange,
+    Busy,
+    Conflict,
+    DuplicateEvent,
+    Expect,
+    InvalidField,
+    NotFound,
+    Repository,
+    RunChange,
+    connect,
+)
+
+RUN = "019f70c0-0000-7000-8000-000000000001"
+ATT = "019f70c0-0000-7000-8000-000000000002"
+EXECUTOR = Actor("executor", "local")
+RECONCILER = Actor("reconciler", "primary")
+
+
+def events(reader: Repository, kind: str | None = None) -> list[str]:
+    return [e.type for e in reader.events_of(RUN) if kind is None or e.type == kind]
+
+
+def exit_0(version: int) -> list[RunChange | AttemptChange]:
+    return [
+        AttemptChange(
+            ATT, "succeed", set={"exit_code": 0, "callback_sequence": 1},
+            dedupe_key=f"attempt.completed:{ATT}:1",
+        ),
+        RunChange("succeed"),
+    ]
+
+
+def cancel() -> list[RunChange | AttemptChange]:
+    return [AttemptChange(ATT, "cancel"), RunChange("cancel", set={"cancel_reason": "user"})]
+
+
+# --- basic shape ----------------------------------------------------------------------------
+
+
+def test_create_run_writes_version_one_and_its_created_event(
+    repo: Repository, reader: Repository
+) -> None:
+    repo.create_run(run_id=RUN, at_ms=T0)
+    run = reader.get_run(RUN)
+    assert run is not None
+    assert (run.status, run.version, run.event_sequence, run.created_at_ms) == ("created", 1, 1, T0)
+    [event] = reader.events_of(RUN)
+    assert (event.sequence, event.type, event.actor_type) == (1, "run.created", "user")
+
+
+def test_an_attempt_edge_and_a_run_edge_in_one_advance_each_take_a_version(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    version = repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0).version
+    done = repo.advance(RUN, version, exit_0(version), actor=EXECUTOR, at_ms=T0 + 10)
+    assert done.version == version + 2 and len(done.events) == 2
+    run = reader.get_run(RUN)
+    att = reader.get_attempt(ATT)
+    assert run is not None and att is not None
+    assert (run.status, run.version, run.event_sequence) == ("succeeded", version + 2, version + 2)
+    assert (att.status, att.exit_code, att.callback_sequence, att.finished_at_ms) == (
+        "succeeded", 0, 1, T0 + 10
+    )
+    tail = reader.events_of(RUN)[-2:]
+    assert [(e.type, e.sequence) for e in tail] == [
+        ("attempt.succeeded", version + 1),
+        ("run.succeeded", version + 2),
+    ]
+    assert tail[0].payload == {
+        "attempt_id": ATT, "from_status": "running", "to_status": "succeeded",
+        "version": version + 1, "exit_code": 0, "callback_sequence": 1,
+    }
+    assert tail[0].dedupe_key == f"attempt.completed:{ATT}:1"
+
+
+def test_a_missing_run_or_attempt_is_named(repo: Repository) -> None:
+    with pytest.raises(NotFound):
+        repo.advance("nope", 1, [RunChange("queue")], actor=SYSTEM, at_ms=T0)
+    version = run_in(repo, RUN, "dispatching")
+    with pytest.raises(NotFound):
+        repo.advance(RUN, version, [AttemptChange("nope", "start")], actor=SYSTEM, at_ms=T0)
+
+
+def test_an_unknown_actor_is_refused_before_anything_is_written(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "created")
+    before = snapshot()
+    with pytest.raises(InvalidField):
+        repo.advance(RUN, version, [RunChange("queue")], actor=Actor("robot"), at_ms=T0)
+    with pytest.raises(InvalidField):
+        repo.append_event(RUN, version, "run.reconciled", actor=Actor("robot"), at_ms=T0)
+    assert snapshot() == before
+
+
+def test_a_stale_version_is_a_conflict_and_moves_nothing(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "queued")
+    before = snapshot()
+    with pytest.raises(Conflict):
+        repo.advance(RUN, version - 1, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0)
+    assert snapshot() == before
+
+
+def test_an_expectation_that_no_longer_holds_is_a_conflict(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting")
+    before = snapshot()
+    with pytest.raises(Conflict):
+        repo.advance(
+            RUN, version, [AttemptChange(ATT, "run")], actor=SYSTEM, at_ms=T0,
+            expect=Expect(attempts={ATT: {"status": "claimed"}}),
+        )
+    with pytest.raises(Conflict):
+        repo.advance(
+            RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0,
+            expect=Expect(run={"status": "running"}),
+        )
+    assert snapshot() == before
+
+
+# --- two writers ----------------------------------------------------------------------------
+
+
+def test_two_concurrent_transitions_on_one_version_from_two_connections_one_wins(
+    db_path: Path, repo: Repository, reader: Repository
+) -> None:
+    version = run_in(repo, RUN, "running")
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def writer(name: str, trigger: str) -> None:
+        conn = connect(str(db_path))
+        try:
+            barrier.wait()
+            try:
+                outcomes[name] = Repository(conn).advance(
+                    RUN, version, [RunChange(trigger)], actor=SYSTEM, at_ms=T0 + 1
+                )
+            except Exception as exc:
+                outcomes[name] = exc
+        finally:
+            conn.close()
+
+    threads = [
+        threading.Thread(target=writer, args=("cancel", "cancel")),
+        threading.Thread(target=writer, args=("succeed", "succeed")),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    conflicts = [n for n, o in outcomes.items() if isinstance(o, Conflict)]
+    winners = [n for n, o in outcomes.items() if not isinstance(o, Exception)]
+    assert len(conflicts) == 1 and len(winners) == 1, outcomes
+    run = reader.get_run(RUN)
+    assert run is not None
+    winner = {"cancel": "cancelled", "succeed": "succeeded"}[winners[0]]
+    assert (run.status, run.version, run.event_sequence) == (winner, version + 1, version + 1)
+    assert events(reader)[-1] == f"run.{winner}"
+    assert len(reader.events_of(RUN)) == version + 1
+
+
+def test_the_loser_of_a_sequential_race_gets_a_conflict_not_a_second_edge(
+    db_path: Path, repo: Repository, reader: Repository
+) -> None:
+    version = run_in(repo, RUN, "running")
+    other = connect(str(db_path))
+    try:
+        Repository(other).advance(RUN, version, [RunChange("fail")], actor=SYSTEM, at_ms=T0)
+        with pytest.raises(Conflict):
+            repo.advance(RUN, version, [RunChange("succeed")], actor=SYSTEM, at_ms=T0)
+    finally:
+        other.close()
+    assert events(reader)[-1] == "run.failed" and len(events(reader)) == version + 1
+
+
+# --- failures roll everything back -----------------------------------------------------------
+
+
+def test_a_failed_run_update_leaves_no_orphan_event_and_no_attempt_change(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    before = snapshot()
+    repo.conn.execute(
+        "CREATE TEMP TRIGGER refuse_run_update BEFORE UPDATE ON main.Runs "
+        "BEGIN SELECT RAISE(ABORT, 'run update refused'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="run update refused"):
+        repo.advance(RUN, version, [AttemptChange(ATT, "succeed")], actor=SYSTEM, at_ms=T0)
+    with pytest.raises(sqlite3.IntegrityError, match="run update refused"):
+        repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0)
+    with pytest.raises(sqlite3.IntegrityError, match="run update refused"):
+        repo.append_event(RUN, version, "run.reconciled", actor=RECONCILER, at_ms=T0)
+    assert snapshot() == before
+    assert not repo.conn.in_transaction
+
+
+def test_a_failed_event_append_on_a_dedupe_collision_leaves_the_run_unchanged(
+    repo: Repository, reader: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "running")
+    version = repo.advance(
+        RUN, version, [RunChange("await_approval", dedupe_key="approval:1")],
+        actor=SYSTEM, at_ms=T0,
+    ).version
+    before = snapshot()
+    with pytest.raises(DuplicateEvent) as raised:
+        repo.advance(
+            RUN, version, [RunChange("start", dedupe_key="approval:1")], actor=SYSTEM, at_ms=T0
+        )
+    assert raised.value.dedupe_key == "approval:1"
+    assert snapshot() == before
+    run = reader.get_run(RUN)
+    assert run is not None and (run.status, run.version) == ("waiting_approval", version)
+
+
+def test_a_failed_event_append_on_a_check_failure_leaves_run_and_attempt_unchanged(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    before = snapshot()
+    repo.conn.execute(
+        "CREATE TEMP TRIGGER refuse_event BEFORE INSERT ON main.RunEvents "
+        "BEGIN SELECT RAISE(ABORT, 'event refused'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="event refused"):
+        repo.advance(RUN, version, [AttemptChange(ATT, "fail")], actor=SYSTEM, at_ms=T0)
+    with pytest.raises(sqlite3.IntegrityError, match="event refused"):
+        repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0)
+    repo.conn.execute("DROP TRIGGER temp.refuse_event")
+    # A payload that is not a JSON object breaks RunEvents' CHECK: the whole advance goes.
+    with pytest.raises((sqlite3.IntegrityError, TypeError, ValueError)):
+        repo.advance(
+            RUN, version, [RunChange("start", payload={"bad": float("nan")})],
+            actor=SYSTEM, at_ms=T0,
+        )
+    assert snapshot() == before
+
+
+def test_a_later_change_failing_rolls_back_the_earlier_changes_of_the_same_advance(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    before = snapshot()
+    with pytest.raises(IllegalTransition):
+        repo.advance(
+            RUN, version, [AttemptChange(ATT, "succeed"), RunChange("succeed")],
+            actor=SYSTEM, at_ms=T0,
+        )  # the Run is dispatching: dispatching -> succeeded is not an edge
+    assert snapshot() == before
+
+
+# --- completions ------------------------------------------------------------------------------
+
+
+def test_a_duplicated_completion_produces_one_terminal(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    version = repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0).version
+    repo.advance(RUN, version, exit_0(version), actor=EXECUTOR, at_ms=T0 + 1)
+    # The same callback delivered again, with the version it saw: a conflict.
+    with pytest.raises(Conflict):
+        repo.advance(RUN, version, exit_0(version), actor=EXECUTOR, at_ms=T0 + 2)
+    # Re-read and retried: the Run is terminal, so its Attempt is frozen (and terminal too).
+    fresh = reader.get_run(RUN)
+    assert fresh is not None
+    with pytest.raises(Conflict):
+        repo.advance(RUN, fresh.version, exit_0(fresh.version), actor=EXECUTOR, at_ms=T0 + 2)
+    with pytest.raises(Conflict):
+        repo.advance(RUN, fresh.version, exit_0(fresh.version)[:1], actor=EXECUTOR, at_ms=T0 + 2)
+    # What a late callback may do: add `attempt.late_callback_ignored`, nothing else.
+    repo.append_event(
+        RUN, fresh.version, "attempt.late_callback_ignored", actor=EXECUTOR, at_ms=T0 + 2,
+        attempt_id=ATT, payload={"callback_sequence": 1},
+        dedupe_key=f"attempt.late_callback_ignored:{ATT}:1",
+    )
+    assert events(reader, "attempt.succeeded") == ["attempt.succeeded"]
+    assert events(reader, "run.succeeded") == ["run.succeeded"]
+    assert events(reader)[-1] == "attempt.late_callback_ignored"
+    att = reader.get_attempt(ATT)
+    run = reader.get_run(RUN)
+    assert att is not None and run is not None
+    assert (att.status, att.callback_sequence, run.status) == ("succeeded", 1, "succeeded")
+    assert run.version == run.event_sequence == len(reader.events_of(RUN))
+
+
+def test_a_duplicated_attempt_completion_on_a_live_run_is_refused_by_the_table(
+    repo: Repository, reader: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    version = repo.advance(RUN, version, exit_0(version)[:1], actor=EXECUTOR, at_ms=T0).version
+    before = snapshot()
+    with pytest.raises(IllegalTransition) as raised:
+        repo.advance(RUN, version, exit_0(version)[:1], actor=EXECUTOR, at_ms=T0 + 1)
+    assert (raised.value.state, raised.value.event) == ("succeeded", "succeed")
+    assert snapshot() == before
+    assert events(reader, "attempt.succeeded") == ["attempt.succeeded"]
+
+
+@pytest.mark.parametrize("first", ["cancel", "exit_0"])
+def test_cancel_racing_exit_0_the_committed_winner_stands_and_the_late_one_only_appends(
+    db_path: Path, repo: Repository, reader: Repository, first: str
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    version = repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0).version
+    user = connect(str(db_path))
+    try:
+        users = Repository(user)
+        plays = {
+            "cancel": (users, cancel(), Actor("user", "u1")),
+            "exit_0": (repo, exit_0(version), EXECUTOR),
+        }
+        late = "exit_0" if first == "cancel" else "cancel"
+        win_repo, win_changes, win_actor = plays[first]
+        win_repo.advance(RUN, version, win_changes, actor=win_actor, at_ms=T0 + 5)
+        late_repo, late_changes, late_actor = plays[late]
+        with pytest.raises(Conflict):
+            late_repo.advance(RUN, version, late_changes, actor=late_actor, at_ms=T0 + 6)
+        # The late one re-reads, sees a terminal Attempt, and only records that it came.
+        seen = late_repo.get_run(RUN)
+        att = late_repo.get_attempt(ATT)
+        assert seen is not None and att is not None and att.status in {"succeeded", "cancelled"}
+        late_repo.append_event(
+            RUN, seen.version, "attempt.late_callback_ignored", actor=late_actor,
+            at_ms=T0 + 6, attempt_id=ATT, payload={"ignored": late},
+        )
+    finally:
+        user.close()
+    expected = "cancelled" if first == "cancel" else "succeeded"
+    run = reader.get_run(RUN)
+    att = reader.get_attempt(ATT)
+    assert run is not None and att is not None
+    assert (run.status, att.status) == (expected, expected)
+    terminal = [t for t in events(reader) if t.split(".")[1] in {"succeeded", "cancelled"}]
+    assert terminal == [f"attempt.{expected}", f"run.{expected}"]
+    assert events(reader)[-1] == "attempt.late_callback_ignored"
+    assert run.version == run.event_sequence == len(reader.events_of(RUN))
+
+
+# --- busy -------------------------------------------------------------------------------------
+
+
+def _hold_write_lock(db_path: Path) -> sqlite3.Connection:
+    holder = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_busy_database_is_retried_a_bounded_number_of_times_and_appends_nothing(
+    db_path: Path, snapshot: Callable[[], object]
+) -> None:
+    from storage._connection import BUSY_TRIES
+
+    setup = connect(str(db_path))
+    version = run_in(Repository(setup), RUN, "queued")
+    setup.close()
+    before = snapshot()
+    conn = connect(str(db_path), busy_timeout_s=0.01)
+    begins: list[str] = []
+    conn.set_trace_callback(lambda s: begins.append(s) if s == "BEGIN IMMEDIATE" else None)
+    holder = _hold_write_lock(db_path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(Busy) as raised:
+            Repository(conn).advance(
+                RUN, version, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0
+            )
+        assert time.monotonic() - started < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert raised.value.tries == BUSY_TRIES
+    assert len(begins) == BUSY_TRIES
+    assert not conn.in_transaction
+    conn.close()
+    assert snapshot() == before
+
+
+def test_a_busy_database_that_frees_up_is_written_once_never_twice(
+    db_path: Path, reader: Repository
+) -> None:
+    setup = connect(str(db_path))
+    version = run_in(Repository(setup), RUN, "queued")
+    setup.close()
+    conn = connect(str(db_path), busy_timeout_s=0.01)
+    begins: list[str] = []
+    conn.set_trace_callback(lambda s: begins.append(s) if s == "BEGIN IMMEDIATE" else None)
+    holder = _hold_write_lock(db_path)
+    release = threading.Timer(0.08, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        done = Repository(conn).advance(
+            RUN, version, [RunChange("dispatch", dedupe_key="dispatch:1")],
+            actor=SYSTEM, at_ms=T0,
+        )
+    finally:
+        release.join()
+        holder.close()
+        conn.close()
+    assert 1 < len(begins) <= 5
+    assert done.version == version + 1
+    assert events(reader, "run.dispatching") == ["run.dispatching"]
+    run = reader.get_run(RUN)
+    assert run is not None and run.version == run.event_sequence == len(reader.events_of(RUN))
+
+
+def test_a_conflict_is_never_retried(db_path: Path, repo: Repository) -> None:
+    version = run_in(repo, RUN, "queued")
+    begins: list[str] = []
+    repo.conn.set_trace_callback(lambda s: begins.append(s) if s == "BEGIN IMMEDIATE" else None)
+    with pytest.raises(Conflict):
+        repo.advance(RUN, version + 7, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0)
+    assert begins == ["BEGIN IMMEDIATE"]
+
+
+# --- field rules --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "change", "why"),
+    [
+        ("running", RunChange("fail", set={"error_code": "E" * 129}), "128"),
+        ("running", RunChange("fail", set={"error_summary": "s" * 1025}), "1024"),
+        ("running", RunChange("succeed", set={"error_code": "E_NOPE"}), "error fields"),
+        ("created", RunChange("queue", set={"error_summary": "why"}), "error fields"),
+        ("running", RunChange("fail", set={"status": "succeeded"}), "cannot be set"),
+        ("running", RunChange("fail", set={"version": 99}), "cannot be set"),
+    ],
+)
+def test_run_field_rules_are_enforced_and_move_nothing(
+    repo: Repository, snapshot: Callable[[], object], source: str, change: RunChange, why: str
+) -> None:
+    version = run_in(repo, RUN, source)
+    before = snapshot()
+    with pytest.raises(InvalidField, match=why):
+        repo.advance(RUN, version, [change], actor=SYSTEM, at_ms=T0 + 1)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("source", "trigger", "sets", "why"),
+    [
+        ("running", "fail", {"error_code": "E" * 129}, "128"),
+        ("running", "succeed", {"error_code": "E_X"}, "error fields"),
+        ("starting", "run", {"error_summary": "x"}, "error fields"),
+        ("starting", "run", {"callback_sequence": 1}, "callback_sequence"),
+        ("running", "succeed", {"callback_sequence": 2}, "callback_sequence"),
+        ("running", "succeed", {"callback_sequence": 0}, "callback_sequence"),
+        ("running", "succeed", {"status": "failed"}, "cannot be set"),
+    ],
+)
+def test_attempt_field_rules_are_enforced_and_move_nothing(
+    repo: Repository,
+    snapshot: Callable[[], object],
+    source: str,
+    trigger: str,
+    sets: dict[str, object],
+    why: str,
+) -> None:
+    version = attempt_in(repo, RUN, ATT, source)
+    before = snapshot()
+    with pytest.raises(InvalidField, match=why):
+        repo.advance(
+            RUN, version, [AttemptChange(ATT, trigger, set=sets)], actor=SYSTEM, at_ms=T0 + 1
+        )
+    assert snapshot() == before
+
+
+def test_error_fields_are_accepted_on_every_failure_target(
+    repo: Repository, reader: Repository
+) -> None:
+    version = run_in(repo, RUN, "running")
+    repo.advance(
+        RUN, version,
+        [RunChange("mark_lost", set={"error_code": "E" * 128, "error_summary": "s" * 1024})],
+        actor=RECONCILER, at_ms=T0 + 1,
+    )
+    run = reader.get_run(RUN)
+    assert run is not None and run.error_code == "E" * 128 and run.status == "lost"
+
+
+def test_at_ms_may_not_be_earlier_than_created_or_started(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting", at_ms=T0)
+    version = repo.advance(
+        RUN, version, [AttemptChange(ATT, "run", set={"started_at_ms": T0 + 100})],
+        actor=SYSTEM, at_ms=T0 + 100,
+    ).version
+    before = snapshot()
+    with pytest.raises(InvalidField):
+        repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0 - 1)
+    with pytest.raises(InvalidField):
+        repo.advance(RUN, version, [AttemptChange(ATT, "fail")], actor=SYSTEM, at_ms=T0 + 50)
+    with pytest.raises(InvalidField):
+        repo.create_attempt(
+            run_id=RUN, attempt_id="a-early", expected_version=version, at_ms=T0 - 1
+        )
+    with pytest.raises(InvalidField):
+        repo.append_event(RUN, version, "run.reconciled", actor=RECONCILER, at_ms=T0 - 1)
+    assert snapshot() == before
+
+
+def test_a_terminal_run_takes_no_new_attempt(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "cancelled")
+    before = snapshot()
+    with pytest.raises(InvalidField):
+        repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0)
+    assert snapshot() == before
+
+
+# --- edges drive commits ----------------------------------------------------------------------
+
+TRUSTED = PrimaryFacts(run_status="running", first_receipt="trusted")
+
+
+def test_a_committed_edge_moves_the_database_and_then_the_in_memory_model(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    run_model, att_model = Model(), Model()
+    run_machine().attach(run_model, "dispatching")
+    attempt_machine().attach(att_model, "running")
+    try:
+        done = repo.fire(
+            att_model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
+            actor=RECONCILER, at_ms=T0 + 1,
+        )
+        assert att_model.state == "succeeded"
+        done = repo.fire(
+            run_model, RUN, done.version, RunChange("start_by_receipt", evidence=TRUSTED),
+            actor=RECONCILER, at_ms=T0 + 1,
+        )
+        assert run_model.state == "running"
+    finally:
+        run_machine().detach(run_model)
+        attempt_machine().detach(att_model)
+    run = reader.get_run(RUN)
+    att = reader.get_attempt(ATT)
+    assert run is not None and att is not None
+    assert (run.status, att.status, run.version) == ("running", "succeeded", done.version)
+
+
+def test_a_refused_guard_moves_neither_the_database_nor_the_model(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    model = Model()
+    attempt_machine().attach(model, "running")
+    before = snapshot()
+    try:
+        refused = PrimaryFacts(run_status="dispatching", first_receipt="missing")
+        with pytest.raises(GuardRefused) as raised:
+            repo.fire(
+                model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=refused),
+                actor=RECONCILER, at_ms=T0 + 1,
+            )
+        assert (raised.value.state, raised.value.event) == ("running", "succeed_by_receipt")
+        assert model.state == "running"
+    finally:
+        attempt_machine().detach(model)
+    assert snapshot() == before
+
+
+def test_a_failed_commit_moves_neither_the_database_nor_the_model(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    model = Model()
+    attempt_machine().attach(model, "running")
+    before = snapshot()
+    repo.conn.execute(
+        "CREATE TEMP TRIGGER refuse_event BEFORE INSERT ON main.RunEvents "
+        "BEGIN SELECT RAISE(ABORT, 'event refused'); END"
+    )
+    try:
+        with pytest.raises(sqlite3.IntegrityError):
+            repo.fire(
+                model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
+                actor=RECONCILER, at_ms=T0 + 1,
+            )
+        assert model.state == "running"
+    finally:
+        attempt_machine().detach(model)
+    assert snapshot() == before
+
+
+def test_a_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "dispatching")
+    model = Model()
+    run_machine().attach(model, "running")  # the database says dispatching
+    before = snapshot()
+    try:
+        with pytest.raises(Conflict):
+            repo.fire(model, RUN, version, RunChange("succeed"), actor=SYSTEM, at_ms=T0)
+        assert model.state == "running"
+    finally:
+        run_machine().detach(model)
+    assert snapshot() == before
+
+
+def test_a_busy_failure_moves_neither_the_database_nor_the_model(
+    db_path: Path, snapshot: Callable[[], object]
+) -> None:
+    setup = connect(str(db_path))
+    version = run_in(Repository(setup), RUN, "queued")
+    setup.close()
+    conn = connect(str(db_path), busy_timeout_s=0.005)
+    model = Model()
+    run_machine().attach(model, "queued")
+    before = snapshot()
+    holder = _hold_write_lock(db_path)
+    try:
+        with pytest.raises(Busy):
+            Repository(conn).fire(
+                model, RUN, version, RunChange("dispatch"), actor=SYSTEM, at_ms=T0
+            )
+        assert model.state == "queued"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        conn.close()
+        run_machine().detach(model)
+    assert snapshot() == before

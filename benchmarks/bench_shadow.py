@@ -16,16 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from reconciler._shadow_pass import run_pass  # noqa: E402
-from reconciler._shadow_report import BUDGETS  # noqa: E402
-from storage import connect, init_schema, legacy_candidates  # noqa: E402
+from reconciler._shadow_pass import run_pass
+from reconciler._shadow_report import BUDGETS
+from storage import connect, init_schema, legacy_candidates
 
 T0 = 1_760_000_000_000
 STATUSES = ("queued", "dispatching", "running", "succeeded", "failed")
@@ -69,6 +65,8 @@ def time_pages(path: str, keys: list[tuple[int, str]], repeats: int) -> float:
     conn = connect(path)
     try:
         cursors = [None, *(keys[int(len(keys) * f)] for f in (0.25, 0.5, 0.75, 0.99))]
+        for cursor in cursors:  # warm the page cache and the statement cache first
+            legacy_candidates(conn, ["manual"], cursor, 32)
         samples = []
         for _ in range(repeats):
             for cursor in cursors:
@@ -81,6 +79,7 @@ def time_pages(path: str, keys: list[tuple[int, str]], repeats: int) -> float:
 
 
 def time_pass(path: str, repeats: int) -> float:
+    run_pass(path, origins=["manual"], budget=BUDGETS["standalone"])  # warm-up
     samples = []
     for _ in range(repeats):
         t = time.perf_counter()

@@ -47,6 +47,18 @@ def validate_spec(spec: MachineSpec) -> None:
     same = Counter((e.trigger, e.source, e.dest, e.guard) for e in spec.edges)
     if any(n > 1 for n in same.values()):
         raise MachineDefinitionError(spec.name, "an edge is declared twice")
+    # One trigger, one source and one guard (or none) must lead to ONE place: otherwise
+    # `transitions` silently takes whichever edge is listed first.
+    dests: dict[tuple[str, str, str | None], set[str]] = {}
+    for e in spec.edges:
+        dests.setdefault((e.trigger, e.source, e.guard), set()).add(e.dest)
+    forks = sorted(
+        f"{source} --{trigger}{f' [{guard}]' if guard else ''}--> {' | '.join(sorted(ds))}"
+        for (trigger, source, guard), ds in dests.items()
+        if len(ds) > 1
+    )
+    if forks:
+        raise MachineDefinitionError(spec.name, f"ambiguous triggers: {'; '.join(forks)}")
     # A trigger shared by an unguarded and a guarded edge from one source would let the
     # unguarded one win silently: refuse the table instead.
     by_trigger_source: dict[tuple[str, str], set[bool]] = {}

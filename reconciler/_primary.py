@@ -49,7 +49,7 @@ from storage import (
 # spec 04 "Profiles" / ADR-0068 §2 step 6: the one-shot grace, in milliseconds.
 GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
 REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
-# How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-6).
+# How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]

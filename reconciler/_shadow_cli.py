@@ -204,6 +204,12 @@ def _startup(argv: list[str]) -> int:
         raise UsageError(
             f"${PROFILE_ENV} is not a deployment profile; set it to one of {', '.join(PROFILES)}"
         ) from exc
+    # Usage errors first, before anything is read or written (spec 06): the primary pass
+    # would refuse these only after normalization and the shadow pass had run.
+    from ._primary_cli import check_profile, check_receipt_root, primary_pass
+
+    check_receipt_root(args.receipt_root)
+    check_profile(profile)
     if not os.path.exists(args.db):
         raise FatalError(
             f"database {args.db!r} does not exist; create it with `qlfsm db init --db {args.db}`"
@@ -211,8 +217,6 @@ def _startup(argv: list[str]) -> int:
     if args.legacy_normalize:
         _normalize(args.db)
     shadow = run_shadow(args.db, profile=profile, origins=args.origins)
-    from ._primary_cli import primary_pass  # lazily: the primary reconciler (spec 04)
-
     summary, code = primary_pass(args.db, args.receipt_root, profile)
     safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
     if args.json:

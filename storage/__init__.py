@@ -145,23 +145,25 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-# --- the legacy-shadow source (ADR-0448), appended ----------------------------------------------
-from ._legacy_source import (  # noqa: E402
-    EVIDENCE_MAX,
-    LEGACY_PAGE_MAX,
-    ActiveAttempt,
-    LatestAttempt,
-    LegacyCandidate,
-    Normalized,
-    active_attempts,
-    candidates_sql,
-    instance_evidence,
-    latest_attempt,
-    legacy_candidates,
-    legacy_log_id,
-    normalize_legacy,
-)
 
+# --- the legacy-shadow source (ADR-0448), appended; lazy like every export above ----------------
+_EXPORTS.update(
+    {
+        "EVIDENCE_MAX": "_legacy_source",
+        "LEGACY_PAGE_MAX": "_legacy_source",
+        "ActiveAttempt": "_legacy_source",
+        "LatestAttempt": "_legacy_source",
+        "LegacyCandidate": "_legacy_source",
+        "Normalized": "_legacy_source",
+        "active_attempts": "_legacy_source",
+        "candidates_sql": "_legacy_source",
+        "instance_evidence": "_legacy_source",
+        "latest_attempt": "_legacy_source",
+        "legacy_candidates": "_legacy_source",
+        "legacy_log_id": "_legacy_source",
+        "normalize_legacy": "_legacy_source",
+    }
+)
 __all__ += [
     "EVIDENCE_MAX",
     "LEGACY_PAGE_MAX",
@@ -177,3 +179,18 @@ __all__ += [
     "legacy_log_id",
     "normalize_legacy",
 ]
+
+if TYPE_CHECKING:
+    from ._legacy_source import EVIDENCE_MAX as EVIDENCE_MAX
+    from ._legacy_source import LEGACY_PAGE_MAX as LEGACY_PAGE_MAX
+    from ._legacy_source import ActiveAttempt as ActiveAttempt
+    from ._legacy_source import LatestAttempt as LatestAttempt
+    from ._legacy_source import LegacyCandidate as LegacyCandidate
+    from ._legacy_source import Normalized as Normalized
+    from ._legacy_source import active_attempts as active_attempts
+    from ._legacy_source import candidates_sql as candidates_sql
+    from ._legacy_source import instance_evidence as instance_evidence
+    from ._legacy_source import latest_attempt as latest_attempt
+    from ._legacy_source import legacy_candidates as legacy_candidates
+    from ._legacy_source import legacy_log_id as legacy_log_id
+    from ._legacy_source import normalize_legacy as normalize_legacy

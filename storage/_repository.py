@@ -46,6 +46,11 @@ ACTORS = frozenset(
         "compatibility",
     }
 )
+# spec 01 "Events": the names that record something without moving a state. Every other name
+# of the spec's list is `run.<status>` / `attempt.<status>`, written only along an edge.
+NON_MOVING_EVENTS = frozenset(
+    {"attempt.late_callback_ignored", "run.reconciled", "run.cancel_requested"}
+)
 # spec 01 "Field rules": error fields only on these targets.
 _ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
 _RUN_SETTABLE = frozenset(
@@ -448,6 +453,13 @@ class Repository:
     ) -> Advanced:
         """An event that moves no state (e.g. `attempt.late_callback_ignored`)."""
         _check_actor(actor)
+        if event_type not in NON_MOVING_EVENTS:
+            raise InvalidField(
+                f"event {event_type!r} cannot be appended on its own: state events are written "
+                f"by advance(); use one of {sorted(NON_MOVING_EVENTS)}"
+            )
+        if event_type.startswith("attempt.") and attempt_id is None:
+            raise InvalidField(f"event {event_type!r} names its attempt: pass attempt_id")
 
         def work(c: sqlite3.Connection) -> Advanced:
             run = self._run_for_update(c, run_id, expected_version)

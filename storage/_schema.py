@@ -28,6 +28,7 @@ QLFSM_MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("qlfsm-0003-primary-candidates-index", (PRIMARY_CANDIDATES_INDEX,)),
 )
 
+
 def _columns(listing: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in listing.split(","))
 
@@ -65,14 +66,15 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
-def _applied(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {str(r[0]) for r in conn.execute(f'SELECT migration_id FROM "{table}"')}
+def _is_applied(conn: sqlite3.Connection, table: str, migration_id: str) -> bool:
+    row = conn.execute(f'SELECT 1 FROM "{table}" WHERE migration_id = ?', (migration_id,))
+    return row.fetchone() is not None
 
 
 def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
     """Apply what is missing; return the migration ids applied now (empty: nothing to do)."""
     try:
-        tables = _tables(conn)
+        _tables(conn)
     except sqlite3.DatabaseError as exc:
         raise NotAQingLongDatabase(path, str(exc)) from exc
     prepare_for_writes(conn)
@@ -84,21 +86,22 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
         c.execute(QLFSM_HISTORY_DDL)
 
     in_transaction(conn, histories)
-    done = _applied(conn, "QingLong3SchemaMigrations")
     now_ms = int(time.time() * 1000)
+    # Each migration decides inside its own BEGIN IMMEDIATE whether it is still missing: two
+    # `db init` (or two start-ups) racing on one new file apply each migration exactly once.
     for mig_id, statements in QL3_MIGRATIONS:
-        if mig_id in done:
-            continue
-        creates = {_created_table(s) for s in statements} - {None}
-        if creates & tables:
-            # Tables exist without a history row: a database made by another tool. Accept it
-            # only if it has what qlfsm reads; never re-create or alter it.
-            check_schema(conn, path=path)
-            continue
 
         def apply(
             c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
-        ) -> None:
+        ) -> bool:
+            if _is_applied(c, "QingLong3SchemaMigrations", mig_id):
+                return False
+            creates = {_created_table(s) for s in stmts} - {None}
+            if creates & _tables(c):
+                # Tables exist without a history row: a database made by another tool. It is
+                # accepted only if it has what qlfsm reads (check_schema below); never
+                # re-created or altered.
+                return False
             for s in stmts:
                 c.execute(s)
             c.execute(
@@ -106,17 +109,17 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
                 "checksum, applied_at_ms) VALUES (?, ?, ?, ?, ?)",
                 (mig_id, QL3_STREAM, "sqlite", checksum(stmts), now_ms),
             )
+            return True
 
-        in_transaction(conn, apply)
-        applied_now.append(mig_id)
-    done_ours = _applied(conn, "QlfsmSchemaMigrations")
+        if in_transaction(conn, apply):
+            applied_now.append(mig_id)
     for mig_id, statements in QLFSM_MIGRATIONS:
-        if mig_id in done_ours:
-            continue
 
         def apply_ours(
             c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
-        ) -> None:
+        ) -> bool:
+            if _is_applied(c, "QlfsmSchemaMigrations", mig_id):
+                return False
             for s in stmts:
                 c.execute(s)
             c.execute(
@@ -124,9 +127,10 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
                 "VALUES (?, ?, ?)",
                 (mig_id, checksum(stmts), now_ms),
             )
+            return True
 
-        in_transaction(conn, apply_ours)
-        applied_now.append(mig_id)
+        if in_transaction(conn, apply_ours):
+            applied_now.append(mig_id)
     check_schema(conn, path=path)
     return applied_now
 

@@ -35,7 +35,13 @@ RUN_ALLOWED: dict[str, set[str]] = {
     "queued": {"dispatching", "cancelled", "timed_out"},
     "dispatching": {"running", "retry_wait", "failed", "cancelled", "lost"},
     "running": {
-        "waiting_approval", "retry_wait", "succeeded", "failed", "cancelled", "timed_out", "lost"
+        "waiting_approval",
+        "retry_wait",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "timed_out",
+        "lost",
     },
     "waiting_approval": {"running", "cancelled", "timed_out"},
     "retry_wait": {"queued", "cancelled", "timed_out"},
@@ -52,10 +58,16 @@ RUN_ILLEGAL = sorted(
     (s, d) for s in RUN_STATES for d in RUN_STATES if d not in RUN_ALLOWED.get(s, set())
 )
 ATTEMPT_ILLEGAL = sorted(
-    (s, d)
-    for s in ATTEMPT_STATES
-    for d in ATTEMPT_STATES
-    if d not in ATTEMPT_ALLOWED.get(s, set())
+    (s, d) for s in ATTEMPT_STATES for d in ATTEMPT_STATES if d not in ATTEMPT_ALLOWED.get(s, set())
+)
+SPEC_EVENTS = set(
+    (
+        "run.created run.queued run.dispatching run.running run.cancel_requested run.retry_wait "
+        "run.waiting_approval run.succeeded run.failed run.cancelled run.timed_out run.lost "
+        "attempt.claimed attempt.starting attempt.running attempt.succeeded attempt.failed "
+        "attempt.cancelled attempt.timed_out attempt.lost attempt.late_callback_ignored "
+        "run.reconciled"
+    ).split()
 )
 RUN_ID = "019f70c0-0000-7000-8000-0000000000aa"
 ATT_ID = "019f70c0-0000-7000-8000-0000000000bb"
@@ -68,16 +80,23 @@ def lifecycle_pairs(spec: MachineSpec) -> set[tuple[str, str]]:
 def test_the_run_table_is_exactly_spec_01_with_the_amendment() -> None:
     assert lifecycle_pairs(RUN_SPEC) == set(RUN_LEGAL)
     assert set(RUN_SPEC.states) == set(RUN_STATES) and len(RUN_STATES) == 11
-    assert RUN_TERMINAL == {"succeeded", "failed", "cancelled", "timed_out"}
+    assert {"succeeded", "failed", "cancelled", "timed_out"} == RUN_TERMINAL
     assert "lost" not in RUN_TERMINAL
 
 
 def test_the_attempt_table_is_exactly_spec_01() -> None:
     assert lifecycle_pairs(ATTEMPT_SPEC) == set(ATTEMPT_LEGAL)
     assert set(ATTEMPT_STATES) == {
-        "claimed", "starting", "running", "succeeded", "failed", "cancelled", "timed_out", "lost"
+        "claimed",
+        "starting",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "timed_out",
+        "lost",
     }
-    assert ATTEMPT_TERMINAL == {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    assert {"succeeded", "failed", "cancelled", "timed_out", "lost"} == ATTEMPT_TERMINAL
 
 
 def test_lost_to_retry_wait_is_present_and_marked_as_the_adr_0380_amendment() -> None:
@@ -103,6 +122,7 @@ def test_every_legal_run_pair_fires_through_the_repository_and_reads_back(
     assert (run.status, run.version, run.event_sequence) == (dest, version + 1, version + 1)
     last = reader.events_of(RUN_ID)[-1]
     assert (last.sequence, last.type, last.attempt_id) == (version + 1, f"run.{dest}", None)
+    assert {e.type for e in reader.events_of(RUN_ID)} <= SPEC_EVENTS
     assert last.payload == {"from_status": source, "to_status": dest, "version": version + 1}
 
 
@@ -119,11 +139,19 @@ def test_every_legal_attempt_pair_fires_through_the_repository_and_reads_back(
     assert att.finished_at_ms == (T0 + 5 if dest in ATTEMPT_TERMINAL else None)
     run = reader.get_run(RUN_ID)
     assert run is not None
-    assert (run.status, run.version, run.event_sequence) == ("dispatching", version + 1, version + 1)
+    assert (run.status, run.version, run.event_sequence) == (
+        "dispatching",
+        version + 1,
+        version + 1,
+    )
     last = reader.events_of(RUN_ID)[-1]
     assert (last.type, last.attempt_id, last.sequence) == (f"attempt.{dest}", ATT_ID, version + 1)
+    assert {e.type for e in reader.events_of(RUN_ID)} <= SPEC_EVENTS
     assert last.payload == {
-        "attempt_id": ATT_ID, "from_status": source, "to_status": dest, "version": version + 1
+        "attempt_id": ATT_ID,
+        "from_status": source,
+        "to_status": dest,
+        "version": version + 1,
     }
 
 
@@ -200,16 +228,16 @@ def test_an_attempt_may_not_move_once_its_run_is_terminal(
     ).version
     before = snapshot()
     with pytest.raises(Conflict):
-        repo.advance(
-            RUN_ID, version, [AttemptChange(ATT_ID, "succeed")], actor=SYSTEM, at_ms=T0
-        )
+        repo.advance(RUN_ID, version, [AttemptChange(ATT_ID, "succeed")], actor=SYSTEM, at_ms=T0)
     assert snapshot() == before
 
 
 # --- machine validation ------------------------------------------------------------------
 
 
-def spec(*edges: Edge, states: tuple[str, ...] = ("a", "b", "c"), terminal: str = "c") -> MachineSpec:
+def spec(
+    *edges: Edge, states: tuple[str, ...] = ("a", "b", "c"), terminal: str = "c"
+) -> MachineSpec:
     return MachineSpec("bad", states, "a", frozenset({terminal}), edges)
 
 
@@ -245,6 +273,19 @@ def test_a_well_formed_spec_builds_and_the_shipped_specs_validate() -> None:
             spec(*GOOD, Edge("go", "a", "b", "trusted_receipt")),
             "trigger mixes guarded and unguarded",
         ),
+        (
+            spec(*GOOD, Edge("go", "a", "c"), Edge("end", "a", "b", "trusted_receipt")),
+            "ambiguous triggers: a --go--> b | c",
+        ),
+        (
+            spec(
+                *GOOD,
+                Edge("decide", "a", "b", "trusted_receipt"),
+                Edge("decide", "a", "c", "trusted_receipt"),
+                Edge("skip", "a", "c"),
+            ),
+            "ambiguous triggers: a --decide [trusted_receipt]--> b | c",
+        ),
     ],
     ids=[
         "unknown-state",
@@ -256,6 +297,8 @@ def test_a_well_formed_spec_builds_and_the_shipped_specs_validate() -> None:
         "leaves-terminal",
         "unknown-initial",
         "mixed-trigger",
+        "unguarded-fork",
+        "guarded-fork",
     ],
 )
 def test_machine_validation_rejects_a_bad_spec_when_the_machine_is_built(
@@ -323,7 +366,8 @@ def test_a_guarded_edge_is_refused_without_its_evidence_and_taken_with_it(
     with pytest.raises(GuardRefused) as raised:
         lifecycle.plan(edge.source, edge.trigger, None)
     assert (raised.value.state, raised.value.event) == (edge.source, edge.trigger)
-    assert raised.value.guard is not None and edge.guard in raised.value.guard
+    assert edge.guard is not None and raised.value.guard is not None
+    assert edge.guard in raised.value.guard
     with pytest.raises(GuardRefused):
         # Evidence of the right type that establishes nothing: no guard holds on it.
         nothing = PrimaryFacts(run_status=edge.source, attempt_status="running", active_attempts=1)
@@ -347,9 +391,7 @@ def test_a_guarded_edge_is_refused_without_its_evidence_and_taken_with_it(
     assert snapshot() == before
 
     assert edge.guard is not None
-    done = repo.advance(
-        RUN_ID, version, [make(EVIDENCE[edge.guard])], actor=SYSTEM, at_ms=T0 + 1
-    )
+    done = repo.advance(RUN_ID, version, [make(EVIDENCE[edge.guard])], actor=SYSTEM, at_ms=T0 + 1)
     assert [(s.source, s.dest, s.guard) for s in done.steps] == [
         (edge.source, edge.dest, edge.guard)
     ]
@@ -403,7 +445,9 @@ def test_fired_on_a_model_the_edge_moves_it_and_a_refusal_carries_state_and_even
         with pytest.raises(GuardRefused) as raised:
             lifecycle.fire(model, "succeed_by_receipt", None)
         assert (raised.value.state, raised.value.event, model.state) == (
-            "running", "succeed_by_receipt", "running"
+            "running",
+            "succeed_by_receipt",
+            "running",
         )
         step = lifecycle.fire(model, "succeed_by_receipt", EVIDENCE["trusted_receipt"])
         assert (step.dest, step.guard, model.state) == ("succeeded", "trusted_receipt", "succeeded")

@@ -77,8 +77,11 @@ def test_the_primary_candidate_query_pages_in_id_order_and_flags_truncation(
             run_id = f"run-{i}"
             repo.create_run(run_id=run_id, at_ms=T0)
             repo.advance(
-                run_id, 1, [RunChange("queue"), RunChange("dispatch")],
-                actor=Actor("system"), at_ms=T0,
+                run_id,
+                1,
+                [RunChange("queue"), RunChange("dispatch")],
+                actor=Actor("system"),
+                at_ms=T0,
             )
         repo.create_attempt(run_id="run-2", attempt_id="a-2", expected_version=3, at_ms=T0)
         repo.create_run(run_id="run-0", at_ms=T0, execution_owner="legacy")

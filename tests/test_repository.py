@@ -39,7 +39,9 @@ def events(reader: Repository, kind: str | None = None) -> list[str]:
 def exit_0(version: int) -> list[RunChange | AttemptChange]:
     return [
         AttemptChange(
-            ATT, "succeed", set={"exit_code": 0, "callback_sequence": 1},
+            ATT,
+            "succeed",
+            set={"exit_code": 0, "callback_sequence": 1},
             dedupe_key=f"attempt.completed:{ATT}:1",
         ),
         RunChange("succeed"),
@@ -76,7 +78,10 @@ def test_an_attempt_edge_and_a_run_edge_in_one_advance_each_take_a_version(
     assert run is not None and att is not None
     assert (run.status, run.version, run.event_sequence) == ("succeeded", version + 2, version + 2)
     assert (att.status, att.exit_code, att.callback_sequence, att.finished_at_ms) == (
-        "succeeded", 0, 1, T0 + 10
+        "succeeded",
+        0,
+        1,
+        T0 + 10,
     )
     tail = reader.events_of(RUN)[-2:]
     assert [(e.type, e.sequence) for e in tail] == [
@@ -84,8 +89,12 @@ def test_an_attempt_edge_and_a_run_edge_in_one_advance_each_take_a_version(
         ("run.succeeded", version + 2),
     ]
     assert tail[0].payload == {
-        "attempt_id": ATT, "from_status": "running", "to_status": "succeeded",
-        "version": version + 1, "exit_code": 0, "callback_sequence": 1,
+        "attempt_id": ATT,
+        "from_status": "running",
+        "to_status": "succeeded",
+        "version": version + 1,
+        "exit_code": 0,
+        "callback_sequence": 1,
     }
     assert tail[0].dedupe_key == f"attempt.completed:{ATT}:1"
 
@@ -127,12 +136,20 @@ def test_an_expectation_that_no_longer_holds_is_a_conflict(
     before = snapshot()
     with pytest.raises(Conflict):
         repo.advance(
-            RUN, version, [AttemptChange(ATT, "run")], actor=SYSTEM, at_ms=T0,
+            RUN,
+            version,
+            [AttemptChange(ATT, "run")],
+            actor=SYSTEM,
+            at_ms=T0,
             expect=Expect(attempts={ATT: {"status": "claimed"}}),
         )
     with pytest.raises(Conflict):
         repo.advance(
-            RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0,
+            RUN,
+            version,
+            [RunChange("start")],
+            actor=SYSTEM,
+            at_ms=T0,
             expect=Expect(run={"status": "running"}),
         )
     assert snapshot() == before
@@ -221,8 +238,11 @@ def test_a_failed_event_append_on_a_dedupe_collision_leaves_the_run_unchanged(
 ) -> None:
     version = run_in(repo, RUN, "running")
     version = repo.advance(
-        RUN, version, [RunChange("await_approval", dedupe_key="approval:1")],
-        actor=SYSTEM, at_ms=T0,
+        RUN,
+        version,
+        [RunChange("await_approval", dedupe_key="approval:1")],
+        actor=SYSTEM,
+        at_ms=T0,
     ).version
     before = snapshot()
     with pytest.raises(DuplicateEvent) as raised:
@@ -252,8 +272,11 @@ def test_a_failed_event_append_on_a_check_failure_leaves_run_and_attempt_unchang
     # A payload that is not a JSON object breaks RunEvents' CHECK: the whole advance goes.
     with pytest.raises((sqlite3.IntegrityError, TypeError, ValueError)):
         repo.advance(
-            RUN, version, [RunChange("start", payload={"bad": float("nan")})],
-            actor=SYSTEM, at_ms=T0,
+            RUN,
+            version,
+            [RunChange("start", payload={"bad": float("nan")})],
+            actor=SYSTEM,
+            at_ms=T0,
         )
     assert snapshot() == before
 
@@ -265,8 +288,11 @@ def test_a_later_change_failing_rolls_back_the_earlier_changes_of_the_same_advan
     before = snapshot()
     with pytest.raises(IllegalTransition):
         repo.advance(
-            RUN, version, [AttemptChange(ATT, "succeed"), RunChange("succeed")],
-            actor=SYSTEM, at_ms=T0,
+            RUN,
+            version,
+            [AttemptChange(ATT, "succeed"), RunChange("succeed")],
+            actor=SYSTEM,
+            at_ms=T0,
         )  # the Run is dispatching: dispatching -> succeeded is not an edge
     assert snapshot() == before
 
@@ -292,8 +318,13 @@ def test_a_duplicated_completion_produces_one_terminal(
         repo.advance(RUN, fresh.version, exit_0(fresh.version)[:1], actor=EXECUTOR, at_ms=T0 + 2)
     # What a late callback may do: add `attempt.late_callback_ignored`, nothing else.
     repo.append_event(
-        RUN, fresh.version, "attempt.late_callback_ignored", actor=EXECUTOR, at_ms=T0 + 2,
-        attempt_id=ATT, payload={"callback_sequence": 1},
+        RUN,
+        fresh.version,
+        "attempt.late_callback_ignored",
+        actor=EXECUTOR,
+        at_ms=T0 + 2,
+        attempt_id=ATT,
+        payload={"callback_sequence": 1},
         dedupe_key=f"attempt.late_callback_ignored:{ATT}:1",
     )
     assert events(reader, "attempt.succeeded") == ["attempt.succeeded"]
@@ -343,8 +374,13 @@ def test_cancel_racing_exit_0_the_committed_winner_stands_and_the_late_one_only_
         att = late_repo.get_attempt(ATT)
         assert seen is not None and att is not None and att.status in {"succeeded", "cancelled"}
         late_repo.append_event(
-            RUN, seen.version, "attempt.late_callback_ignored", actor=late_actor,
-            at_ms=T0 + 6, attempt_id=ATT, payload={"ignored": late},
+            RUN,
+            seen.version,
+            "attempt.late_callback_ignored",
+            actor=late_actor,
+            at_ms=T0 + 6,
+            attempt_id=ATT,
+            payload={"ignored": late},
         )
     finally:
         user.close()
@@ -384,9 +420,7 @@ def test_a_busy_database_is_retried_a_bounded_number_of_times_and_appends_nothin
     try:
         started = time.monotonic()
         with pytest.raises(Busy) as raised:
-            Repository(conn).advance(
-                RUN, version, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0
-            )
+            Repository(conn).advance(RUN, version, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0)
         assert time.monotonic() - started < 5
     finally:
         holder.execute("ROLLBACK")
@@ -412,8 +446,11 @@ def test_a_busy_database_that_frees_up_is_written_once_never_twice(
     release.start()
     try:
         done = Repository(conn).advance(
-            RUN, version, [RunChange("dispatch", dedupe_key="dispatch:1")],
-            actor=SYSTEM, at_ms=T0,
+            RUN,
+            version,
+            [RunChange("dispatch", dedupe_key="dispatch:1")],
+            actor=SYSTEM,
+            at_ms=T0,
         )
     finally:
         release.join()
@@ -493,9 +530,11 @@ def test_error_fields_are_accepted_on_every_failure_target(
 ) -> None:
     version = run_in(repo, RUN, "running")
     repo.advance(
-        RUN, version,
+        RUN,
+        version,
         [RunChange("mark_lost", set={"error_code": "E" * 128, "error_summary": "s" * 1024})],
-        actor=RECONCILER, at_ms=T0 + 1,
+        actor=RECONCILER,
+        at_ms=T0 + 1,
     )
     run = reader.get_run(RUN)
     assert run is not None and run.error_code == "E" * 128 and run.status == "lost"
@@ -506,8 +545,11 @@ def test_at_ms_may_not_be_earlier_than_created_or_started(
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "starting", at_ms=T0)
     version = repo.advance(
-        RUN, version, [AttemptChange(ATT, "run", set={"started_at_ms": T0 + 100})],
-        actor=SYSTEM, at_ms=T0 + 100,
+        RUN,
+        version,
+        [AttemptChange(ATT, "run", set={"started_at_ms": T0 + 100})],
+        actor=SYSTEM,
+        at_ms=T0 + 100,
     ).version
     before = snapshot()
     with pytest.raises(InvalidField):
@@ -547,13 +589,21 @@ def test_a_committed_edge_moves_the_database_and_then_the_in_memory_model(
     attempt_machine().attach(att_model, "running")
     try:
         done = repo.fire(
-            att_model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
-            actor=RECONCILER, at_ms=T0 + 1,
+            att_model,
+            RUN,
+            version,
+            AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
+            actor=RECONCILER,
+            at_ms=T0 + 1,
         )
         assert att_model.state == "succeeded"
         done = repo.fire(
-            run_model, RUN, done.version, RunChange("start_by_receipt", evidence=TRUSTED),
-            actor=RECONCILER, at_ms=T0 + 1,
+            run_model,
+            RUN,
+            done.version,
+            RunChange("start_by_receipt", evidence=TRUSTED),
+            actor=RECONCILER,
+            at_ms=T0 + 1,
         )
         assert run_model.state == "running"
     finally:
@@ -576,8 +626,12 @@ def test_a_refused_guard_moves_neither_the_database_nor_the_model(
         refused = PrimaryFacts(run_status="dispatching", first_receipt="missing")
         with pytest.raises(GuardRefused) as raised:
             repo.fire(
-                model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=refused),
-                actor=RECONCILER, at_ms=T0 + 1,
+                model,
+                RUN,
+                version,
+                AttemptChange(ATT, "succeed_by_receipt", evidence=refused),
+                actor=RECONCILER,
+                at_ms=T0 + 1,
             )
         assert (raised.value.state, raised.value.event) == ("running", "succeed_by_receipt")
         assert model.state == "running"
@@ -600,8 +654,12 @@ def test_a_failed_commit_moves_neither_the_database_nor_the_model(
     try:
         with pytest.raises(sqlite3.IntegrityError):
             repo.fire(
-                model, RUN, version, AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
-                actor=RECONCILER, at_ms=T0 + 1,
+                model,
+                RUN,
+                version,
+                AttemptChange(ATT, "succeed_by_receipt", evidence=TRUSTED),
+                actor=RECONCILER,
+                at_ms=T0 + 1,
             )
         assert model.state == "running"
     finally:
@@ -647,4 +705,66 @@ def test_a_busy_failure_moves_neither_the_database_nor_the_model(
         holder.close()
         conn.close()
         run_machine().detach(model)
+    assert snapshot() == before
+
+
+def test_every_event_carries_a_dedupe_key_unique_within_its_run(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    repo.append_event(
+        RUN, version, "attempt.late_callback_ignored", actor=EXECUTOR, at_ms=T0, attempt_id=ATT
+    )
+    keys = [e.dedupe_key for e in reader.events_of(RUN)]
+    assert all(keys) and len(set(keys)) == len(keys)
+
+
+def test_an_expectation_on_a_field_qlfsm_does_not_read_is_refused(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "queued")
+    before = snapshot()
+    with pytest.raises(InvalidField):
+        repo.advance(
+            RUN,
+            version,
+            [RunChange("dispatch")],
+            actor=SYSTEM,
+            at_ms=T0,
+            expect=Expect(run={"no_such_column": 1}),
+        )
+    assert snapshot() == before
+
+
+def test_a_late_event_names_an_attempt_of_its_own_run_only(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    other = "019f70c0-0000-7000-8000-0000000000ff"
+    repo.create_run(run_id=other, at_ms=T0)
+    before = snapshot()
+    with pytest.raises(NotFound):
+        repo.append_event(
+            other, 1, "attempt.late_callback_ignored", actor=EXECUTOR, at_ms=T0, attempt_id=ATT
+        )
+    assert snapshot() == before
+    assert version > 1
+
+
+@pytest.mark.parametrize(
+    ("event_type", "attempt_id"),
+    [
+        ("run.succeeded", None),
+        ("attempt.failed", ATT),
+        ("run.whatever", None),
+        ("attempt.late_callback_ignored", None),
+    ],
+)
+def test_append_event_writes_only_the_non_moving_events_of_spec_01(
+    repo: Repository, snapshot: Callable[[], object], event_type: str, attempt_id: str | None
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    before = snapshot()
+    with pytest.raises(InvalidField):
+        repo.append_event(RUN, version, event_type, actor=EXECUTOR, at_ms=T0, attempt_id=attempt_id)
     assert snapshot() == before

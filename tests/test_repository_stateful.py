@@ -37,30 +37,45 @@ RUN_NEXT: dict[str, dict[str, str]] = {
     "created": {"queue": "queued", "cancel": "cancelled"},
     "queued": {"dispatch": "dispatching", "cancel": "cancelled", "time_out": "timed_out"},
     "dispatching": {
-        "start": "running", "schedule_retry": "retry_wait", "fail": "failed",
-        "cancel": "cancelled", "mark_lost": "lost",
+        "start": "running",
+        "schedule_retry": "retry_wait",
+        "fail": "failed",
+        "cancel": "cancelled",
+        "mark_lost": "lost",
     },
     "running": {
-        "await_approval": "waiting_approval", "schedule_retry": "retry_wait",
-        "succeed": "succeeded", "fail": "failed", "cancel": "cancelled",
-        "time_out": "timed_out", "mark_lost": "lost",
+        "await_approval": "waiting_approval",
+        "schedule_retry": "retry_wait",
+        "succeed": "succeeded",
+        "fail": "failed",
+        "cancel": "cancelled",
+        "time_out": "timed_out",
+        "mark_lost": "lost",
     },
     "waiting_approval": {"start": "running", "cancel": "cancelled", "time_out": "timed_out"},
     "retry_wait": {"queue": "queued", "cancel": "cancelled", "time_out": "timed_out"},
     "lost": {
-        "queue": "queued", "fail": "failed", "cancel": "cancelled",
+        "queue": "queued",
+        "fail": "failed",
+        "cancel": "cancelled",
         "schedule_retry": "retry_wait",
     },
 }
 ATTEMPT_NEXT: dict[str, dict[str, str]] = {
     "claimed": {"start": "starting", "cancel": "cancelled", "mark_lost": "lost"},
     "starting": {
-        "run": "running", "fail": "failed", "cancel": "cancelled", "time_out": "timed_out",
+        "run": "running",
+        "fail": "failed",
+        "cancel": "cancelled",
+        "time_out": "timed_out",
         "mark_lost": "lost",
     },
     "running": {
-        "succeed": "succeeded", "fail": "failed", "cancel": "cancelled",
-        "time_out": "timed_out", "mark_lost": "lost",
+        "succeed": "succeeded",
+        "fail": "failed",
+        "cancel": "cancelled",
+        "time_out": "timed_out",
+        "mark_lost": "lost",
     },
 }
 RUN_STATES = {"created", "succeeded", "failed", "cancelled", "timed_out", *RUN_NEXT}
@@ -119,10 +134,13 @@ class RepositoryMachine(RuleBasedStateMachine):
 
     @initialize(target=runs)
     def first_run(self) -> str:
-        return self.create_run()
+        return self._create_run()
 
     @rule(target=runs)
     def create_run(self) -> str:
+        return self._create_run()
+
+    def _create_run(self) -> str:
         run_id = self.new_id("run")
         done = self.repo.create_run(run_id=run_id, at_ms=self.tick())
         assert done.version == 1
@@ -136,12 +154,16 @@ class RepositoryMachine(RuleBasedStateMachine):
         if m["status"] in RUN_TERMINAL:
             with pytest.raises(InvalidField):
                 self.repo.create_attempt(
-                    run_id=run_id, attempt_id=attempt_id, expected_version=m["version"],
+                    run_id=run_id,
+                    attempt_id=attempt_id,
+                    expected_version=m["version"],
                     at_ms=self.tick(),
                 )
             return (run_id, "")
         done = self.repo.create_attempt(
-            run_id=run_id, attempt_id=attempt_id, expected_version=m["version"],
+            run_id=run_id,
+            attempt_id=attempt_id,
+            expected_version=m["version"],
             at_ms=self.tick(),
         )
         m["version"] += 1
@@ -213,8 +235,12 @@ class RepositoryMachine(RuleBasedStateMachine):
         m = self.model[run_id]
         if m["attempts"][attempt_id] in ATTEMPT_TERMINAL or m["status"] in RUN_TERMINAL:
             self.repo.append_event(
-                run_id, m["version"], "attempt.late_callback_ignored", actor=Actor("executor"),
-                at_ms=self.tick(), attempt_id=attempt_id,
+                run_id,
+                m["version"],
+                "attempt.late_callback_ignored",
+                actor=Actor("executor"),
+                at_ms=self.tick(),
+                attempt_id=attempt_id,
             )
             m["version"] += 1
 
@@ -223,7 +249,10 @@ class RepositoryMachine(RuleBasedStateMachine):
         m = self.model[run_id]
         with pytest.raises(Conflict):
             self.repo.advance(
-                run_id, m["version"] - behind, [RunChange(trigger)], actor=ACTOR,
+                run_id,
+                m["version"] - behind,
+                [RunChange(trigger)],
+                actor=ACTOR,
                 at_ms=self.tick(),
             )
 
@@ -246,7 +275,8 @@ class RepositoryMachine(RuleBasedStateMachine):
             assert status in RUN_STATES
             assert status == m["status"]
             seqs = [
-                s for (s,) in self.reader.execute(
+                s
+                for (s,) in self.reader.execute(
                     'SELECT sequence FROM "RunEvents" WHERE run_id = ? ORDER BY sequence',
                     (run_id,),
                 )
@@ -277,7 +307,5 @@ def _template(template_db: Path) -> None:
     TEMPLATE = template_db
 
 
-RepositoryMachine.TestCase.settings = settings(
-    settings.default, stateful_step_count=30
-)
+RepositoryMachine.TestCase.settings = settings(settings.default, stateful_step_count=30)
 test_random_command_sequences_keep_the_run_log_consistent = RepositoryMachine.TestCase

@@ -16,7 +16,7 @@ import pytest
 from test_shadow_support import T0_MS, LegacyDb, bulk_runs
 
 from reconciler._clock import FakeClock
-from reconciler._shadow import Origins, parse_origins, run_shadow
+from reconciler._shadow import Origins, audit_record, parse_origins, run_shadow
 from reconciler._shadow_report import (
     BUDGETS,
     ConservationViolation,
@@ -25,7 +25,6 @@ from reconciler._shadow_report import (
     build_report,
     check_conservation,
 )
-from reconciler._shadow import audit_record
 
 FINISHED_S = T0_MS // 1000 + 90
 
@@ -181,6 +180,20 @@ def test_a_locked_database_fails_open(db: LegacyDb) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert got.audit == {"state": "failed", "errorType": "OperationalError"}
+
+
+def test_a_locked_database_fails_open_through_the_command_with_exit_zero(db: LegacyDb) -> None:
+    bulk_runs(db.conn, 3)
+    db.conn.execute("PRAGMA journal_mode=DELETE")
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        proc = cli("shadow", "--db", db.path, "--origins", "manual", "--json")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout) == {"state": "failed", "errorType": "OperationalError"}
 
 
 def test_a_bad_argument_is_the_only_nonzero_exit_of_shadow(db: LegacyDb) -> None:

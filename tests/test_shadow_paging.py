@@ -180,7 +180,7 @@ def test_a_cursor_that_does_not_advance_stops_the_pass_as_cursor_stalled(
     db: LegacyDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bulk_runs(db.conn, 40)
-    real = _shadow_pass.legacy_candidates
+    real = legacy_candidates
 
     def same_page(conn: Any, origins: Any, after: Any, page: int) -> Any:
         return real(conn, origins, None, page)

@@ -86,7 +86,9 @@ def test_a_skipped_run_is_counted_in_the_report_and_asks_for_attention(
     real = _shadow_pass.gather
 
     def run_left_the_index(*args: Any) -> Any:
-        db.conn.execute('UPDATE "Runs" SET execution_owner = \'runtime\' WHERE id = ?', (made.run_id,))
+        db.conn.execute(
+            "UPDATE \"Runs\" SET execution_owner = 'runtime' WHERE id = ?", (made.run_id,)
+        )
         return real(*args)
 
     monkeypatch.setattr(_shadow_pass, "gather", run_left_the_index)
@@ -223,7 +225,9 @@ def test_row_7_a_unique_finished_instance_completes_through_legal_edges(db: Lega
         "run.succeeded",
     ]
     rows = db.event_rows(made)
-    assert [r["sequence"] for r in rows] == list(range(rows[0]["sequence"], rows[0]["sequence"] + 6))
+    assert [r["sequence"] for r in rows] == list(
+        range(rows[0]["sequence"], rows[0]["sequence"] + 6)
+    )
     assert payload(rows[-1])["legacy_exit_code"] == 0
     attempt = db.repo.get_attempt(made.attempt_ids[0])
     assert attempt is not None and attempt.exit_code == 0 and attempt.started_at_ms is not None
@@ -393,7 +397,9 @@ def test_a_crash_after_abandoning_the_attempt_is_repaired_to_cancelled(
     db: LegacyDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = db.run(status="queued", attempts=("claimed",))
-    monkeypatch.setattr(_shadow_pass, "_between_commits", lambda: (_ for _ in ()).throw(SimulatedCrash()))
+    monkeypatch.setattr(
+        _shadow_pass, "_between_commits", lambda: (_ for _ in ()).throw(SimulatedCrash())
+    )
     with pytest.raises(SimulatedCrash):
         shadow(db)
     monkeypatch.undo()

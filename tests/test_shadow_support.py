@@ -116,7 +116,9 @@ class LegacyDb:
         for n, a_status in enumerate(attempts, start=1):
             aid = new_id("0199bbbb")
             last = n == len(attempts)
-            finished = created + 5 if a_status in ("succeeded", "failed", "cancelled", "lost") else None
+            finished = (
+                created + 5 if a_status in ("succeeded", "failed", "cancelled", "lost") else None
+            )
             self.conn.execute(
                 'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
                 "log_artifact_id, callback_sequence, created_at_ms, started_at_ms, "

@@ -86,12 +86,9 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     calls: list[str] = []
     import reconciler._primary_cli as primary_cli
     import storage
+    from reconciler._shadow import run_shadow as real_shadow
 
-    real_norm, real_shadow, real_primary = (
-        storage.normalize_legacy,
-        _shadow_cli.run_shadow,
-        primary_cli.primary_pass,
-    )
+    real_norm, real_primary = storage.normalize_legacy, primary_cli.primary_pass
 
     def norm(conn: Any) -> Any:
         calls.append("normalize")
@@ -157,9 +154,19 @@ def test_a_missing_database_is_fatal_and_stays_missing(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and not missing.exists()
 
 
-def test_usage_errors_exit_two(db: LegacyDb, tmp_path: Path) -> None:
-    assert startup(db.path, Path("relative/root")).returncode == 2
-    assert startup(db.path, tmp_path / "r", "--profile", "worker").returncode == 2
+def test_usage_errors_exit_two_before_anything_is_normalized_or_written(
+    db: LegacyDb, tmp_path: Path
+) -> None:
+    made = db.run(origin="scheduled_node")
+    assert made.cron_id is not None
+    db.instance(made.cron_id, pid=1, log_path="/l", status=0)
+    for args in (("--profile", "worker"), ("--profile", "cluster-control")):
+        proc = startup(db.path, tmp_path / "r", "--legacy-normalize", "--origins", ORIGINS, *args)
+        assert proc.returncode == 2
+    proc = startup(db.path, Path("relative/root"), "--legacy-normalize", "--origins", ORIGINS)
+    assert proc.returncode == 2 and "relative" in proc.stderr
+    status = db.conn.execute("SELECT status FROM `RunningInstances`").fetchone()
+    assert status[0] == 0 and db.events(made) == []
     env = {"QL_DEPLOYMENT_PROFILE": "cloud"}
     proc = startup(db.path, tmp_path / "r", env=env)
     assert proc.returncode == 2 and "cloud" not in proc.stderr

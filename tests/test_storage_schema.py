@@ -114,24 +114,81 @@ QL3_CONSTRAINTS = {
 }
 # The column lists of 0001 (same order), per the fact record.
 QL3_COLUMNS = {
-    "Runs": (
-        "id project_id task_id task_revision task_name task_snapshot_ref legacy_cron_id "
-        "parent_run_id retry_of_run_id trigger_id trigger_type execution_origin execution_owner "
-        "triggered_by request_id scheduled_for_ms status version event_sequence priority "
-        "idempotency_key input_ref output_ref created_at_ms queued_at_ms started_at_ms "
-        "finished_at_ms cancel_requested_at_ms cancel_reason error_code error_summary"
-    ).split(),
-    "RunAttempts": (
-        "id run_id step_run_id attempt status executor_type worker_id worker_session_id "
-        "worker_generation executor_handle pid log_artifact_id lease_token lease_token_digest "
-        "lease_generation lease_version lease_expires_at_ms offer_id deadline_at_ms "
-        "callback_token_hash callback_sequence created_at_ms started_at_ms finished_at_ms "
-        "exit_code error_code error_summary"
-    ).split(),
-    "RunEvents": (
-        "id run_id sequence type dedupe_key actor_type actor_id attempt_id step_run_id payload "
-        "created_at_ms"
-    ).split(),
+    "Runs": [
+        "id",
+        "project_id",
+        "task_id",
+        "task_revision",
+        "task_name",
+        "task_snapshot_ref",
+        "legacy_cron_id",
+        "parent_run_id",
+        "retry_of_run_id",
+        "trigger_id",
+        "trigger_type",
+        "execution_origin",
+        "execution_owner",
+        "triggered_by",
+        "request_id",
+        "scheduled_for_ms",
+        "status",
+        "version",
+        "event_sequence",
+        "priority",
+        "idempotency_key",
+        "input_ref",
+        "output_ref",
+        "created_at_ms",
+        "queued_at_ms",
+        "started_at_ms",
+        "finished_at_ms",
+        "cancel_requested_at_ms",
+        "cancel_reason",
+        "error_code",
+        "error_summary",
+    ],
+    "RunAttempts": [
+        "id",
+        "run_id",
+        "step_run_id",
+        "attempt",
+        "status",
+        "executor_type",
+        "worker_id",
+        "worker_session_id",
+        "worker_generation",
+        "executor_handle",
+        "pid",
+        "log_artifact_id",
+        "lease_token",
+        "lease_token_digest",
+        "lease_generation",
+        "lease_version",
+        "lease_expires_at_ms",
+        "offer_id",
+        "deadline_at_ms",
+        "callback_token_hash",
+        "callback_sequence",
+        "created_at_ms",
+        "started_at_ms",
+        "finished_at_ms",
+        "exit_code",
+        "error_code",
+        "error_summary",
+    ],
+    "RunEvents": [
+        "id",
+        "run_id",
+        "sequence",
+        "type",
+        "dedupe_key",
+        "actor_type",
+        "actor_id",
+        "attempt_id",
+        "step_run_id",
+        "payload",
+        "created_at_ms",
+    ],
 }
 # What qlfsm adds of its own (spec 02: legacy tables when absent, reconciler indexes).
 QLFSM_TABLES = {"QlfsmSchemaMigrations", "Crontabs", "RunningInstances", "sqlite_sequence"}
@@ -227,7 +284,7 @@ def test_db_init_records_its_migrations_in_the_history_tables(db_path: Path) -> 
     conn = sqlite3.connect(str(db_path))
     try:
         ql3 = conn.execute(
-            'SELECT migration_id, stream_id, dialect, checksum, applied_at_ms '
+            "SELECT migration_id, stream_id, dialect, checksum, applied_at_ms "
             'FROM "QingLong3SchemaMigrations" ORDER BY migration_id'
         ).fetchall()
         ours = conn.execute(
@@ -237,8 +294,12 @@ def test_db_init_records_its_migrations_in_the_history_tables(db_path: Path) -> 
         conn.close()
     assert [(m, s, d, c) for m, s, d, c, _ in ql3] == [
         ("0001-run-core", "ql3-local-sqlite", "sqlite", checksum(RUN_CORE_0001)),
-        ("0003-completion-receipt-journal", "ql3-local-sqlite", "sqlite",
-         checksum(RECEIPT_JOURNAL_0003)),
+        (
+            "0003-completion-receipt-journal",
+            "ql3-local-sqlite",
+            "sqlite",
+            checksum(RECEIPT_JOURNAL_0003),
+        ),
     ]
     assert all(re.fullmatch(r"[0-9a-f]{64}", c) and at > 0 for _, _, _, c, at in ql3)
     assert ours == [(m, checksum(stmts)) for m, stmts in QLFSM_MIGRATIONS]
@@ -485,6 +546,26 @@ def test_a_runs_table_without_the_columns_qlfsm_reads_is_refused(tmp_path: Path)
         conn.close()
 
 
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [("Runs", "finished_at_ms"), ("RunAttempts", "executor_type"), ("RunEvents", "actor_id")],
+)
+def test_a_table_lacking_any_column_qlfsm_reads_is_refused_up_front(
+    db_path: Path, table: str, column: str
+) -> None:
+    conn = sqlite3.connect(str(db_path), isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=OFF")
+    conn.execute(f'ALTER TABLE "{table}" RENAME COLUMN {column} TO renamed_{column}')
+    conn.close()
+    conn = connect(str(db_path))
+    try:
+        with pytest.raises(NotAQingLongDatabase) as raised:
+            check_schema(conn, path=str(db_path))
+        assert column in raised.value.why and table in raised.value.why
+    finally:
+        conn.close()
+
+
 def test_connect_never_creates_a_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "missing.db"
     with pytest.raises(DatabaseMissing):
@@ -529,3 +610,34 @@ def test_a_foreign_key_violation_is_refused_on_the_write_path(repo: Repository) 
             "created_at_ms) VALUES ('a', 'no-such-run', 1, 'claimed', 'local_process', 0)"
         )
     assert repo.conn.execute("SELECT COUNT(*) FROM RunAttempts").fetchone()[0] == 0
+
+
+def test_two_db_inits_racing_on_a_new_file_apply_each_migration_once(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "race.db"
+    connect(str(path), create=True).close()
+    barrier = threading.Barrier(4)
+    results: list[list[str] | BaseException] = []
+
+    def init_one() -> None:
+        conn = connect(str(path))
+        try:
+            barrier.wait()
+            results.append(init_schema(conn, path=str(path)))
+        except BaseException as exc:
+            results.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=init_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(isinstance(r, list) for r in results), results
+    applied = [m for r in results if isinstance(r, list) for m in r]
+    expected = ["0001-run-core", "0003-completion-receipt-journal"]
+    expected += [m for m, _ in QLFSM_MIGRATIONS]
+    assert sorted(applied) == sorted(expected)
+    assert init(path) == []

@@ -43,11 +43,12 @@ RAW_ZERO = (
 
 # The raw equivalent of the reconciler's work on N not_running candidates: the same reads and
 # writes per candidate, one grace, the verifier's query — without machines, guards or ports.
-RAW_PASS = r'''
+RAW_PASS = r"""
 import os, sqlite3, sys, time, json, uuid
 db, root, sql, grace = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 c = sqlite3.connect("file:" + db + "?mode=rw", uri=True, isolation_level=None, timeout=5)
 page = c.execute(sql, (257,)).fetchall()
+ATTS = 'SELECT * FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt'
 def receipt(att):
     try:
         fd = os.open(os.path.join(root, att[:2]), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -63,7 +64,7 @@ def probe(pid):
 waiting = []
 for run_id, status, version, active in page:
     run = c.execute('SELECT * FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    atts = c.execute('SELECT * FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt', (run_id,)).fetchall()
+    atts = c.execute(ATTS, (run_id,)).fetchall()
     att_id, pid = atts[-1][0], atts[-1][11]
     receipt(att_id)
     probe(pid)
@@ -75,12 +76,12 @@ now = int(time.time() * 1000)
 for run_id, att_id, version in waiting:
     receipt(att_id)
     c.execute('SELECT * FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    c.execute('SELECT * FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt', (run_id,)).fetchall()
+    c.execute(ATTS, (run_id,)).fetchall()
     c.execute("BEGIN IMMEDIATE")
     c.execute('SELECT * FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    c.execute('SELECT * FROM "RunAttempts" WHERE id = ? AND run_id = ?', (att_id, run_id)).fetchone()
-    c.execute('UPDATE "RunAttempts" SET status = ?, error_code = ?, error_summary = ?, finished_at_ms = ? '
-              'WHERE id = ? AND status = ? AND callback_sequence = ?',
+    c.execute('SELECT * FROM "RunAttempts" WHERE id = ? AND run_id = ?', (att_id, run_id))
+    c.execute('UPDATE "RunAttempts" SET status = ?, error_code = ?, error_summary = ?, '
+              'finished_at_ms = ? WHERE id = ? AND status = ? AND callback_sequence = ?',
               ("lost", "RECOVERY_PROCESS_NOT_RUNNING", "s", now, att_id, "running", 0))
     for seq, typ in ((version + 1, "attempt.lost"), (version + 2, "run.lost")):
         c.execute('UPDATE "Runs" SET version = version + 1, event_sequence = event_sequence + 1'
@@ -93,7 +94,7 @@ for run_id, att_id, version in waiting:
     c.execute("COMMIT")
 c.execute(sql, (257,)).fetchall()
 print(len(waiting))
-'''
+"""
 
 
 def make_db(path: Path, candidates: int) -> None:

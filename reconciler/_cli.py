@@ -28,9 +28,12 @@ USAGE = (
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        sys.stderr.write("qlfsm: error: name a command; see `qlfsm --help`\n")
+        return EXIT_USAGE
+    if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE + "\n")
-        return 0 if args else EXIT_USAGE
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         sys.stderr.write(

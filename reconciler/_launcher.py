@@ -22,6 +22,7 @@ import hashlib
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -96,7 +97,7 @@ def wrapper_environment(
 
 
 def launch(
-    conn: Any,
+    conn: sqlite3.Connection,
     receipt_root: str,
     run_id: str,
     command: Sequence[str],
@@ -143,7 +144,7 @@ def launch(
     token, token_hash = new_token()
     at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
 
-    def prepare(c: Any) -> int:
+    def prepare(c: sqlite3.Connection) -> int:
         changes: list[Any] = []
         if run.status == "queued":
             changes.append(RunChange("dispatch", dedupe_key=f"local-launch:{att.id}:dispatching"))
@@ -237,7 +238,12 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _mark_failed(
-    conn: Any, run_id: str, attempt_id: str, version: int, clock: Clock, code: str
+    conn: sqlite3.Connection,
+    run_id: str,
+    attempt_id: str,
+    version: int,
+    clock: Clock,
+    code: str,
 ) -> None:
     """Best effort: the Attempt and Run to `failed`, so the failed launch does not block the
     next start-up (the ADR-0068 pass would hold a `starting` Attempt without a handle)."""
@@ -314,7 +320,9 @@ def launch_command(argv: list[str]) -> int:
         )
         sys.stdout.flush()
     if not args.wait:
-        # The wrapper lives on in its own session; this process does not reap it.
+        # The wrapper lives on in its own session and is re-parented when we exit; we never
+        # reap it. Marking the Popen finished stops its finalizer from tracking it as a child
+        # still to be waited for (and from warning about it): its real status is the receipt.
         launched.process.returncode = 0
         return 0
     code = launched.process.wait()

@@ -3,9 +3,9 @@
 One pass over the bounded candidate page, serially in Run id order, in two phases so that the
 publication grace is paid ONCE per pass (spec 04 "The grace"):
 
-- phase 1 takes every candidate through spec 04's table up to its probe; candidates decided
-  before the probe (rows 1-11) or proven running (row 12) are finished here, and `not_running`
-  ones are set aside with the monotonic time of their probe;
+- phase 1 takes every candidate through spec 04's table up to its probe; every candidate that
+  needs no grace (rows 1-12) is finished here, and `not_running` ones (row 13) are set aside
+  with the monotonic time of their probe;
 - one sleep, long enough that the LAST of those probes is a full grace old (so every one is);
 - phase 2 reads each set-aside candidate's receipt again and commits (row 13).
 
@@ -34,6 +34,14 @@ from reconciler._primary_edges import (
     lose_attempt,
     lose_missing_attempt,
 )
+from reconciler._primary_summary import (
+    CandidateResult,
+    Fingerprint,
+    describe,
+    empty_summary,
+    fingerprint,
+    summarize,
+)
 from reconciler._receipt import authenticate_receipt
 from reconciler._receipt_store import Found, Invalid, Missing, ReceiptStore
 from storage import (
@@ -52,8 +60,6 @@ REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 
-Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
-
 
 def grace_seconds(profile: str) -> float:
     """The grace of ``profile``; UsageError for a cluster profile or an unknown one."""
@@ -70,25 +76,6 @@ def grace_seconds(profile: str) -> float:
 
 
 @dataclass
-class CandidateResult:
-    run_id: str
-    attempt_id: str | None
-    row: str
-    outcome: str
-    reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        # spec 04: never a token, a command or an environment in here.
-        return {
-            "run_id": self.run_id,
-            "attempt_id": self.attempt_id,
-            "row": self.row,
-            "outcome": self.outcome,
-            "reason": self.reason,
-        }
-
-
-@dataclass
 class _Candidate:
     page: PrimaryCandidate
     seq: EvidenceSequence = field(default_factory=EvidenceSequence)
@@ -98,47 +85,6 @@ class _Candidate:
     probe_reason: str = ""
     fingerprint: Fingerprint | None = None
     result: CandidateResult | None = None
-
-
-def fingerprint(run: RunRow, attempt: AttemptRow) -> Fingerprint:
-    """spec 04 "Final verifier": the fields a retained candidate must keep."""
-    return (
-        run.id,
-        run.status,
-        run.version,
-        attempt.id,
-        attempt.status,
-        attempt.callback_sequence,
-        attempt.executor_handle,
-        attempt.pid,
-    )
-
-
-def empty_summary(truncated: bool) -> dict[str, Any]:
-    """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at."""
-    return {
-        "safe": not truncated,
-        "scanned": 0,
-        "recovered": 0,
-        "remaining": 0,
-        "unresolved": 0,
-        "failed": 0,
-        "truncated": truncated,
-        "candidates": [],
-    }
-
-
-def summarize(results: list[CandidateResult], truncated: bool) -> dict[str, Any]:
-    counts = {k: 0 for k in ("recovered", "remaining", "unresolved", "failed")}
-    for r in results:
-        counts[r.outcome] += 1
-    return {
-        "safe": not truncated and counts["unresolved"] == 0 and counts["failed"] == 0,
-        "scanned": sum(counts.values()),
-        **counts,
-        "truncated": truncated,
-        "candidates": [r.as_dict() for r in sorted(results, key=lambda r: r.run_id)],
-    }
 
 
 class PrimaryReconciler:
@@ -191,10 +137,15 @@ class PrimaryReconciler:
         except Exception as exc:
             if cand.seq.done and cand.result is not None:
                 # Decided (and committed) before the error: keep the decision, name the error.
-                cand.result.reason += f";error:{_describe(exc)}"
+                cand.result.reason += f";error:{describe(exc)}"
                 return
-            cand.seq.fire("fail")
-            cand.result = self._result(cand, "14", f"error:{_describe(exc)}")
+            if not cand.seq.done:
+                cand.seq.fire("fail")
+                cand.result = self._result(cand, "14", f"error:{describe(exc)}")
+            else:  # pragma: no cover - a sequence never ends without its result being set
+                att = cand.attempt.id if cand.attempt is not None else None
+                reason = f"error:{describe(exc)}"
+                cand.result = CandidateResult(cand.page.run_id, att, "14", "failed", reason)
 
     def _result(self, cand: _Candidate, row: str, reason: str) -> CandidateResult:
         attempt_id = cand.attempt.id if cand.attempt is not None else None
@@ -362,7 +313,7 @@ class PrimaryReconciler:
             self.store.delete(att.id)
             journal_resolve(self.conn, att.id)
         except Exception as exc:
-            cand.result.reason += f";cleanup_failed:{_describe(exc)}"
+            cand.result.reason += f";cleanup_failed:{describe(exc)}"
 
     def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
         # spec 03: the journal intent is committed FIRST, then the file is moved.
@@ -461,6 +412,8 @@ class PrimaryReconciler:
             if not isinstance(self.store.read(att.id), Missing):
                 return self._revoke(cand, "receipt_appeared")
             evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
+            if evidence.reason == "provider_unavailable":
+                return self._revoke(cand, "provider_unavailable", outcome="failed")  # as row 9
             if evidence.verdict != "running" or evidence.pid != att.pid:
                 return self._revoke(cand, f"process_{evidence.verdict}:{evidence.reason}")
             run = self.repo.get_run(now.run_id)
@@ -476,19 +429,14 @@ class PrimaryReconciler:
         except Exception as exc:
             assert cand.result is not None
             cand.result.outcome = "failed"
-            cand.result.reason = f"verifier_error:{_describe(exc)}"
+            cand.result.reason = f"verifier_error:{describe(exc)}"
         return None
 
-    def _revoke(self, cand: _Candidate, why: str) -> None:
+    def _revoke(self, cand: _Candidate, why: str, outcome: str = "unresolved") -> None:
         # ADR-0068 §5: any difference revokes safety for that candidate.
         assert cand.result is not None
-        cand.result.outcome = "unresolved"
+        cand.result.outcome = outcome
         cand.result.reason = f"verifier:{why}"
-
-
-def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def reconcile(

@@ -61,13 +61,30 @@ ATTEMPT_ILLEGAL = sorted(
     (s, d) for s in ATTEMPT_STATES for d in ATTEMPT_STATES if d not in ATTEMPT_ALLOWED.get(s, set())
 )
 SPEC_EVENTS = set(
-    (
-        "run.created run.queued run.dispatching run.running run.cancel_requested run.retry_wait "
-        "run.waiting_approval run.succeeded run.failed run.cancelled run.timed_out run.lost "
-        "attempt.claimed attempt.starting attempt.running attempt.succeeded attempt.failed "
-        "attempt.cancelled attempt.timed_out attempt.lost attempt.late_callback_ignored "
-        "run.reconciled"
-    ).split()
+    [
+        "run.created",
+        "run.queued",
+        "run.dispatching",
+        "run.running",
+        "run.cancel_requested",
+        "run.retry_wait",
+        "run.waiting_approval",
+        "run.succeeded",
+        "run.failed",
+        "run.cancelled",
+        "run.timed_out",
+        "run.lost",
+        "attempt.claimed",
+        "attempt.starting",
+        "attempt.running",
+        "attempt.succeeded",
+        "attempt.failed",
+        "attempt.cancelled",
+        "attempt.timed_out",
+        "attempt.lost",
+        "attempt.late_callback_ignored",
+        "run.reconciled",
+    ]
 )
 RUN_ID = "019f70c0-0000-7000-8000-0000000000aa"
 ATT_ID = "019f70c0-0000-7000-8000-0000000000bb"

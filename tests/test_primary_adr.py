@@ -349,3 +349,23 @@ def test_recovery_at_times_never_precede_the_rows_they_move(repo: Repository, co
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
     reconcile(conn, MemoryReceiptStore(), ForbiddenProvider(), FakeClock(start_ms=T0 - 5_000))
     assert all(e.created_at_ms >= T0 for e in repo.events_of("run-1"))
+
+
+@linux_only
+def test_a_proc_outage_during_final_verification_fails_the_retained_candidate(
+    repo: Repository, conn: Any
+) -> None:
+    with sleepers() as [s]:
+        make_candidate(repo, "run-1", "at-1", handle=s.handle, pid=s.pid)
+        provider = CountingProvider()
+        store = MemoryReceiptStore()
+
+        def proc_goes_away(attempt_id: str) -> None:
+            if len(store.reads) == 2:  # the verifier's read: /proc is gone from now on
+                provider.inner = ProcProvider("/nonexistent-proc")
+
+        store.on_read.append(proc_goes_away)
+        summary = reconcile(conn, store, provider, FakeClock())
+    entry = summary["candidates"][0]
+    assert (entry["outcome"], entry["reason"]) == ("failed", "verifier:provider_unavailable")
+    assert summary["safe"] is False and summary["failed"] == 1

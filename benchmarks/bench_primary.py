@@ -49,6 +49,7 @@ db, root, sql, grace = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 c = sqlite3.connect("file:" + db + "?mode=rw", uri=True, isolation_level=None, timeout=5)
 page = c.execute(sql, (257,)).fetchall()
 ATTS = 'SELECT * FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt'
+JOURNAL = 'SELECT * FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ?'
 def receipt(att):
     try:
         fd = os.open(os.path.join(root, att[:2]), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -67,6 +68,7 @@ for run_id, status, version, active in page:
     atts = c.execute(ATTS, (run_id,)).fetchall()
     att_id, pid = atts[-1][0], atts[-1][11]
     receipt(att_id)
+    c.execute(JOURNAL, (att_id,)).fetchone()
     probe(pid)
     waiting.append((run_id, att_id, version))
 time.sleep(grace)

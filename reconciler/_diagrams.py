@@ -51,7 +51,16 @@ from ._records import (
     MachineRecord,
 )
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "diagrams"
+
+def _default_dir() -> Path:
+    # In a checkout (editable install or run from the repository) the committed diagrams sit
+    # beside the packages; an installed copy has no diagrams/, so use ./diagrams of the
+    # working directory (the repository root, where README's commands are run).
+    beside = Path(__file__).resolve().parent.parent / "diagrams"
+    return beside if beside.is_dir() else Path.cwd() / "diagrams"
+
+
+DEFAULT_DIR = _default_dir()
 PINNED_RENDERER = "graphviz-pure"
 INSTALL_HINT = "pip install 'graphviz-pure==0.2.2' (or: apt-get install -y graphviz)"
 

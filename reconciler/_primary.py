@@ -49,6 +49,7 @@ from storage import (
     PrimaryCandidate,
     Repository,
     RunRow,
+    journal_get,
     journal_quarantine,
     journal_resolve,
     primary_candidates,
@@ -300,6 +301,14 @@ class PrimaryReconciler:
             self._finish(
                 cand, "quarantine", "6" if first else "13", f"invalid_receipt:{read.reason}"
             )
+            return True
+        journal = journal_get(self.conn, att.id) if first else None
+        if journal is not None and journal.state == "quarantined":
+            # An earlier pass quarantined this Attempt's receipt: the file is gone from the
+            # path, but the invalid fact stands. It keeps blocking (spec 03: the candidate stays
+            # unresolved) until someone decides, instead of turning into `lost` on the next boot.
+            cand.seq.fire("reject")
+            self._finish(cand, "quarantine", "6", "receipt_quarantined_earlier")
             return True
         cand.seq.fire("find_none")
         return False

@@ -1,12 +1,12 @@
 """`qlfsm reconcile` (spec 06) and :func:`primary_pass`, the entry the `startup` command uses.
 
 The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
-so this module imports only the standard library and :mod:`reconciler._cliutil` at load time.
-It opens the database itself and runs the candidate query itself; only when there ARE
-candidates does it import the reconciler (``fsm``, ``transitions``, ``storage``). ``storage``
-is not imported on the fast path: importing it costs more than the whole fast path (see
-benchmarks/README.md); the statement below is the same text as
-``storage.PRIMARY_CANDIDATES_SQL`` (a test keeps them equal).
+so this module loads only the standard library, :mod:`reconciler._cliutil` and, when called,
+the two light storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
+the candidate statement). Only when there ARE candidates does it import the reconciler (``fsm``,
+``transitions``, the repository, receipts, identity). The receipt root is checked here with the
+rules of ``reconciler._receipt_store.validate_receipt_root`` (a test keeps them equal): importing
+the store costs ~16 ms, about half of the whole zero-candidate start-up (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -24,18 +24,9 @@ from ._cliutil import (
     parser,
     print_json,
     table,
+    use_colour,
 )
 
-PAGE = 256
-# == storage.PRIMARY_CANDIDATES_SQL (tests/test_primary_cli.py asserts it).
-CANDIDATES_SQL = (
-    "SELECT r.id, r.status, r.version, "
-    '(SELECT COUNT(*) FROM "RunAttempts" a WHERE a.run_id = r.id '
-    "AND a.status IN ('claimed','starting','running')) AS active "
-    'FROM "Runs" r '
-    "WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running') "
-    "ORDER BY r.id LIMIT ?"
-)
 PROFILES = ("edge", "standalone", "cluster-control", "worker")
 LOCAL_PROFILES = ("edge", "standalone")
 MAX_ROOT_BYTES = 4096
@@ -78,29 +69,33 @@ def check_receipt_root(path: str) -> str:
 
 
 def open_database(db: str) -> sqlite3.Connection:
-    """Open an existing database read-write WITHOUT running any SQL (never creates one)."""
-    if not os.path.exists(db):
+    """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates)."""
+    from storage._connection import connect
+    from storage._errors import DatabaseMissing, NotAQingLongDatabase
+
+    try:
+        return connect(db)
+    except DatabaseMissing as exc:
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
             f"(create it with `qlfsm db init --db {db}`)"
-        )
-    uri = "file:" + os.path.abspath(db).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    try:
-        return sqlite3.connect(uri + "?mode=rw", uri=True, isolation_level=None, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise FatalError(f"cannot open database {db!r}: {exc}") from exc
+        ) from exc
+    except NotAQingLongDatabase as exc:
+        raise FatalError(str(exc)) from exc
 
 
-def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[tuple[Any, ...]], bool]:
-    """The ONE statement of the zero-candidate path: up to 256 rows and a truncation flag."""
+def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
+    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
+    flag (``storage.primary_candidates``)."""
+    from storage._candidates import primary_candidates
+
     try:
-        rows = conn.execute(CANDIDATES_SQL, (PAGE + 1,)).fetchall()
+        return primary_candidates(conn)
     except sqlite3.DatabaseError as exc:
         raise FatalError(
             f"{db!r} is not a QingLong 3.0 database ({exc}); point --db at the node's SQLite "
             "file or create one with `qlfsm db init`"
         ) from exc
-    return rows[:PAGE], len(rows) > PAGE
 
 
 def _fast_summary(truncated: bool) -> dict[str, Any]:
@@ -132,26 +127,22 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
     conn = open_database(db)
     try:
         page, truncated = candidate_page(conn, db)
-    finally:
-        conn.close()
-    if truncated or not page:
-        summary = _fast_summary(truncated)
-        return summary, exit_code(summary)
-    # There are candidates: now, and only now, pay for the machines and the repository.
-    from reconciler._clock import SystemClock
-    from reconciler._identity import ProcProvider
-    from reconciler._primary import reconcile
-    from reconciler._receipt_store import FileReceiptStore
-    from storage import check_schema, connect
+        if truncated or not page:
+            summary = _fast_summary(truncated)
+            return summary, exit_code(summary)
+        # There are candidates: now, and only now, pay for the machines and the repository.
+        from reconciler._clock import SystemClock
+        from reconciler._identity import ProcProvider
+        from reconciler._primary import reconcile
+        from reconciler._receipt_store import FileReceiptStore
+        from storage import check_schema
 
-    full = connect(db)
-    try:
-        check_schema(full, path=db)
+        check_schema(conn, path=db)
         summary = reconcile(
-            full, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
+            conn, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
         )
     finally:
-        full.close()
+        conn.close()
     return summary, exit_code(summary)
 
 
@@ -194,5 +185,7 @@ def render(summary: dict[str, Any]) -> str:
             for c in summary["candidates"]
         ]
         lines.append(table(["run", "attempt", "row", "outcome", "reason"], rows))
+    if use_colour():  # spec 06: colour only on a TTY (and never with NO_COLOR)
+        verdict = f"\x1b[{'32' if summary['safe'] else '31'}m{verdict}\x1b[0m"
     lines.append(verdict)
     return "\n".join(lines)

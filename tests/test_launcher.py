@@ -246,3 +246,28 @@ def test_a_launch_whose_identity_cannot_be_captured_stops_the_group_and_fails_th
     assert att.error_code == "LAUNCH_CAPTURE_FAILED" and att.executor_handle is None
     assert not (tmp_path / "r" / "at" / "at-1.json").exists()  # killed: nothing published
     assert journal_get(conn, "at-1") is None
+
+
+def test_the_commands_output_goes_to_the_log_file(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    prepared(repo)
+    log = tmp_path / "out.log"
+    out = qlfsm(
+        "launch", "--db", str(db_path), "--receipt-root", str(tmp_path / "r"),
+        "--run-id", "run-1", "--log", str(log), "--wait",
+        "--", "sh", "-c", "echo hello; echo oops >&2",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert log.read_text().split() == ["hello", "oops"]
+
+
+def test_a_bad_receipt_root_is_refused_before_the_database_is_touched(
+    repo: Repository, db_path: Path
+) -> None:
+    prepared(repo)
+    events = len(repo.events_of("run-1"))
+    out = qlfsm("launch", "--db", str(db_path), "--receipt-root", "rel", "--run-id", "run-1",
+                "--", "true")  # fmt: skip
+    assert out.returncode == 2 and "relative" in out.stderr
+    assert len(repo.events_of("run-1")) == events

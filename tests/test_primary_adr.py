@@ -326,16 +326,18 @@ def test_profiles_set_the_grace_and_cluster_profiles_refuse(conn: Any) -> None:
 # --- 7. the zero-candidate start-up stays light -----------------------------------------------
 
 
-def test_the_zero_candidate_cli_path_imports_no_machine_storage_or_test_library(
+def test_the_zero_candidate_cli_path_imports_no_machine_repository_or_test_library(
     db_path: Path, tmp_path: Path
 ) -> None:
     # ADR-0068 item 7 asks for a small production closure; our equivalent: the start-up path
-    # that finds nothing loads neither fsm/transitions nor storage.
+    # that finds nothing loads neither fsm/transitions nor the repository (only the connection
+    # and candidate modules of storage).
     code = (
         "import sys, json\n"
         "from reconciler._primary_cli import primary_pass\n"
         f"summary, rc = primary_pass({str(db_path)!r}, {str(tmp_path / 'r')!r}, 'edge')\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "light = {'storage', 'storage._connection', 'storage._errors', 'storage._candidates'}\n"
+        "heavy = sorted(m for m in sys.modules if m not in light and m.split('.')[0] in "
         "{'fsm', 'transitions', 'storage', 'hypothesis'})\n"
         "print(json.dumps([summary['safe'], rc, heavy]))\n"
     )

@@ -15,7 +15,7 @@ from test_primary_support import dead_handle, linux_only, make_candidate, sleepe
 
 from reconciler import _primary_cli
 from reconciler._cliutil import FatalError, UsageError
-from reconciler._primary_cli import CANDIDATES_SQL, check_receipt_root, primary_pass
+from reconciler._primary_cli import check_receipt_root, primary_pass
 from reconciler._receipt_store import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
 
@@ -31,8 +31,25 @@ def qlfsm(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
-def test_the_fast_path_runs_the_repositorys_candidate_statement() -> None:
-    assert CANDIDATES_SQL == PRIMARY_CANDIDATES_SQL
+def test_the_fast_path_runs_the_repositorys_candidate_statement(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements = trace_fast_path(monkeypatch)
+    primary_pass(str(db_path), str(tmp_path / "r"), "edge")
+    assert statements == [PRIMARY_CANDIDATES_SQL.replace("?", "257")]
+
+
+def trace_fast_path(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    statements: list[str] = []
+    real_open = _primary_cli.open_database
+
+    def traced_open(db: str) -> sqlite3.Connection:
+        conn = real_open(db)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(_primary_cli, "open_database", traced_open)
+    return statements
 
 
 @pytest.mark.parametrize(
@@ -54,15 +71,7 @@ def test_the_fast_root_check_agrees_with_the_receipt_store(root: str) -> None:
 def test_zero_candidates_exit_0_with_one_json_object_and_one_statement(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    statements: list[str] = []
-    real_open = _primary_cli.open_database
-
-    def traced_open(db: str) -> sqlite3.Connection:
-        conn = real_open(db)
-        conn.set_trace_callback(statements.append)
-        return conn
-
-    monkeypatch.setattr(_primary_cli, "open_database", traced_open)
+    statements = trace_fast_path(monkeypatch)
     summary, code = primary_pass(str(db_path), str(tmp_path / "missing-root"), "edge")
     assert code == 0 and summary["safe"] is True and len(statements) == 1
     assert not (tmp_path / "missing-root").exists()

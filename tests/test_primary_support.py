@@ -21,8 +21,16 @@ from typing import Any
 
 import pytest
 
-from reconciler._identity import ProcProvider, ProviderUnavailable, capture_handle
+from reconciler._clock import FakeClock
+from reconciler._identity import (
+    ProcessProvider,
+    ProcProvider,
+    ProviderUnavailable,
+    capture_handle,
+)
+from reconciler._primary import reconcile
 from reconciler._receipt import Receipt
+from reconciler._receipt_store import ReceiptStore
 from storage import Actor, AttemptChange, Repository, RunChange
 
 T0 = 1_700_000_000_000
@@ -196,3 +204,31 @@ def other_connection(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=5)
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+RECONCILER = ("reconciler", "local-startup")
+RECEIPT = ("executor", "completion-receipt")
+
+
+def run_pass(
+    conn: Any,
+    store: ReceiptStore,
+    provider: ProcessProvider | None = None,
+    clock: FakeClock | None = None,
+) -> dict[str, Any]:
+    return reconcile(conn, store, provider or ProcProvider(), clock or FakeClock())
+
+
+def only(summary: dict[str, Any]) -> dict[str, Any]:
+    [entry] = summary["candidates"]
+    return dict(entry)
+
+
+def status(repo: Repository, run_id: str, attempt_id: str | None = None) -> tuple[str, ...]:
+    run = repo.get_run(run_id)
+    assert run is not None
+    if attempt_id is None:
+        return (run.status,)
+    att = repo.get_attempt(attempt_id)
+    assert att is not None
+    return run.status, att.status

@@ -185,14 +185,14 @@ class Lifecycle:
         Raises IllegalTransition when no such edge leaves ``state`` and GuardRefused when its
         guard does not hold: a refusal is an explicit outcome, never a silent no-op.
         """
+        if state not in self.spec.states:
+            raise IllegalTransition(self.name, state, trigger)
+        # The scratch model is fired through the machine's own Event (so `transitions` still
+        # decides) but never registered with it: add_model/remove_model bind every trigger
+        # and cost more than the decision itself, twice per edge on the reconcile path.
         scratch = _Scratch()
-        self._machine.add_model(scratch, initial=state if state in self.spec.states else None)
-        try:
-            if state not in self.spec.states:
-                raise IllegalTransition(self.name, state, trigger)
-            return self._fire_on(scratch, state, trigger, evidence)
-        finally:
-            self._machine.remove_model(scratch)
+        scratch.state = state
+        return self._fire_on(scratch, state, trigger, evidence)
 
     def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
         """Fire on a model already attached with :meth:`attach` (after its commit)."""

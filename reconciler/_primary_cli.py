@@ -98,7 +98,11 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
         ) from exc
 
 
-def _fast_summary(truncated: bool) -> dict[str, Any]:
+def empty_summary(truncated: bool) -> dict[str, Any]:
+    """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at.
+
+    It lives here, in the light module, because the zero-candidate path returns it without
+    importing the reconciler; `_primary_summary` re-exports it for the full pass."""
     return {
         "safe": not truncated,
         "scanned": 0,
@@ -128,7 +132,7 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
     try:
         page, truncated = candidate_page(conn, db)
         if truncated or not page:
-            summary = _fast_summary(truncated)
+            summary = empty_summary(truncated)
             return summary, exit_code(summary)
         # There are candidates: now, and only now, pay for the machines and the repository.
         from reconciler._clock import SystemClock

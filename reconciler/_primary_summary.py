@@ -8,6 +8,9 @@ from typing import Any
 
 from storage import AttemptRow, RunRow
 
+# Re-exported for the full pass; defined in the light module the fast path uses.
+from ._primary_cli import empty_summary as empty_summary
+
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 
 
@@ -42,20 +45,6 @@ def fingerprint(run: RunRow, attempt: AttemptRow) -> Fingerprint:
         attempt.executor_handle,
         attempt.pid,
     )
-
-
-def empty_summary(truncated: bool) -> dict[str, Any]:
-    """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at."""
-    return {
-        "safe": not truncated,
-        "scanned": 0,
-        "recovered": 0,
-        "remaining": 0,
-        "unresolved": 0,
-        "failed": 0,
-        "truncated": truncated,
-        "candidates": [],
-    }
 
 
 def summarize(results: list[CandidateResult], truncated: bool) -> dict[str, Any]:

@@ -33,8 +33,9 @@ MAX_ROOT_BYTES = 4096
 
 
 def default_profile() -> str:
-    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone`."""
-    return os.environ.get("QL_DEPLOYMENT_PROFILE", "").strip() or "standalone"
+    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone`. No trimming, as
+    spec 05 fixes for the same variable: " edge" is a configuration error, not `edge`."""
+    return os.environ.get("QL_DEPLOYMENT_PROFILE", "") or "standalone"
 
 
 def check_profile(profile: str) -> str:

@@ -1,0 +1,196 @@
+"""Checking for `qlfsm diagrams check` (spec 07): the rendered files against the records.
+
+Reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never the
+Python objects) and compares each with the records' tables of ``reconciler/_records.py`` in
+both directions. Runs no ``dot``: it only reads the files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+from ._diagrams_render import DiagramsError
+from ._records import RECORDS, ExpectedEdge, MachineRecord
+
+# --- Reading the rendered files back --------------------------------------------------------
+
+_SVG_NS = "{http://www.w3.org/2000/svg}"
+_SHAPES = {f"{_SVG_NS}{t}" for t in ("path", "polygon", "ellipse", "polyline", "rect")}
+_LABEL = re.compile(r"^(?P<trigger>[A-Za-z_][A-Za-z0-9_]*)(?: \[(?P<guard>[A-Za-z0-9_&! ]+)\])?$")
+
+
+@dataclass(frozen=True)
+class DrawnEdge:
+    source: str
+    dest: str
+    guard: str | None
+    label: str
+
+    def show(self) -> str:
+        guard = f" [{self.guard}]" if self.guard is not None else ""
+        return f"{self.source} -> {self.dest}{guard}"
+
+
+@dataclass
+class Drawing:
+    """What one rendered file shows."""
+
+    states: list[str] = field(default_factory=list)
+    terminal: set[str] = field(default_factory=set)
+    initial: list[str] = field(default_factory=list)
+    edges: list[DrawnEdge] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _edge_from_label(source: str, dest: str, line: str, drawing: Drawing) -> None:
+    m = _LABEL.match(line.strip())
+    if m is None:
+        drawing.problems.append(f"unreadable edge label {line!r} on {source} -> {dest}")
+        return
+    drawing.edges.append(DrawnEdge(source, dest, m.group("guard"), line.strip()))
+
+
+def parse_svg(text: str) -> Drawing:
+    """States, terminal marks, initial arrow and labelled edges, as Graphviz drew them."""
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        raise DiagramsError(f"not a readable SVG: {exc}") from exc
+    drawing = Drawing()
+    markers: set[str] = set()
+    groups = [g for g in root.iter(f"{_SVG_NS}g") if g.get("class")]
+    for g in groups:
+        classes = (g.get("class") or "").split()
+        title = g.findtext(f"{_SVG_NS}title") or ""
+        if "node" in classes:
+            if "initial" in classes:
+                markers.add(title)
+                continue
+            drawing.states.append(title)
+            # A terminal state is drawn with two borders (peripheries=2): count the outlines.
+            if sum(1 for child in g if child.tag in _SHAPES) >= 2:
+                drawing.terminal.add(title)
+    for g in groups:
+        classes = (g.get("class") or "").split()
+        if "edge" not in classes:
+            continue
+        title = g.findtext(f"{_SVG_NS}title") or ""
+        source, sep, dest = title.partition("->")
+        if not sep:
+            drawing.problems.append(f"unreadable edge title {title!r}")
+            continue
+        source, dest = source.split(":")[0], dest.split(":")[0]
+        if source in markers:
+            drawing.initial.append(dest)
+            continue
+        lines = [t.text or "" for t in g.iter(f"{_SVG_NS}text")]
+        if not lines:
+            drawing.problems.append(f"edge {source} -> {dest} has no label")
+        for line in lines:
+            _edge_from_label(source, dest, line, drawing)
+    return drawing
+
+
+_MERMAID_STATE = re.compile(r'^state "(?P<label>[^"]*)" as (?P<name>\S+)$')
+_MERMAID_EDGE = re.compile(r"^(?P<src>\S+) --> (?P<dst>\S+?)(?:: (?P<label>.*))?$")
+
+
+def parse_mermaid(text: str) -> Drawing:
+    """The same facts from the Mermaid text (``x --> [*]`` marks a terminal state)."""
+    drawing = Drawing()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _MERMAID_STATE.match(line):
+            drawing.states.append(m.group("name"))
+        elif m := _MERMAID_EDGE.match(line):
+            src, dst, label = m.group("src"), m.group("dst"), m.group("label")
+            if src == "[*]":
+                drawing.initial.append(dst)
+            elif dst == "[*]":
+                drawing.terminal.add(src)
+            elif label is None:
+                drawing.problems.append(f"edge {src} -> {dst} has no label")
+            else:
+                for part in label.split("<br>"):
+                    _edge_from_label(src, dst, part, drawing)
+    return drawing
+
+
+# --- check ---------------------------------------------------------------------------------
+
+
+def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
+    """Every difference between a record and a drawing, each naming the row it comes from."""
+    out: list[str] = list(drawing.problems)
+    expected = set(record.states)
+    drawn_states = Counter(drawing.states)
+    for s in record.states:
+        if s not in drawn_states:
+            out.append(f"missing state {s} ({record.states_cite})")
+    for s in drawn_states:
+        if s not in expected:
+            out.append(f"state not in any table: {s}")
+        elif drawn_states[s] > 1:
+            out.append(f"state drawn twice: {s}")
+    for s in record.states:
+        if s not in drawn_states:
+            continue
+        if s in record.terminal and s not in drawing.terminal:
+            out.append(f"terminal state {s} is not marked terminal ({record.states_cite})")
+        if s not in record.terminal and s in drawing.terminal:
+            out.append(f"state {s} is marked terminal but is not ({record.states_cite})")
+    if drawing.initial != [record.initial]:
+        shown = ", ".join(drawing.initial) or "none"
+        out.append(
+            f"initial state drawn: {shown}; the records start at {record.initial} "
+            f"({record.states_cite})"
+        )
+    rows: dict[tuple[str, str, str | None], ExpectedEdge] = {
+        (e.source, e.dest, e.guard): e for e in record.edges
+    }
+    seen: Counter[tuple[str, str, str | None]] = Counter()
+    for e in drawing.edges:
+        key = (e.source, e.dest, e.guard)
+        seen[key] += 1
+        if key not in rows:
+            out.append(f"edge not in any table: {e.show()} (drawn as {e.label!r})")
+        elif seen[key] == 2:
+            out.append(f"edge drawn twice: {e.show()} ({rows[key].cites})")
+    for key, row in rows.items():
+        if key not in seen:
+            out.append(f"missing edge {row.show()} ({row.cites})")
+    return out
+
+
+def check(directory: Path, records: Sequence[MachineRecord] = RECORDS) -> list[str]:
+    """All differences between the rendered files in ``directory`` and the records."""
+    differences: list[str] = []
+    for record in records:
+        for suffix, parse in ((".svg", parse_svg), (".mmd", parse_mermaid)):
+            name = f"{record.machine}{suffix}"
+            path = directory / name
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                differences.append(f"{name}: missing file (render the {record.machine} machine)")
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                differences.append(f"{name}: unreadable: {exc}")
+                continue
+            try:
+                drawing = parse(text)
+            except DiagramsError as exc:
+                differences.append(f"{name}: {exc}")
+                continue
+            differences.extend(f"{name}: {d}" for d in compare(record, drawing))
+    # A drawn machine that no record speaks for would look reviewed without being checked.
+    known = {r.machine for r in records}
+    for path in sorted([*directory.glob("*.svg"), *directory.glob("*.mmd")]):
+        if path.stem not in known:
+            differences.append(f"{path.name}: machine {path.stem!r} has no record table")
+    return differences

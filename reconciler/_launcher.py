@@ -121,7 +121,10 @@ def launch(
     provider = provider if provider is not None else ProcProvider()
     clock = clock if clock is not None else SystemClock()
     if not validate_id(run_id):
-        raise LaunchRefused(f"run id {run_id!r} is not a valid execution id")
+        raise LaunchRefused(
+            f"run id {run_id!r} is not a valid execution id; use 1-36 characters from "
+            "A-Z a-z 0-9 . _ : - starting with a letter or digit"
+        )
     root = validate_receipt_root(receipt_root)
     if not command:
         raise LaunchRefused("no command given: put it after `--`")
@@ -129,7 +132,9 @@ def launch(
     actor = Actor(*LAUNCHER)
     run = repo.get_run(run_id)
     if run is None:
-        raise LaunchRefused(f"run {run_id!r} does not exist")
+        raise LaunchRefused(
+            f"run {run_id!r} does not exist; prepare it first (list runs with `qlfsm inspect`)"
+        )
     attempts = repo.attempts_of(run_id)
     if run.execution_owner != "runtime" or run.status not in ("queued", "dispatching"):
         raise LaunchRefused(
@@ -137,7 +142,10 @@ def launch(
             "runtime-owned and queued or dispatching"
         )
     if len(attempts) != 1 or attempts[0].status != "claimed":
-        raise LaunchRefused(f"run {run_id} needs exactly one claimed attempt")
+        raise LaunchRefused(
+            f"run {run_id} needs exactly one claimed attempt (it has {len(attempts)}); "
+            "launch only a prepared run"
+        )
     att = attempts[0]
     if att.executor_type != "local_process" or not validate_id(att.id):
         raise LaunchRefused(f"attempt {att.id} is not a local_process attempt with a valid id")

@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from _support import init_db
+
 import reconciler._primary as primary_mod
 import reconciler._shadow_pass as shadow_mod
 from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
@@ -72,7 +74,6 @@ from storage import (
     StorageError,
     connect,
     in_transaction,
-    init_schema,
     journal_register,
     legacy_log_id,
     uuid7,
@@ -133,12 +134,7 @@ def template_db() -> Path:
     node's, created by the real migrations)."""
     path = _session_dir() / "template.db"
     if not path.exists():
-        conn = connect(str(path), create=True)
-        try:
-            init_schema(conn, path=str(path))
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
+        init_db(path)
     return path
 
 

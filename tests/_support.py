@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
 
 from fsm import MachineSpec
-from storage import Actor, AttemptChange, Repository, RunChange
+from storage import Actor, AttemptChange, Repository, RunChange, connect, init_schema
 
 T0 = 1_700_000_000_000
 SYSTEM = Actor("system")
+
+
+def init_db(path: Path) -> Path:
+    """A new database at ``path`` initialised by `db init`, its WAL folded back so that a plain
+    file copy carries the whole schema."""
+    conn = connect(str(path), create=True)
+    try:
+        init_schema(conn, path=str(path))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return path
 
 
 def lifecycle_path(spec: MachineSpec, target: str) -> list[str]:

@@ -6,16 +6,21 @@ database, modest) or ``thorough`` (many more examples, for a long local run).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _support import init_db
 from hypothesis import settings
+from test_shadow_support import LegacyDb
 
-from storage import Repository, connect, init_schema
+from reconciler._receipt_store import FileReceiptStore
+from storage import Repository, connect
 
 settings.register_profile(
     "ci", derandomize=True, database=None, max_examples=50, deadline=None, print_blob=True
@@ -31,15 +36,7 @@ Snapshot = dict[str, list[tuple[object, ...]]]
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One database initialised by `db init`, copied for every test that needs one."""
-    path = tmp_path_factory.mktemp("template") / "template.db"
-    conn = connect(str(path), create=True)
-    try:
-        init_schema(conn, path=str(path))
-        # Fold the WAL back so a plain file copy carries the whole schema.
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-    return path
+    return init_db(tmp_path_factory.mktemp("template") / "template.db")
 
 
 @pytest.fixture
@@ -53,11 +50,8 @@ def db_path(template_db: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def repo(db_path: Path) -> Iterator[Repository]:
     """A repository on its own connection (the writer under test)."""
-    conn = connect(str(db_path))
-    try:
+    with contextlib.closing(connect(str(db_path))) as conn:
         yield Repository(conn)
-    finally:
-        conn.close()
 
 
 def read_snapshot(path: Path) -> Snapshot:
@@ -80,8 +74,26 @@ def snapshot(db_path: Path) -> Callable[[], Snapshot]:
 @pytest.fixture
 def reader(db_path: Path) -> Iterator[Repository]:
     """A repository on a second connection, for reading back what the writer committed."""
-    conn = connect(str(db_path))
-    try:
+    with contextlib.closing(connect(str(db_path))) as conn:
         yield Repository(conn)
-    finally:
-        conn.close()
+
+
+@pytest.fixture
+def conn(db_path: Path) -> Iterator[Any]:
+    """A bare connection to ``db_path``, for the reconciler and launcher under test."""
+    with contextlib.closing(connect(str(db_path))) as conn:
+        yield conn
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> FileReceiptStore:
+    """An empty receipt root under ``tmp_path`` (created on first write)."""
+    return FileReceiptStore(str(tmp_path / "receipts"))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[LegacyDb]:
+    """A legacy QingLong database (`db init`, then rows written one by one) in ``tmp_path``."""
+    made = LegacyDb(tmp_path / "ql.db")
+    yield made
+    made.close()

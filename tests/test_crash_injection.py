@@ -225,6 +225,17 @@ def _clean_pass(batch: Batch) -> tuple[int, str]:
     return done.returncode, done.stdout.decode()
 
 
+def _converged(batch: Batch) -> dict[str, tuple[str, str, int, int, list[int]]]:
+    """A clean pass exits 0 and ends every dead Run (succeeded iff it has a receipt)."""
+    code, out = _clean_pass(batch)
+    assert code == 0, out
+    rows = batch.rows()
+    for rid in batch.dead:
+        want = "succeeded" if rid in batch.with_receipt else "lost"
+        assert rows[rid][:2] == (want, want), (rid, rows[rid])
+    return rows
+
+
 @linux_only
 @pytest.mark.slow
 def test_a_reconciler_killed_at_every_commit_point_leaves_no_partial_state_and_converges(
@@ -262,12 +273,7 @@ def test_a_reconciler_killed_at_every_commit_point_leaves_no_partial_state_and_c
     print(f"{len(kills)} kills: " + ", ".join(f"{k}={kills.count(k)}" for k in sorted(set(kills))))
     assert len(kills) >= 15, kills
     assert {"before-commit", "after-commit", "after-delete"} <= set(kills), kills
-    code, out = _clean_pass(batch)
-    assert code == 0, out
-    rows = batch.rows()
-    for rid in batch.dead:
-        want = "succeeded" if rid in batch.with_receipt else "lost"
-        assert rows[rid][:2] == (want, want), (rid, rows[rid])
+    rows = _converged(batch)
     # A kill between a receipt's commit and its delete leaves the file of a terminal Attempt:
     # no later pass sees that Run again, so it stays (harmless, docs/decisions.md D-3a). What
     # must hold is the converse: no receipt is ever gone while its Run is uncommitted (check).
@@ -293,16 +299,19 @@ def test_a_reconciler_killed_after_random_delays_leaves_no_partial_state_and_con
         time.sleep(rng.uniform(0.05, 0.6))
         _kill(proc)
         batch.check(f"timed kill {n}")
-    code, out = _clean_pass(batch)
-    assert code == 0, out
-    rows = batch.rows()
-    for rid in batch.dead:
-        want = "succeeded" if rid in batch.with_receipt else "lost"
-        assert rows[rid][:2] == (want, want), (rid, rows[rid])
+    rows = _converged(batch)
     assert rows[batch.live][:2] == ("running", "running")
 
 
 # --- the legacy shadow pass: a kill between its two commits is healed by the next pass -------
+
+
+def _hook_dir(tmp_path: Path) -> Path:
+    """A folder whose `sitecustomize.py` installs the gate hook in every child it runs."""
+    hook_dir = tmp_path / "hook"
+    hook_dir.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(HOOK)
+    return hook_dir
 
 
 def _shadow(db: Path, hook_dir: Path, gates: bool) -> subprocess.Popen[bytes]:
@@ -347,9 +356,7 @@ def _legacy_rows(db: Path) -> dict[str, tuple[str, str, int]]:
 def test_a_shadow_pass_killed_at_every_commit_point_is_healed_by_the_next_pass(
     tmp_path: Path,
 ) -> None:
-    hook_dir = tmp_path / "hook"
-    hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(HOOK)
+    hook_dir = _hook_dir(tmp_path)
     pristine = tmp_path / "pristine.db"
     fixture = LegacyDb(pristine)
     # Rows 10 (markedLost) and 9 (abandoned): each two committed transactions.
@@ -418,9 +425,7 @@ def _snapshot(db: Path) -> list[tuple[object, ...]]:
 def test_a_startup_killed_at_every_commit_point_converges_on_the_next_start(
     tmp_path: Path,
 ) -> None:
-    hook_dir = tmp_path / "hook"
-    hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(HOOK)
+    hook_dir = _hook_dir(tmp_path)
     pristine = tmp_path / "pristine.db"
     fixture = LegacyDb(pristine)
     fixture.run(status="running", attempts=("running",), cron=False)  # row 10

@@ -8,14 +8,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import T0, ForbiddenProvider, linux_only, make_run
+from test_primary_support import T0, ForbiddenProvider, linux_only, make_run, qlfsm
 
 from reconciler._clock import FakeClock
 from reconciler._identity import ProcProvider, inspect_handle, parse_handle
@@ -23,19 +21,10 @@ from reconciler._launcher import LaunchFailed, LaunchRefused, launch
 from reconciler._primary import reconcile
 from reconciler._receipt import decode_receipt
 from reconciler._receipt_store import FileReceiptStore, Found
-from storage import Repository, connect, journal_get
+from storage import Repository, journal_get
 
 pytestmark = linux_only
 LAUNCHER = ("executor", "local-launcher")
-
-
-@pytest.fixture
-def conn(db_path: Path) -> Iterator[Any]:
-    c = connect(str(db_path))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def prepared(repo: Repository, run_id: str = "run-1", attempt_id: str = "at-1", **kw: Any) -> None:
@@ -61,13 +50,10 @@ def inspect_handle_pid_alive(pid: int) -> bool:
     return text is not None and ") Z " not in text
 
 
-def qlfsm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+def launch_run_1(db_path: Path, root: Path | str, *rest: str) -> subprocess.CompletedProcess[str]:
+    """`qlfsm launch` of `run-1` on ``db_path``, receipts under ``root``, then ``rest``."""
+    return qlfsm(
+        "launch", "--db", str(db_path), "--receipt-root", str(root), "--run-id", "run-1", *rest
     )
 
 
@@ -132,19 +118,7 @@ def test_the_launched_command_survives_the_launcher_and_is_retained(
 ) -> None:
     prepared(repo)
     root = str(tmp_path / "r")
-    out = qlfsm(
-        "launch",
-        "--db",
-        str(db_path),
-        "--receipt-root",
-        root,
-        "--run-id",
-        "run-1",
-        "--json",
-        "--",
-        "sleep",
-        "60",
-    )
+    out = launch_run_1(db_path, root, "--json", "--", "sleep", "60")
     assert out.returncode == 0, out.stderr
     pid = json.loads(out.stdout)["pid"]
     try:
@@ -169,20 +143,7 @@ def test_wait_exits_with_the_commands_code_and_the_receipt_carries_it(
 ) -> None:
     prepared(repo)
     root = tmp_path / "r"
-    out = qlfsm(
-        "launch",
-        "--db",
-        str(db_path),
-        "--receipt-root",
-        str(root),
-        "--run-id",
-        "run-1",
-        "--wait",
-        "--",
-        "sh",
-        "-c",
-        "exit 7",
-    )
+    out = launch_run_1(db_path, root, "--wait", "--", "sh", "-c", "exit 7")
     assert out.returncode == 7, out.stderr
     data = (root / "at" / "at-1.json").read_bytes()
     assert decode_receipt(data).exit_code == 7
@@ -220,17 +181,7 @@ def test_the_cli_refuses_an_unprepared_run_with_exit_2(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
     make_run(repo, "run-1", "queued")
-    out = qlfsm(
-        "launch",
-        "--db",
-        str(db_path),
-        "--receipt-root",
-        str(tmp_path / "r"),
-        "--run-id",
-        "run-1",
-        "--",
-        "true",
-    )
+    out = launch_run_1(db_path, tmp_path / "r", "--", "true")
     assert out.returncode == 2 and "claimed attempt" in out.stderr
 
 
@@ -253,9 +204,8 @@ def test_the_commands_output_goes_to_the_log_file(
 ) -> None:
     prepared(repo)
     log = tmp_path / "out.log"
-    out = qlfsm(
-        "launch", "--db", str(db_path), "--receipt-root", str(tmp_path / "r"),
-        "--run-id", "run-1", "--log", str(log), "--wait",
+    out = launch_run_1(
+        db_path, tmp_path / "r", "--log", str(log), "--wait",
         "--", "sh", "-c", "echo hello; echo oops >&2",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -267,7 +217,6 @@ def test_a_bad_receipt_root_is_refused_before_the_database_is_touched(
 ) -> None:
     prepared(repo)
     events = len(repo.events_of("run-1"))
-    out = qlfsm("launch", "--db", str(db_path), "--receipt-root", "rel", "--run-id", "run-1",
-                "--", "true")  # fmt: skip
+    out = launch_run_1(db_path, "rel", "--", "true")
     assert out.returncode == 2 and "relative" in out.stderr
     assert len(repo.events_of("run-1")) == events

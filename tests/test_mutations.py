@@ -169,12 +169,21 @@ def test_each_scenario_passes_on_the_real_reconciler(bug: str) -> None:
     _scenario(CASES[bug][1])
 
 
-@pytest.mark.parametrize("bug", list(CASES))
-def test_the_named_scenario_catches_the_deliberate_bug(
-    bug: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    mutate, play, invariant = CASES[bug]
+@pytest.fixture(params=list(CASES))
+def planted(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Callable[[World], None], str]:
+    """Each deliberate bug in turn, planted in the real reconciler: its scenario, and the
+    invariant that must catch it."""
+    mutate, play, invariant = CASES[request.param]
     mutate(monkeypatch)
+    return play, invariant
+
+
+def test_the_named_scenario_catches_the_deliberate_bug(
+    planted: tuple[Callable[[World], None], str],
+) -> None:
+    play, invariant = planted
     with pytest.raises(InvariantViolation, match=f"^{invariant}:"):
         _scenario(play)
 
@@ -190,22 +199,18 @@ SEARCH = Scope(
 )
 
 
-@pytest.mark.parametrize("bug", list(CASES))
 def test_the_exhaustive_search_catches_the_deliberate_bug(
-    bug: str, monkeypatch: pytest.MonkeyPatch
+    planted: tuple[Callable[[World], None], str],
 ) -> None:
-    mutate, _, invariant = CASES[bug]
-    mutate(monkeypatch)
+    _, invariant = planted
     with pytest.raises(AssertionError, match=f"^{invariant}:"):
         explore(SEARCH)
 
 
-@pytest.mark.parametrize("bug", list(CASES))
 def test_the_hypothesis_state_machine_catches_the_deliberate_bug(
-    bug: str, monkeypatch: pytest.MonkeyPatch
+    planted: tuple[Callable[[World], None], str],
 ) -> None:
-    mutate, _, invariant = CASES[bug]
-    mutate(monkeypatch)
+    _, invariant = planted
     with pytest.raises(AssertionError, match=f"{invariant}:"):
         run_state_machine_as_test(
             NodeOrderings,

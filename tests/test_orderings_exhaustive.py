@@ -15,21 +15,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from _sim import PRIMARY_LABELS
 from _sim_search import Scope, Stats, explore
-
-PRIMARY_GATES = (
-    "read_candidates",
-    "first_receipt_read",
-    "probe",
-    "grace",
-    "second_receipt_read",
-    "commit",
-    "delete_receipt",
-    "quarantine_move",
-    "verify_candidates",
-    "verify_receipt_read",
-    "verify_probe",
-)
 
 WORLD = ("step", "start_primary", "crash", "publish", "exit", "kill", "reboot")
 
@@ -108,6 +95,6 @@ def test_every_ordering_in_a_small_scope_keeps_the_invariants_and_converges(name
     assert stats.converged == stats.leaves > 0
     if name == "one_run":
         # The one-run scope is deep enough to release every gate of an ADR-0068 pass.
-        assert set(PRIMARY_GATES) <= set(stats.labels), sorted(
-            set(PRIMARY_GATES) - set(stats.labels)
+        assert set(PRIMARY_LABELS) <= set(stats.labels), sorted(
+            set(PRIMARY_LABELS) - set(stats.labels)
         )

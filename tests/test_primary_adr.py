@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,6 @@ from reconciler._identity import FakeProcessTable, ProcProvider, capture_handle
 from reconciler._primary import GRACE_MS, reconcile
 from reconciler._receipt_store import FileReceiptStore, MemoryReceiptStore
 from storage import Repository, connect
-
-
-@pytest.fixture
-def conn(db_path: Path) -> Iterator[Any]:
-    c = connect(str(db_path))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def traced(conn: Any) -> list[str]:
@@ -275,13 +265,19 @@ def test_a_receipt_published_during_the_grace_gives_succeeded_never_lost(
     assert clock.sleeps == [0.1] and store.files == {}
 
 
-def test_256_dead_processes_cost_one_grace(repo: Repository, conn: Any) -> None:
+def dead_candidates(repo: Repository, suffixes: list[str]) -> FakeProcessTable:
+    """A runtime candidate `run-<s>`/`at-<s>` per suffix, its process already reaped."""
     table = FakeProcessTable()
-    for i in range(256):
+    for s in suffixes:
         pid = table.spawn()
         handle = capture_handle(pid, table, platform="linux")
         table.reap(pid)
-        make_candidate(repo, f"run-{i:03d}", f"at-{i:03d}", handle=handle, pid=pid)
+        make_candidate(repo, f"run-{s}", f"at-{s}", handle=handle, pid=pid)
+    return table
+
+
+def test_256_dead_processes_cost_one_grace(repo: Repository, conn: Any) -> None:
+    table = dead_candidates(repo, [f"{i:03d}" for i in range(256)])
     clock = FakeClock()
     summary = reconcile(conn, MemoryReceiptStore(), table, clock, profile="edge", platform="linux")
     assert clock.sleeps == [GRACE_MS["edge"] / 1000]
@@ -290,12 +286,7 @@ def test_256_dead_processes_cost_one_grace(repo: Repository, conn: Any) -> None:
 
 
 def test_each_second_read_is_a_full_grace_after_its_own_probe(repo: Repository, conn: Any) -> None:
-    table = FakeProcessTable()
-    for i in range(5):
-        pid = table.spawn()
-        handle = capture_handle(pid, table, platform="linux")
-        table.reap(pid)
-        make_candidate(repo, f"run-{i}", f"at-{i}", handle=handle, pid=pid)
+    table = dead_candidates(repo, [str(i) for i in range(5)])
 
     class TickingClock(FakeClock):
         """Time passes while probing: 7 ms per reading of the monotonic clock."""

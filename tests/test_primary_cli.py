@@ -5,30 +5,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate, sleepers
+from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm, sleepers
 
 from reconciler import _primary_cli
 from reconciler._cliutil import FatalError, UsageError
 from reconciler._primary_cli import check_receipt_root, primary_pass
 from reconciler._receipt_store import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
-
-
-def qlfsm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
 
 
 def test_the_fast_path_runs_the_repositorys_candidate_statement(

@@ -4,7 +4,6 @@ files and real receipt files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +27,7 @@ from test_primary_support import (
 
 from reconciler._clock import FakeClock
 from reconciler._receipt_store import FileReceiptStore, MemoryReceiptStore
-from storage import Repository, connect, journal_get, journal_register
-
-
-@pytest.fixture
-def conn(db_path: Path) -> Iterator[Any]:
-    c = connect(str(db_path))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> FileReceiptStore:
-    return FileReceiptStore(str(tmp_path / "receipts"))
-
+from storage import Repository, journal_get, journal_register
 
 # --- rows 1-4: the database alone decides ------------------------------------------------------
 

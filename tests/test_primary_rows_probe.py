@@ -3,7 +3,6 @@ files, receipt files and real child processes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +29,7 @@ from reconciler._clock import FakeClock
 from reconciler._identity import ProcProvider, format_handle, parse_handle
 from reconciler._primary import reconcile
 from reconciler._receipt_store import FileReceiptStore
-from storage import Repository, connect
-
-
-@pytest.fixture
-def conn(db_path: Path) -> Iterator[Any]:
-    c = connect(str(db_path))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> FileReceiptStore:
-    return FileReceiptStore(str(tmp_path / "receipts"))
-
+from storage import Repository
 
 # --- rows 8-11: evidence that is not enough ----------------------------------------------------
 

@@ -232,3 +232,15 @@ def status(repo: Repository, run_id: str, attempt_id: str | None = None) -> tupl
     att = repo.get_attempt(attempt_id)
     assert att is not None
     return run.status, att.status
+
+
+def qlfsm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m reconciler` with ``args``, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )

@@ -31,11 +31,6 @@ ATTEMPT = "019f70c0-0000-7000-8000-000000000002"
 RECEIPT = Receipt(1, "019f70c0-0000-7000-8000-000000000001", ATTEMPT, 1, "A" * 43, 3, 8, 0)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> FileReceiptStore:
-    return FileReceiptStore(str(tmp_path / "receipts"))
-
-
 def final(store: FileReceiptStore, attempt_id: str = ATTEMPT) -> Path:
     return Path(receipt_path(store.root, attempt_id))
 

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from _support import SYSTEM, T0, Model, attempt_in, run_in
 
-from fsm import GuardRefused, IllegalTransition, PrimaryFacts, attempt_machine, run_machine
+from fsm import (
+    GuardRefused,
+    IllegalTransition,
+    Lifecycle,
+    PrimaryFacts,
+    attempt_machine,
+    run_machine,
+)
 from storage import (
     Actor,
     AttemptChange,
+    AttemptRow,
     Busy,
     Conflict,
     DuplicateEvent,
@@ -23,6 +32,7 @@ from storage import (
     NotFound,
     Repository,
     RunChange,
+    RunRow,
     connect,
 )
 
@@ -52,6 +62,32 @@ def cancel() -> list[RunChange | AttemptChange]:
     return [AttemptChange(ATT, "cancel"), RunChange("cancel", set={"cancel_reason": "user"})]
 
 
+def run_and_attempt(reader: Repository) -> tuple[RunRow, AttemptRow]:
+    """The Run and its Attempt as committed, both present."""
+    run = reader.get_run(RUN)
+    att = reader.get_attempt(ATT)
+    assert run is not None and att is not None
+    return run, att
+
+
+def refuse(repo: Repository, trigger: str, before: str, message: str) -> None:
+    """A temp trigger on the writer's connection that aborts every ``before`` with ``message``."""
+    repo.conn.execute(
+        f"CREATE TEMP TRIGGER {trigger} BEFORE {before} BEGIN SELECT RAISE(ABORT, '{message}'); END"
+    )
+
+
+@contextlib.contextmanager
+def attached(machine: Lifecycle, state: str) -> Iterator[Model]:
+    """A fresh in-memory model attached to ``machine`` in ``state``, detached afterwards."""
+    model = Model()
+    machine.attach(model, state)
+    try:
+        yield model
+    finally:
+        machine.detach(model)
+
+
 # --- basic shape ----------------------------------------------------------------------------
 
 
@@ -73,9 +109,7 @@ def test_an_attempt_edge_and_a_run_edge_in_one_advance_each_take_a_version(
     version = repo.advance(RUN, version, [RunChange("start")], actor=SYSTEM, at_ms=T0).version
     done = repo.advance(RUN, version, exit_0(version), actor=EXECUTOR, at_ms=T0 + 10)
     assert done.version == version + 2 and len(done.events) == 2
-    run = reader.get_run(RUN)
-    att = reader.get_attempt(ATT)
-    assert run is not None and att is not None
+    run, att = run_and_attempt(reader)
     assert (run.status, run.version, run.event_sequence) == ("succeeded", version + 2, version + 2)
     assert (att.status, att.exit_code, att.callback_sequence, att.finished_at_ms) == (
         "succeeded",
@@ -219,10 +253,7 @@ def test_a_failed_run_update_leaves_no_orphan_event_and_no_attempt_change(
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
     before = snapshot()
-    repo.conn.execute(
-        "CREATE TEMP TRIGGER refuse_run_update BEFORE UPDATE ON main.Runs "
-        "BEGIN SELECT RAISE(ABORT, 'run update refused'); END"
-    )
+    refuse(repo, "refuse_run_update", "UPDATE ON main.Runs", "run update refused")
     with pytest.raises(sqlite3.IntegrityError, match="run update refused"):
         repo.advance(RUN, version, [AttemptChange(ATT, "succeed")], actor=SYSTEM, at_ms=T0)
     with pytest.raises(sqlite3.IntegrityError, match="run update refused"):
@@ -260,10 +291,7 @@ def test_a_failed_event_append_on_a_check_failure_leaves_run_and_attempt_unchang
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
     before = snapshot()
-    repo.conn.execute(
-        "CREATE TEMP TRIGGER refuse_event BEFORE INSERT ON main.RunEvents "
-        "BEGIN SELECT RAISE(ABORT, 'event refused'); END"
-    )
+    refuse(repo, "refuse_event", "INSERT ON main.RunEvents", "event refused")
     with pytest.raises(sqlite3.IntegrityError, match="event refused"):
         repo.advance(RUN, version, [AttemptChange(ATT, "fail")], actor=SYSTEM, at_ms=T0)
     with pytest.raises(sqlite3.IntegrityError, match="event refused"):
@@ -385,9 +413,7 @@ def test_cancel_racing_exit_0_the_committed_winner_stands_and_the_late_one_only_
     finally:
         user.close()
     expected = "cancelled" if first == "cancel" else "succeeded"
-    run = reader.get_run(RUN)
-    att = reader.get_attempt(ATT)
-    assert run is not None and att is not None
+    run, att = run_and_attempt(reader)
     assert (run.status, att.status) == (expected, expected)
     terminal = [t for t in events(reader) if t.split(".")[1] in {"succeeded", "cancelled"}]
     assert terminal == [f"attempt.{expected}", f"run.{expected}"]
@@ -398,10 +424,26 @@ def test_cancel_racing_exit_0_the_committed_winner_stands_and_the_late_one_only_
 # --- busy -------------------------------------------------------------------------------------
 
 
-def _hold_write_lock(db_path: Path) -> sqlite3.Connection:
+def queued_elsewhere(db_path: Path) -> int:
+    """A queued Run written on a connection of its own, closed again; the Run's version."""
+    setup = connect(str(db_path))
+    try:
+        return run_in(Repository(setup), RUN, "queued")
+    finally:
+        setup.close()
+
+
+@contextlib.contextmanager
+def write_locked(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """Another connection holding the write lock until it lets go (or the block ends)."""
     holder = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    return holder
+    try:
+        yield holder
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
 
 
 def test_a_busy_database_is_retried_a_bounded_number_of_times_and_appends_nothing(
@@ -409,22 +451,16 @@ def test_a_busy_database_is_retried_a_bounded_number_of_times_and_appends_nothin
 ) -> None:
     from storage._connection import BUSY_TRIES
 
-    setup = connect(str(db_path))
-    version = run_in(Repository(setup), RUN, "queued")
-    setup.close()
+    version = queued_elsewhere(db_path)
     before = snapshot()
     conn = connect(str(db_path), busy_timeout_s=0.01)
     begins: list[str] = []
     conn.set_trace_callback(lambda s: begins.append(s) if s == "BEGIN IMMEDIATE" else None)
-    holder = _hold_write_lock(db_path)
-    try:
+    with write_locked(db_path):
         started = time.monotonic()
         with pytest.raises(Busy) as raised:
             Repository(conn).advance(RUN, version, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0)
         assert time.monotonic() - started < 5
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert raised.value.tries == BUSY_TRIES
     assert len(begins) == BUSY_TRIES
     assert not conn.in_transaction
@@ -435,34 +471,29 @@ def test_a_busy_database_is_retried_a_bounded_number_of_times_and_appends_nothin
 def test_a_busy_database_that_frees_up_is_written_once_never_twice(
     db_path: Path, reader: Repository
 ) -> None:
-    setup = connect(str(db_path))
-    version = run_in(Repository(setup), RUN, "queued")
-    setup.close()
+    version = queued_elsewhere(db_path)
     conn = connect(str(db_path), busy_timeout_s=0.01)
-    holder = _hold_write_lock(db_path)
     begins: list[str] = []
+    with write_locked(db_path) as holder:
 
-    def traced(statement: str) -> None:
-        if statement == "BEGIN IMMEDIATE":
-            begins.append(statement)
-            if len(begins) == 2:
-                # The other writer lets go just as the second try starts: no timing luck.
-                holder.execute("ROLLBACK")
+        def traced(statement: str) -> None:
+            if statement == "BEGIN IMMEDIATE":
+                begins.append(statement)
+                if len(begins) == 2:
+                    # The other writer lets go just as the second try starts: no timing luck.
+                    holder.execute("ROLLBACK")
 
-    conn.set_trace_callback(traced)
-    try:
-        done = Repository(conn).advance(
-            RUN,
-            version,
-            [RunChange("dispatch", dedupe_key="dispatch:1")],
-            actor=SYSTEM,
-            at_ms=T0,
-        )
-    finally:
-        if holder.in_transaction:
-            holder.execute("ROLLBACK")
-        holder.close()
-        conn.close()
+        conn.set_trace_callback(traced)
+        try:
+            done = Repository(conn).advance(
+                RUN,
+                version,
+                [RunChange("dispatch", dedupe_key="dispatch:1")],
+                actor=SYSTEM,
+                at_ms=T0,
+            )
+        finally:
+            conn.close()
     assert len(begins) == 2
     assert done.version == version + 1
     assert events(reader, "run.dispatching") == ["run.dispatching"]
@@ -591,10 +622,10 @@ def test_a_committed_edge_moves_the_database_and_then_the_in_memory_model(
     repo: Repository, reader: Repository
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
-    run_model, att_model = Model(), Model()
-    run_machine().attach(run_model, "dispatching")
-    attempt_machine().attach(att_model, "running")
-    try:
+    with (
+        attached(run_machine(), "dispatching") as run_model,
+        attached(attempt_machine(), "running") as att_model,
+    ):
         done = repo.fire(
             att_model,
             RUN,
@@ -613,12 +644,7 @@ def test_a_committed_edge_moves_the_database_and_then_the_in_memory_model(
             at_ms=T0 + 1,
         )
         assert run_model.state == "running"
-    finally:
-        run_machine().detach(run_model)
-        attempt_machine().detach(att_model)
-    run = reader.get_run(RUN)
-    att = reader.get_attempt(ATT)
-    assert run is not None and att is not None
+    run, att = run_and_attempt(reader)
     assert (run.status, att.status, run.version) == ("running", "succeeded", done.version)
 
 
@@ -626,10 +652,8 @@ def test_a_refused_guard_moves_neither_the_database_nor_the_model(
     repo: Repository, snapshot: Callable[[], object]
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
-    model = Model()
-    attempt_machine().attach(model, "running")
-    before = snapshot()
-    try:
+    with attached(attempt_machine(), "running") as model:
+        before = snapshot()
         refused = PrimaryFacts(run_status="dispatching", first_receipt="missing")
         with pytest.raises(GuardRefused) as raised:
             repo.fire(
@@ -642,8 +666,6 @@ def test_a_refused_guard_moves_neither_the_database_nor_the_model(
             )
         assert (raised.value.state, raised.value.event) == ("running", "succeed_by_receipt")
         assert model.state == "running"
-    finally:
-        attempt_machine().detach(model)
     assert snapshot() == before
 
 
@@ -651,14 +673,9 @@ def test_a_failed_commit_moves_neither_the_database_nor_the_model(
     repo: Repository, snapshot: Callable[[], object]
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
-    model = Model()
-    attempt_machine().attach(model, "running")
-    before = snapshot()
-    repo.conn.execute(
-        "CREATE TEMP TRIGGER refuse_event BEFORE INSERT ON main.RunEvents "
-        "BEGIN SELECT RAISE(ABORT, 'event refused'); END"
-    )
-    try:
+    with attached(attempt_machine(), "running") as model:
+        before = snapshot()
+        refuse(repo, "refuse_event", "INSERT ON main.RunEvents", "event refused")
         with pytest.raises(sqlite3.IntegrityError):
             repo.fire(
                 model,
@@ -669,8 +686,6 @@ def test_a_failed_commit_moves_neither_the_database_nor_the_model(
                 at_ms=T0 + 1,
             )
         assert model.state == "running"
-    finally:
-        attempt_machine().detach(model)
     assert snapshot() == before
 
 
@@ -678,40 +693,29 @@ def test_a_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
     repo: Repository, snapshot: Callable[[], object]
 ) -> None:
     version = run_in(repo, RUN, "dispatching")
-    model = Model()
-    run_machine().attach(model, "running")  # the database says dispatching
-    before = snapshot()
-    try:
+    with attached(run_machine(), "running") as model:  # the database says dispatching
+        before = snapshot()
         with pytest.raises(Conflict):
             repo.fire(model, RUN, version, RunChange("succeed"), actor=SYSTEM, at_ms=T0)
         assert model.state == "running"
-    finally:
-        run_machine().detach(model)
     assert snapshot() == before
 
 
 def test_a_busy_failure_moves_neither_the_database_nor_the_model(
     db_path: Path, snapshot: Callable[[], object]
 ) -> None:
-    setup = connect(str(db_path))
-    version = run_in(Repository(setup), RUN, "queued")
-    setup.close()
+    version = queued_elsewhere(db_path)
     conn = connect(str(db_path), busy_timeout_s=0.005)
-    model = Model()
-    run_machine().attach(model, "queued")
-    before = snapshot()
-    holder = _hold_write_lock(db_path)
-    try:
-        with pytest.raises(Busy):
-            Repository(conn).fire(
-                model, RUN, version, RunChange("dispatch"), actor=SYSTEM, at_ms=T0
-            )
-        assert model.state == "queued"
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-        conn.close()
-        run_machine().detach(model)
+    with attached(run_machine(), "queued") as model:
+        before = snapshot()
+        try:
+            with write_locked(db_path), pytest.raises(Busy):
+                Repository(conn).fire(
+                    model, RUN, version, RunChange("dispatch"), actor=SYSTEM, at_ms=T0
+                )
+            assert model.state == "queued"
+        finally:
+            conn.close()
     assert snapshot() == before
 
 

@@ -3,6 +3,7 @@ report / metric batch with their conservation checks (spec 05)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -27,13 +28,6 @@ from reconciler._shadow_report import (
 )
 
 FINISHED_S = T0_MS // 1000 + 90
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    yield made
-    made.close()
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -169,29 +163,31 @@ def test_a_database_missing_the_runs_table_fails_open(tmp_path: Path) -> None:
     assert "failed (OperationalError)" in proc.stdout and "Runs" not in proc.stdout
 
 
-def test_a_locked_database_fails_open(db: LegacyDb) -> None:
-    bulk_runs(db.conn, 3)
-    db.conn.execute("PRAGMA journal_mode=DELETE")
-    holder = sqlite3.connect(db.path, isolation_level=None)
+@contextlib.contextmanager
+def exclusively_locked(path: str) -> Iterator[None]:
+    """Another connection holding ``path`` in an exclusive transaction for the block."""
+    holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        got = run_shadow(db.path, origins="manual", environ={}, busy_timeout_s=0.05)
+        yield
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_locked_database_fails_open(db: LegacyDb) -> None:
+    bulk_runs(db.conn, 3)
+    db.conn.execute("PRAGMA journal_mode=DELETE")
+    with exclusively_locked(db.path):
+        got = run_shadow(db.path, origins="manual", environ={}, busy_timeout_s=0.05)
     assert got.audit == {"state": "failed", "errorType": "OperationalError"}
 
 
 def test_a_locked_database_fails_open_through_the_command_with_exit_zero(db: LegacyDb) -> None:
     bulk_runs(db.conn, 3)
     db.conn.execute("PRAGMA journal_mode=DELETE")
-    holder = sqlite3.connect(db.path, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
+    with exclusively_locked(db.path):
         proc = cli("shadow", "--db", db.path, "--origins", "manual", "--json")
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert proc.returncode == 0 and proc.stderr == ""
     assert json.loads(proc.stdout) == {"state": "failed", "errorType": "OperationalError"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,6 @@ from reconciler import _shadow_pass
 from reconciler._clock import FakeClock
 from reconciler._shadow import run_shadow
 from storage import candidates_sql, legacy_candidates
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    yield made
-    made.close()
 
 
 def shadow(db: LegacyDb, profile: str, resume: Any = None) -> Any:

@@ -4,8 +4,6 @@ SQLite files made by `db init`."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +16,6 @@ from storage import LegacyCandidate, Repository, connect
 
 FINISHED_S = T0_MS // 1000 + 90
 LOG = "/ql/data/log/job_a/2026-01-01-00-00-00.log"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    yield made
-    made.close()
 
 
 def shadow(db: LegacyDb, origins: str = "manual,scheduled_node,scheduled_system") -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,6 @@ from reconciler import _shadow_cli
 from storage import normalize_legacy
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    yield made
-    made.close()
 
 
 def startup(db: str, root: Path, *args: str, env: dict[str, str] | None = None) -> Any:

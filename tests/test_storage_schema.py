@@ -501,6 +501,27 @@ def test_a_database_made_by_qlfsm_looks_to_qinglong_like_its_own(tmp_path: Path)
 # --- what is not a QingLong database ---------------------------------------------------------
 
 
+def _plain_sqlite(path: Path, *statements: str) -> Path:
+    """A SQLite file at ``path`` holding only what ``statements`` create."""
+    other = sqlite3.connect(str(path))
+    for statement in statements:
+        other.execute(statement)
+    other.commit()
+    other.close()
+    return path
+
+
+def _why_refused(path: Path) -> str:
+    """Why `check_schema` refuses the file at ``path`` as not a QingLong database."""
+    conn = connect(str(path))
+    try:
+        with pytest.raises(NotAQingLongDatabase) as raised:
+            check_schema(conn, path=str(path))
+    finally:
+        conn.close()
+    return raised.value.why
+
+
 def test_a_file_that_is_not_sqlite_is_not_a_qinglong_database(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_bytes(b"this is not a database, just some text that is long enough " * 20)
@@ -516,34 +537,21 @@ def test_a_file_that_is_not_sqlite_is_not_a_qinglong_database(tmp_path: Path) ->
 
 
 def test_a_sqlite_file_without_the_tables_is_not_a_qinglong_database(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    other = sqlite3.connect(str(path))
-    other.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-    other.commit()
-    other.close()
-    conn = connect(str(path))
-    try:
-        with pytest.raises(NotAQingLongDatabase) as raised:
-            check_schema(conn, path=str(path))
-        assert "Runs" in raised.value.why
-    finally:
-        conn.close()
+    path = _plain_sqlite(
+        tmp_path / "other.db", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"
+    )
+    assert "Runs" in _why_refused(path)
 
 
 def test_a_runs_table_without_the_columns_qlfsm_reads_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "odd.db"
-    other = sqlite3.connect(str(path))
-    for table in ("Runs", "RunAttempts", "RunEvents", "LocalCompletionReceiptJournal"):
-        other.execute(f'CREATE TABLE "{table}" (id TEXT)')
-    other.commit()
-    other.close()
-    conn = connect(str(path))
-    try:
-        with pytest.raises(NotAQingLongDatabase) as raised:
-            check_schema(conn, path=str(path))
-        assert "lacks columns" in raised.value.why
-    finally:
-        conn.close()
+    path = _plain_sqlite(
+        tmp_path / "odd.db",
+        *(
+            f'CREATE TABLE "{table}" (id TEXT)'
+            for table in ("Runs", "RunAttempts", "RunEvents", "LocalCompletionReceiptJournal")
+        ),
+    )
+    assert "lacks columns" in _why_refused(path)
 
 
 @pytest.mark.parametrize(
@@ -557,13 +565,8 @@ def test_a_table_lacking_any_column_qlfsm_reads_is_refused_up_front(
     conn.execute("PRAGMA foreign_keys=OFF")
     conn.execute(f'ALTER TABLE "{table}" RENAME COLUMN {column} TO renamed_{column}')
     conn.close()
-    conn = connect(str(db_path))
-    try:
-        with pytest.raises(NotAQingLongDatabase) as raised:
-            check_schema(conn, path=str(db_path))
-        assert column in raised.value.why and table in raised.value.why
-    finally:
-        conn.close()
+    why = _why_refused(db_path)
+    assert column in why and table in why
 
 
 def test_connect_never_creates_a_missing_file(tmp_path: Path) -> None:

@@ -47,11 +47,16 @@ class InvalidResumeCursor(Exception):
     """The --resume-cursor file is not one this tool wrote."""
 
 
-def _shadow_parser() -> Any:
-    p = parser("qlfsm shadow", "ADR-0448 bounded legacy-shadow start-up recovery (fails open).")
+def _db_profile_origins(p: Any) -> None:
+    """The flags `shadow` and `startup` share (spec 06)."""
     p.add_argument("--db", required=True, help="path of the node's SQLite file (never created)")
     p.add_argument("--profile", choices=PROFILES, help=f"default: ${PROFILE_ENV} or standalone")
     p.add_argument("--origins", help=f"comma-separated origins (default: ${ORIGINS_ENV})")
+
+
+def _shadow_parser() -> Any:
+    p = parser("qlfsm shadow", "ADR-0448 bounded legacy-shadow start-up recovery (fails open).")
+    _db_profile_origins(p)
     p.add_argument(
         "--resume-cursor",
         metavar="FILE",
@@ -185,10 +190,8 @@ def startup_command(argv: list[str]) -> int:
 
 def _startup(argv: list[str]) -> int:
     p = parser("qlfsm startup", "Start-up order: (2.x normalization) -> legacy shadow -> primary.")
-    p.add_argument("--db", required=True, help="path of the node's SQLite file (never created)")
+    _db_profile_origins(p)
     p.add_argument("--receipt-root", required=True, help="absolute receipt directory")
-    p.add_argument("--profile", choices=PROFILES, help=f"default: ${PROFILE_ENV} or standalone")
-    p.add_argument("--origins", help=f"comma-separated origins (default: ${ORIGINS_ENV})")
     p.add_argument(
         "--legacy-normalize",
         action="store_true",

@@ -504,13 +504,9 @@ class Repository:
     ) -> tuple[int, int]:
         """CAS the Run and bump it for one event: returns (new version, event sequence)."""
         assignments = ["version = version + 1", "event_sequence = event_sequence + 1"]
-        params: list[Any] = []
-        if status is not None:
-            assignments.append("status = ?")
-            params.append(status)
-        for column in sorted(sets):
-            assignments.append(f"{column} = ?")
-            params.append(sets[column])
+        columns = dict(sets) if status is None else {"status": status, **sets}
+        more, params = _set_clause(columns)
+        assignments += more
         # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
         cur = c.execute(
             f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? '
@@ -524,11 +520,7 @@ class Repository:
     def _cas_attempt(
         self, c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
     ) -> None:
-        assignments = ["status = ?"]
-        params: list[Any] = [status]
-        for column in sorted(sets):
-            assignments.append(f"{column} = ?")
-            params.append(sets[column])
+        assignments, params = _set_clause({"status": status, **sets})
         # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
         cur = c.execute(
             f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
@@ -592,6 +584,13 @@ def _check_actor(actor: Actor) -> None:
             f"unknown actor type {actor.type!r}; use one of spec 01's actors: "
             + ", ".join(sorted(ACTORS))
         )
+
+
+def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[Any]]:
+    """`col = ?` assignments and their parameters; status first, then columns sorted (the
+    column names come from the allow-lists above, never from input)."""
+    order = sorted(columns, key=lambda c: (c != "status", c))
+    return [f"{c} = ?" for c in order], [columns[c] for c in order]
 
 
 def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:

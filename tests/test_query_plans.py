@@ -95,10 +95,8 @@ def test_the_primary_candidate_query_pages_in_id_order_and_flags_truncation(
 
 
 def test_the_legacy_candidate_query_uses_the_qlfsm_keyset_index(db_path: Path) -> None:
-    legacy = pytest.importorskip("storage._legacy_source")
-    candidates_sql = getattr(legacy, "candidates_sql", None)
-    if candidates_sql is None:
-        pytest.skip("the legacy source does not expose its candidate statement")
+    from storage._legacy_source import candidates_sql
+
     assert any("qlfsm_runs_legacy_keyset_idx" in s for s in QLFSM_INDEXES)
     conn = connect(str(db_path))
     try:

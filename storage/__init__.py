@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "PrimaryCandidate": "_candidates",
     "Repository": "_repository",
     "RunChange": "_repository",
+    "RegistrationConflict": "_journal",
     "RunRow": "_rows",
     "StorageError": "_errors",
     "check_schema": "_schema",
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "journal_quarantine": "_journal",
     "journal_register": "_journal",
     "journal_resolve": "_journal",
+    "journal_withdraw_quarantine": "_journal",
     "prepare_for_writes": "_connection",
     "primary_candidates": "_candidates",
     "transaction": "_connection",
@@ -67,6 +69,7 @@ __all__ = [
     "NotAQingLongDatabase",
     "NotFound",
     "PrimaryCandidate",
+    "RegistrationConflict",
     "Repository",
     "RunChange",
     "RunRow",
@@ -79,6 +82,7 @@ __all__ = [
     "journal_quarantine",
     "journal_register",
     "journal_resolve",
+    "journal_withdraw_quarantine",
     "prepare_for_writes",
     "primary_candidates",
     "transaction",
@@ -110,10 +114,12 @@ if TYPE_CHECKING:
     )
     from ._journal import (
         JournalRow,
+        RegistrationConflict,
         journal_get,
         journal_quarantine,
         journal_register,
         journal_resolve,
+        journal_withdraw_quarantine,
     )
     from ._repository import (
         ACTORS,

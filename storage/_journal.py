@@ -7,6 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ._connection import in_transaction
+from ._errors import Conflict
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,25 @@ class JournalRow:
     updated_at_ms: int
 
 
+class RegistrationConflict(Conflict):
+    """The Attempt already has a journal row that is not this very registration (another run,
+    another time, or a quarantine): the launcher must not spawn (QingLong refuses the same way,
+    "registration conflicts with durable state")."""
+
+    def __init__(self, row: JournalRow) -> None:
+        super().__init__("receipt journal row of Attempt", row.attempt_id, "absent")
+        self.row = row
+
+    def __str__(self) -> str:
+        row = self.row
+        return (
+            f"Attempt {row.attempt_id} already has a completion-receipt journal row "
+            f"({row.state}, run {row.run_id}, registered at {row.registered_at_ms} ms): a new "
+            "registration conflicts with it; inspect the run (`qlfsm inspect --run "
+            f"{row.run_id}`) and settle that row before launching"
+        )
+
+
 def journal_get(conn: sqlite3.Connection, attempt_id: str) -> JournalRow | None:
     row = conn.execute(
         "SELECT attempt_id, run_id, state, quarantine_ref, purge_after_ms, registered_at_ms, "
@@ -30,13 +50,25 @@ def journal_get(conn: sqlite3.Connection, attempt_id: str) -> JournalRow | None:
 
 
 def journal_register(conn: sqlite3.Connection, attempt_id: str, run_id: str, at_ms: int) -> None:
-    """Register `pending` inside the caller's transaction (the launcher, before spawning)."""
-    conn.execute(
+    """Register `pending` inside the caller's transaction (the launcher, before spawning).
+
+    Idempotent for the very same registration (same run, `pending`, same time); any other
+    existing row raises RegistrationConflict, so the caller's transaction rolls back and
+    nothing is spawned (QingLong's register does the same).
+    """
+    inserted = conn.execute(
         'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
         "registered_at_ms, updated_at_ms) VALUES (?, ?, 'pending', ?, ?) "
         "ON CONFLICT (attempt_id) DO NOTHING",
         (attempt_id, run_id, at_ms, at_ms),
-    )
+    ).rowcount
+    if inserted == 1:
+        return
+    row = journal_get(conn, attempt_id)
+    if row is None or (row.run_id, row.state, row.registered_at_ms) != (run_id, "pending", at_ms):
+        raise RegistrationConflict(
+            row or JournalRow(attempt_id, run_id, "unknown", None, None, at_ms, at_ms)
+        )
 
 
 def journal_quarantine(
@@ -48,7 +80,11 @@ def journal_quarantine(
     purge_after_ms: int,
 ) -> None:
     """Record the quarantine INTENT first (spec 03): its own committed transaction, before the
-    file is moved, so a crash between the two leaves a journal row that names the move."""
+    file is moved, so a crash between the two leaves a journal row that names the move.
+
+    A later quarantine of the same Attempt (a second invalid receipt, D-3c) points the row at
+    the newest copy; the purge time is never moved earlier, so every copy the row stands for
+    stays until it."""
 
     def work(c: sqlite3.Connection) -> None:
         row = journal_get(c, attempt_id)
@@ -59,11 +95,52 @@ def journal_quarantine(
             "quarantine_ref, purge_after_ms, registered_at_ms, updated_at_ms) "
             "VALUES (?, ?, 'quarantined', ?, ?, ?, ?) ON CONFLICT (attempt_id) DO UPDATE SET "
             "state = 'quarantined', quarantine_ref = excluded.quarantine_ref, "
-            "purge_after_ms = excluded.purge_after_ms, updated_at_ms = excluded.updated_at_ms",
+            "purge_after_ms = MAX(COALESCE(purge_after_ms, 0), excluded.purge_after_ms), "
+            "updated_at_ms = excluded.updated_at_ms",
             (attempt_id, run_id, quarantine_ref, max(purge_after_ms, updated), registered, updated),
         )
 
     in_transaction(conn, work)
+
+
+def journal_withdraw_quarantine(
+    conn: sqlite3.Connection,
+    attempt_id: str,
+    quarantine_ref: str,
+    restore: JournalRow | None,
+) -> bool:
+    """Take back a quarantine claim that did not happen: the row naming ``quarantine_ref`` is
+    put back to ``restore`` (None: the row is deleted). Compare-and-set on the claimed ref;
+    False when the row no longer names it (someone else moved it: left alone).
+
+    Used when the move after a committed intent failed, and for a row whose quarantined file
+    does not exist (spec 03: no row may claim a quarantine that did not happen).
+    """
+
+    def work(c: sqlite3.Connection) -> bool:
+        where = "WHERE attempt_id = ? AND state = 'quarantined' AND quarantine_ref = ?"
+        if restore is None:
+            cur = c.execute(
+                f'DELETE FROM "LocalCompletionReceiptJournal" {where}',
+                (attempt_id, quarantine_ref),
+            )
+        else:
+            cur = c.execute(
+                'UPDATE "LocalCompletionReceiptJournal" SET state = ?, quarantine_ref = ?, '
+                f"purge_after_ms = ?, registered_at_ms = ?, updated_at_ms = ? {where}",
+                (
+                    restore.state,
+                    restore.quarantine_ref,
+                    restore.purge_after_ms,
+                    restore.registered_at_ms,
+                    restore.updated_at_ms,
+                    attempt_id,
+                    quarantine_ref,
+                ),
+            )
+        return cur.rowcount == 1
+
+    return in_transaction(conn, work)
 
 
 def journal_resolve(conn: sqlite3.Connection, attempt_id: str) -> None:

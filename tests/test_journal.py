@@ -9,6 +9,7 @@ import pytest
 from _support import T0, attempt_in
 
 from storage import (
+    RegistrationConflict,
     Repository,
     connect,
     journal_get,
@@ -40,7 +41,10 @@ def test_register_is_part_of_the_callers_transaction(ready: Repository, db_path:
         assert journal_get(other, ATT) is None
         with transaction(ready.conn) as c:
             journal_register(c, ATT, RUN, T0)
-            journal_register(c, ATT, RUN, T0 + 9)  # a second registration changes nothing
+            journal_register(c, ATT, RUN, T0)  # the very same registration changes nothing
+        # One registered at another time conflicts (QingLong refuses it too) and changes nothing.
+        with pytest.raises(RegistrationConflict, match="conflicts"), transaction(ready.conn) as c:
+            journal_register(c, ATT, RUN, T0 + 9)
         row = journal_get(other, ATT)
         assert row is not None
         assert (row.state, row.registered_at_ms, row.updated_at_ms) == ("pending", T0, T0)

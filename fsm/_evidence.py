@@ -35,7 +35,8 @@ EVIDENCE_OUTCOMES: dict[str, str] = {
     "lost_not_running": "recovered",  # row 13
     "retained": "remaining",  # row 12 (proven again by the final verifier)
     "quarantined": "unresolved",  # row 6
-    "unresolved": "unresolved",  # rows 1, 2, 3b, 4, 8, 10, 11, and a changed re-read in 13
+    # rows 1, 2, 3b, 4, 8, 10, 11, a changed re-read in 13, an unusable receipt root (D-3c)
+    "unresolved": "unresolved",
     "failed": "failed",  # rows 9 and 14
 }
 
@@ -64,6 +65,9 @@ EVIDENCE_EDGES: tuple[Edge, ...] = (
     Edge("trust", "receipt_read", "receipt_trusted", None, "ADR-0068 row 5"),
     Edge("reject", "receipt_read", "receipt_invalid", None, "ADR-0068 row 6"),
     Edge("find_none", "receipt_read", "receipt_missing", None, "ADR-0068 §2 step 5"),
+    # A root or shard that is not a real directory is configuration, not a receipt: nothing to
+    # quarantine, no probe, the candidate blocks (docs/decisions.md D-3c).
+    Edge("hold", "receipt_read", "unresolved", None, "ADR-0068 §3 receipt root unusable"),
     Edge("commit_completion", "receipt_trusted", "completed", None, "ADR-0068 row 5"),
     Edge("quarantine", "receipt_invalid", "quarantined", None, "ADR-0068 row 6"),
     # ADR-0068 §2 step 5: `claimed` is lost without probing any process.
@@ -78,6 +82,7 @@ EVIDENCE_EDGES: tuple[Edge, ...] = (
     Edge("trust", "receipt_reread", "receipt_trusted", None, "ADR-0068 row 13 -> 5"),
     Edge("reject", "receipt_reread", "receipt_invalid", None, "ADR-0068 row 13 -> 6"),
     Edge("find_none", "receipt_reread", "reread_missing", None, "ADR-0068 row 13"),
+    Edge("hold", "receipt_reread", "unresolved", None, "ADR-0068 §3 receipt root unusable"),
     Edge("lose_not_running", "reread_missing", "lost_not_running", None, "ADR-0068 row 13"),
     Edge("hold", "reread_missing", "unresolved", None, "ADR-0068 row 13 (changed on re-read)"),
     # Row 9 (provider unavailable) and row 14 (any exception) end the sequence anywhere.

@@ -43,15 +43,27 @@ from reconciler._primary_summary import (
     summarize,
 )
 from reconciler._receipt import authenticate_receipt
-from reconciler._receipt_store import Found, Invalid, Missing, ReceiptStore
+from reconciler._receipt_store import (
+    Found,
+    Invalid,
+    Missing,
+    QuarantineNotDone,
+    ReadResult,
+    ReceiptRootError,
+    ReceiptStore,
+    RootMissing,
+    Unusable,
+)
 from storage import (
     AttemptRow,
+    JournalRow,
     PrimaryCandidate,
     Repository,
     RunRow,
     journal_get,
     journal_quarantine,
     journal_resolve,
+    journal_withdraw_quarantine,
     primary_candidates,
 )
 
@@ -60,6 +72,9 @@ GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
 REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
+# The summary's `row` for a candidate whose receipt root or shard is not a usable directory:
+# no row of spec 04's table decides it (it is configuration, D-3c).
+ROOT_ROW = "receipt_root"
 
 
 def grace_seconds(profile: str) -> float:
@@ -116,6 +131,7 @@ class PrimaryReconciler:
         if truncated or not page:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
             return empty_summary(truncated)
+        self._check_root(page)
         todo = [_Candidate(c) for c in page]
         waiting: list[_Candidate] = []
         for cand in todo:
@@ -129,6 +145,31 @@ class PrimaryReconciler:
         results = [c.result for c in todo if c.result is not None]
         truncated = self._verify(todo, results)
         return summarize(results, truncated)
+
+    def _check_root(self, page: list[PrimaryCandidate]) -> None:
+        """The receipt root is checked as a root, once, before anything is written (D-3c).
+
+        One that exists but is not a real directory raises ReceiptRootError (a configuration
+        error: `qlfsm` exits 2). A missing root is "no receipt" only while no candidate was ever
+        launched: the launcher creates the root before its first commit, so a missing root
+        beside a `starting`/`running` Attempt means the wrong root (or a lost one), and reading
+        it as "no receipt" would turn a published completion into `lost`.
+        """
+        if self.store.check_root():
+            return
+        for cand in page:
+            try:
+                attempts = self.repo.attempts_of(cand.run_id)
+            except Exception:  # a bad row is that candidate's failure, reported in phase 1
+                continue
+            for att in attempts:
+                if att.status in ("starting", "running"):
+                    raise ReceiptRootError(
+                        f"receipt root {self.store.root!r} does not exist, yet Attempt {att.id} "
+                        f"of Run {cand.run_id} is {att.status} (the launcher creates the root "
+                        "before any spawn): point the receipt root at the launcher's receipt "
+                        "directory, or restore it; nothing was written"
+                    )
 
     def _guarded(self, cand: _Candidate, step: Any) -> None:
         # spec 04 row 14: any exception while handling the candidate -> failed. Each advance is
@@ -261,6 +302,13 @@ class PrimaryReconciler:
         assert run is not None and att is not None
         read = self.store.read(att.id)
         row = "5" if first else "13"
+        unusable = self._root_problem(read, att)
+        if unusable is not None:
+            # Configuration, not a receipt: no quarantine, no journal row, no probe (D-3c).
+            self._finish(cand, "hold", ROOT_ROW, unusable)
+            return True
+        if isinstance(read, RootMissing):
+            read = Missing()  # a `claimed` Attempt: nothing was launched, so nothing published
         if isinstance(read, Found):
             problem = authenticate_receipt(
                 read.receipt,
@@ -304,14 +352,40 @@ class PrimaryReconciler:
             return True
         journal = journal_get(self.conn, att.id) if first else None
         if journal is not None and journal.state == "quarantined":
-            # An earlier pass quarantined this Attempt's receipt: the file is gone from the
-            # path, but the invalid fact stands. It keeps blocking (spec 03: the candidate stays
-            # unresolved) until someone decides, instead of turning into `lost` on the next boot.
-            cand.seq.fire("reject")
-            self._finish(cand, "quarantine", "6", "receipt_quarantined_earlier")
-            return True
+            ref = journal.quarantine_ref
+            if ref is not None and not self.store.holds_quarantine(ref):
+                # The row claims a quarantine that never happened (an older qlfsm wrote such
+                # rows for a receipt-root mistake) or whose copy is gone: withdrawn, back to the
+                # launcher's `pending`, and the candidate is decided on its evidence (D-3c).
+                now = self.clock.now_ms()
+                pending = JournalRow(
+                    att.id,
+                    journal.run_id,
+                    "pending",
+                    None,
+                    None,
+                    journal.registered_at_ms,
+                    max(now, journal.registered_at_ms),
+                )
+                journal_withdraw_quarantine(self.conn, att.id, ref, pending)
+            else:
+                # An earlier pass quarantined this Attempt's receipt: the file is gone from the
+                # path, but the invalid fact stands. It keeps blocking (spec 03: the candidate
+                # stays unresolved) until someone decides, instead of turning into `lost` on the
+                # next boot.
+                cand.seq.fire("reject")
+                self._finish(cand, "quarantine", "6", "receipt_quarantined_earlier")
+                return True
         cand.seq.fire("find_none")
         return False
+
+    def _root_problem(self, read: ReadResult, att: AttemptRow) -> str | None:
+        """The reason when the receipt could not be looked for at all, else None."""
+        if isinstance(read, Unusable):
+            return f"receipt_root_unusable:{read.reason}:{read.path}"
+        if isinstance(read, RootMissing) and att.status != "claimed":
+            return f"receipt_root_missing:{self.store.root}"
+        return None
 
     def _after_completion(self, cand: _Candidate) -> None:
         # spec 03: delete the receipt only AFTER the commit, then resolve the journal. A failure
@@ -325,11 +399,21 @@ class PrimaryReconciler:
             cand.result.reason += f";cleanup_failed:{describe(exc)}"
 
     def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
-        # spec 03: the journal intent is committed FIRST, then the file is moved.
+        # spec 03: the journal intent is committed FIRST, then the file is moved. A second
+        # invalid receipt of the same Attempt gets its own slot (D-3c): the journal row then
+        # names the newest copy, and every copy stays until its purge time.
+        previous = journal_get(self.conn, att.id)
+        earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
+        ref = self.store.quarantine_target(att.id, earlier)
         now = self.clock.now_ms()
-        ref = self.store.quarantine_ref(att.id)
         journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
-        self.store.quarantine(att.id)
+        try:
+            self.store.quarantine(att.id, ref)
+        except QuarantineNotDone:
+            # Nothing was moved: no row may claim a quarantine that did not happen. Withdrawn
+            # in this same pass; the candidate is `failed` (row 14) and the receipt stays put.
+            journal_withdraw_quarantine(self.conn, att.id, ref, previous)
+            raise
 
     def _lose(
         self, cand: _Candidate, trigger: str, reason: str, row: str, facts: PrimaryFacts
@@ -418,7 +502,11 @@ class PrimaryReconciler:
         assert cand.fingerprint is not None and cand.attempt is not None
         att = cand.attempt
         try:
-            if not isinstance(self.store.read(att.id), Missing):
+            read = self.store.read(att.id)
+            unusable = self._root_problem(read, att)
+            if unusable is not None:
+                return self._revoke(cand, unusable)
+            if not isinstance(read, Missing):
                 return self._revoke(cand, "receipt_appeared")
             evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
             if evidence.reason == "provider_unavailable":

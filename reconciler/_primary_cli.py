@@ -124,8 +124,11 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
     """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
 
     Raises UsageError (bad root or profile: exit 2) before touching anything, and FatalError
-    (missing or foreign database: exit 1). Zero candidates or a truncated page: one SQL
-    statement, no receipt, no /proc, no sleep, no write (spec 04 "Before any candidate").
+    (missing or foreign database: exit 1). When there are candidates, a root that exists but is
+    not a real directory, or a missing root beside a launched (`starting`/`running`) Attempt,
+    is also UsageError, raised before anything is written (D-3c). Zero candidates or a
+    truncated page: one SQL statement, no receipt, no /proc, no sleep, no write (spec 04
+    "Before any candidate"): the root is not even looked at.
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
@@ -139,13 +142,17 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
         from reconciler._clock import SystemClock
         from reconciler._identity import ProcProvider
         from reconciler._primary import reconcile
-        from reconciler._receipt_store import FileReceiptStore
+        from reconciler._receipt_store import FileReceiptStore, ReceiptRootError
         from storage import check_schema
 
         check_schema(conn, path=db)
-        summary = reconcile(
-            conn, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
-        )
+        try:
+            summary = reconcile(
+                conn, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
+            )
+        except ReceiptRootError as exc:
+            # The root checked as a root, before anything was written (D-3c): exit 2.
+            raise UsageError(str(exc)) from exc
     finally:
         conn.close()
     return summary, exit_code(summary)

@@ -348,11 +348,11 @@ class SimStore(MemoryReceiptStore):
             self.deleted.append(attempt_id)
         super().delete(attempt_id)
 
-    def quarantine(self, attempt_id: str) -> str:
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str:
         w = self.world.calling_worker()
         if w is not None:
             w.gate("quarantine_move", attempt_id)
-        return super().quarantine(attempt_id)
+        return super().quarantine(attempt_id, ref)
 
 
 class SimClock(FakeClock):

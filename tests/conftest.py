@@ -87,8 +87,11 @@ def conn(db_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> FileReceiptStore:
-    """An empty receipt root under ``tmp_path`` (created on first write)."""
-    return FileReceiptStore(str(tmp_path / "receipts"))
+    """An empty receipt root under ``tmp_path``, as the launcher leaves it (it creates the root
+    before any spawn; a missing root beside a launched Attempt is a configuration error)."""
+    root = tmp_path / "receipts"
+    root.mkdir(mode=0o700)
+    return FileReceiptStore(str(root))
 
 
 @pytest.fixture

@@ -69,9 +69,13 @@ def test_zero_candidates_exit_0_with_one_json_object_and_one_statement(
 
 
 @linux_only
-def test_an_unresolved_candidate_blocks_with_exit_3(repo: Repository, db_path: Path) -> None:
+def test_an_unresolved_candidate_blocks_with_exit_3(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
     make_candidate(repo, "run-1", "at-1", handle="ql3lp1.bad", pid=3)
-    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-r", "--json")
+    root = tmp_path / "r"
+    root.mkdir()  # the launcher made it before the spawn
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(root), "--json")
     assert out.returncode == 3, out.stderr
     summary = json.loads(out.stdout)
     assert summary["unresolved"] == 1 and summary["candidates"][0]["row"] == "10"
@@ -83,6 +87,7 @@ def test_the_cli_recovers_a_dead_process_and_keeps_a_live_one(
 ) -> None:
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    (tmp_path / "r").mkdir()  # the launcher made it before the spawns
     with sleepers() as [s]:
         make_candidate(repo, "run-2", "at-2", handle=s.handle, pid=s.pid)
         out = qlfsm(

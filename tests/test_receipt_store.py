@@ -20,6 +20,8 @@ from reconciler._receipt_store import (
     ReceiptExists,
     ReceiptRootError,
     ReceiptStore,
+    RootMissing,
+    Unusable,
     publish_bytes_at,
     quarantine_ref,
     receipt_path,
@@ -85,8 +87,12 @@ def test_publishing_by_paths_links_the_temp_to_the_target(tmp_path: Path) -> Non
     assert not temp.exists()
 
 
-def test_a_missing_root_is_no_receipt(store: FileReceiptStore) -> None:
-    assert store.read(ATTEMPT) == Missing()
+def test_a_missing_root_is_told_apart_from_a_missing_receipt(tmp_path: Path) -> None:
+    # Not "no receipt": for a launched Attempt it is a configuration error (the reconciler
+    # decides by the Attempt's status); the store only says what it saw.
+    store = FileReceiptStore(str(tmp_path / "absent"))
+    assert store.read(ATTEMPT) == RootMissing()
+    assert store.check_root() is False
     assert not Path(store.root).exists()  # reading never creates anything
 
 
@@ -114,15 +120,14 @@ def test_a_symlinked_shard_directory_is_rejected(store: FileReceiptStore, tmp_pa
     real_shard = tmp_path / "real-shard"
     real_shard.mkdir()
     (real_shard / f"{ATTEMPT}.json").write_bytes(encode_receipt(RECEIPT))
-    Path(store.root).mkdir()
     final(store).parent.symlink_to(real_shard)
-    assert store.read(ATTEMPT) == Invalid("shard_is_symlink")
+    # A configuration problem, not an invalid receipt: nothing to quarantine.
+    assert store.read(ATTEMPT) == Unusable("shard_is_symlink", str(final(store).parent))
 
 
 def test_a_shard_that_is_a_file_is_rejected(store: FileReceiptStore) -> None:
-    Path(store.root).mkdir()
     final(store).parent.write_bytes(b"")
-    assert store.read(ATTEMPT) == Invalid("shard_not_directory")
+    assert store.read(ATTEMPT) == Unusable("shard_not_directory", str(final(store).parent))
 
 
 def test_a_fifo_is_not_a_regular_file_and_reading_it_does_not_block(
@@ -211,7 +216,6 @@ def test_quarantine_refuses_to_follow_a_symlinked_shard(
     real_shard = tmp_path / "real-shard"
     real_shard.mkdir()
     (real_shard / f"{ATTEMPT}.json").write_bytes(b"x")
-    Path(store.root).mkdir()
     final(store).parent.symlink_to(real_shard)
     with pytest.raises(OSError):
         store.quarantine(ATTEMPT)
@@ -267,7 +271,7 @@ def test_the_memory_store_can_plant_broken_states_and_late_publications() -> Non
     memory.put_raw(ATTEMPT, b"")
     assert memory.read(ATTEMPT) == Invalid("empty")
     assert memory.quarantine(ATTEMPT) == quarantine_ref(ATTEMPT)
-    assert memory.quarantined[ATTEMPT] == b""
+    assert memory.quarantined[quarantine_ref(ATTEMPT)] == b""
     assert memory.read(ATTEMPT) == Missing()
     memory.put_state(ATTEMPT, "fifo")
     assert memory.read(ATTEMPT) == Invalid("not_regular_file")

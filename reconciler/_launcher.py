@@ -3,15 +3,21 @@
 
 Order (each step only after the previous one is durable):
 1. validate ids and the receipt root; read the prepared Run (queued/dispatching, exactly one
-   Attempt, `claimed`, executor `local_process`);
+   Attempt, `claimed`, executor `local_process`); refuse an Attempt that already has a journal
+   row (QingLong: "registration conflicts"); create and check the receipt root and the shard
+   (real directories, 0700, nothing at the receipt's name) -- all before anything is written,
+   so a refusal leaves nothing behind (D-3b);
 2. transaction 1: Run -> `dispatching` (if queued), Attempt -> `starting` with the SHA-256 of a
    fresh 256-bit callback token, and the journal row `pending`, all in ONE transaction;
 3. spawn ``python -m reconciler._wrapper CMD...`` in a new session (its own process group, so
    it survives this process) with the QL3_RECEIPT_* variables; no spawn inside a transaction
-   (spec 01 "Transaction rules");
+   (spec 01 "Transaction rules"); a failure between the commit and the spawn marks the launch
+   failed (`LAUNCH_SPAWN_FAILED`);
 4. capture the wrapper's ``ql3lp1`` handle from /proc; on failure kill the group;
 5. transaction 2: Attempt -> `running` (handle, pid, started time), Run -> `running`.
 Then return (or, with ``wait``, wait for the command). The token is never stored or logged.
+One timestamp, taken before transaction 1, is the journal's `registered_at_ms`, the Attempt's
+`started_at_ms` and the receipt's `startedAtMs` (as QingLong's launcher does).
 """
 
 from __future__ import annotations
@@ -29,11 +35,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from reconciler._cliutil import UsageError, parser, print_json
+from reconciler._cliutil import FatalError, UsageError, parser, print_json
 from reconciler._clock import Clock, SystemClock
 from reconciler._identity import ProcessProvider, ProcProvider, capture_handle
 from reconciler._receipt import validate_id
-from reconciler._receipt_store import receipt_path, shard_path, temp_path, validate_receipt_root
+from reconciler._receipt_store import (
+    ReceiptExists,
+    ReceiptRootError,
+    prepare_receipt_dirs,
+    receipt_path,
+    temp_path,
+    validate_receipt_root,
+)
 
 ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 LAUNCHER = ("executor", "local-launcher")
@@ -112,9 +125,11 @@ def launch(
         Actor,
         AttemptChange,
         Expect,
+        RegistrationConflict,
         Repository,
         RunChange,
         in_transaction,
+        journal_get,
         journal_register,
     )
 
@@ -149,8 +164,26 @@ def launch(
     att = attempts[0]
     if att.executor_type != "local_process" or not validate_id(att.id):
         raise LaunchRefused(f"attempt {att.id} is not a local_process attempt with a valid id")
+    # Parity with QingLong's register: an existing row (another time, another run, a
+    # quarantine) is refused BEFORE anything is written or spawned.
+    existing = journal_get(conn, att.id)
+    if existing is not None:
+        raise LaunchRefused(f"{RegistrationConflict(existing)}; nothing was changed")
+    # D-3b: the directories are prepared and checked before the first commit, so a bad root
+    # refuses the launch instead of stranding a committed `starting` Attempt.
+    try:
+        prepare_receipt_dirs(root, att.id)
+    except ReceiptRootError as exc:
+        raise LaunchRefused(f"{exc}; nothing was changed") from exc
+    except ReceiptExists as exc:
+        raise LaunchRefused(
+            f"something already stands at the receipt path {receipt_path(root, att.id)!r}, so "
+            "the command could not publish its receipt; move it out of the receipt root (it "
+            "may be evidence) and launch again; nothing was changed"
+        ) from exc
     token, token_hash = new_token()
-    at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
+    # One timestamp for the journal registration, the Attempt's start and the receipt.
+    started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
 
     def prepare(c: sqlite3.Connection) -> int:
         changes: list[Any] = []
@@ -169,26 +202,25 @@ def launch(
             attempts={att.id: {"status": "claimed", "callback_sequence": att.callback_sequence}},
         )
         done = repo.advance_in(
-            c, run_id, run.version, changes, actor=actor, at_ms=at, expect=expect
+            c, run_id, run.version, changes, actor=actor, at_ms=started, expect=expect
         )
         # spec 03: the journal row is registered before the wrapper can publish anything.
-        journal_register(c, att.id, run_id, at)
+        journal_register(c, att.id, run_id, started)
         return done.version
 
-    version = in_transaction(conn, prepare)
-    started = max(clock.now_ms(), at)
-    # The wrapper creates only the shard; the root is ours to create (0700, as QingLong).
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    os.makedirs(shard_path(root, att.id), mode=0o700, exist_ok=True)
-    wrapper_env = wrapper_environment(
-        os.environ if env is None else env,
-        run_id=run_id,
-        attempt_id=att.id,
-        token=token,
-        started_at_ms=started,
-        root=root,
-    )
     try:
+        version = in_transaction(conn, prepare)
+    except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
+        raise LaunchRefused(f"{exc}; nothing was changed") from exc
+    try:
+        wrapper_env = wrapper_environment(
+            os.environ if env is None else env,
+            run_id=run_id,
+            attempt_id=att.id,
+            token=token,
+            started_at_ms=started,
+            root=root,
+        )
         proc = subprocess.Popen(
             [sys.executable, "-m", "reconciler._wrapper", "--", *command],
             env=wrapper_env,
@@ -198,9 +230,15 @@ def launch(
             close_fds=True,
             start_new_session=True,  # its own session and process group: it outlives us
         )
-    except OSError as exc:
-        _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
-        raise LaunchFailed(f"cannot start the wrapper: {exc.strerror}") from exc
+    except BaseException as exc:
+        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up. An
+        # interrupt is marked the same way and then goes on.
+        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
+        if not isinstance(exc, Exception):
+            raise
+        raise LaunchFailed(
+            f"cannot start the wrapper ({_why(exc)}); {_marked(marked, run_id)}"
+        ) from exc
     try:
         handle = capture_handle(proc.pid, provider)
         finish = max(clock.now_ms(), started)
@@ -229,11 +267,16 @@ def launch(
                 attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
             ),
         )
-    except Exception as exc:
+    except BaseException as exc:
         # spec 03 "Capture": the launch fails and the spawned group is stopped.
         _stop_group(proc)
-        _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
-        raise LaunchFailed(f"launched process could not be recorded: {exc}") from exc
+        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
+        if not isinstance(exc, Exception):
+            raise
+        raise LaunchFailed(
+            f"launched process could not be recorded ({_why(exc)}); the process group was "
+            f"stopped; {_marked(marked, run_id)}"
+        ) from exc
     return Launched(run_id, att.id, proc.pid, handle, started, proc)
 
 
@@ -245,6 +288,20 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5)
 
 
+def _why(exc: BaseException) -> str:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return " ".join(f"{type(exc).__name__}: {text}".split())[:300]
+
+
+def _marked(marked: bool, run_id: str) -> str:
+    if marked:
+        return f"run {run_id} was marked failed, so it does not block the next start-up"
+    return (
+        f"run {run_id} could NOT be marked failed and blocks start-up until it is settled "
+        f"(inspect it with `qlfsm inspect --run {run_id}`)"
+    )
+
+
 def _mark_failed(
     conn: sqlite3.Connection,
     run_id: str,
@@ -252,10 +309,25 @@ def _mark_failed(
     version: int,
     clock: Clock,
     code: str,
-) -> None:
+) -> bool:
     """Best effort: the Attempt and Run to `failed`, so the failed launch does not block the
-    next start-up (the ADR-0068 pass would hold a `starting` Attempt without a handle)."""
-    from storage import Actor, AttemptChange, Repository, RunChange, StorageError, journal_resolve
+    next start-up (the ADR-0068 pass would hold a `starting` Attempt without a handle). True
+    when that commit happened; never raises."""
+    try:
+        return _mark_failed_now(conn, run_id, attempt_id, version, clock, code)
+    except Exception:
+        return False
+
+
+def _mark_failed_now(
+    conn: sqlite3.Connection,
+    run_id: str,
+    attempt_id: str,
+    version: int,
+    clock: Clock,
+    code: str,
+) -> bool:
+    from storage import Actor, AttemptChange, Repository, RunChange, journal_resolve
 
     summary = "Local launch failed before the process identity was recorded"
     errors = {"error_code": code, "error_summary": summary}
@@ -263,26 +335,29 @@ def _mark_failed(
     run = repo.get_run(run_id)
     att = repo.get_attempt(attempt_id)
     if run is None or att is None or run.version != version:
-        return
+        return False
     at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
-    with contextlib.suppress(StorageError):
-        repo.advance(
-            run_id,
-            version,
-            [
-                AttemptChange(
-                    attempt_id, "fail", set=errors, dedupe_key=f"local-launch:{attempt_id}:failed"
-                ),
-                RunChange(
-                    "fail",
-                    set={**errors, "finished_at_ms": at},
-                    dedupe_key=f"local-launch:{attempt_id}:run-failed",
-                ),
-            ],
-            actor=Actor(*LAUNCHER),
-            at_ms=at,
-        )
+    repo.advance(
+        run_id,
+        version,
+        [
+            AttemptChange(
+                attempt_id, "fail", set=errors, dedupe_key=f"local-launch:{attempt_id}:failed"
+            ),
+            RunChange(
+                "fail",
+                set={**errors, "finished_at_ms": at},
+                dedupe_key=f"local-launch:{attempt_id}:run-failed",
+            ),
+        ],
+        actor=Actor(*LAUNCHER),
+        at_ms=at,
+    )
+    # The row only says a receipt may appear; none will. A failure here leaves a `pending` row
+    # of a failed Attempt, which blocks nothing.
+    with contextlib.suppress(Exception):
         journal_resolve(conn, attempt_id)
+    return True
 
 
 def launch_command(argv: list[str]) -> int:
@@ -316,6 +391,8 @@ def launch_command(argv: list[str]) -> int:
             launched = launch(conn, root, args.run_id, args.command, log=log)
         except LaunchRefused as exc:
             raise UsageError(f"qlfsm launch: {exc}") from exc
+        except LaunchFailed as exc:
+            raise FatalError(f"qlfsm launch: {exc}") from exc
     finally:
         conn.close()
         if log is not None:

@@ -6,14 +6,26 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import T0, ForbiddenProvider, linux_only, make_run, qlfsm
+from conftest import Snapshot
+from test_primary_support import (
+    NOT_A_DIRECTORY,
+    T0,
+    ForbiddenProvider,
+    linux_only,
+    make_run,
+    other_connection,
+    plant_not_a_directory,
+    qlfsm,
+)
 
 from reconciler._clock import FakeClock
 from reconciler._identity import ProcProvider, inspect_handle, parse_handle
@@ -21,7 +33,7 @@ from reconciler._launcher import LaunchFailed, LaunchRefused, launch
 from reconciler._primary import reconcile
 from reconciler._receipt import decode_receipt
 from reconciler._receipt_store import FileReceiptStore, Found
-from storage import Repository, journal_get
+from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only
 LAUNCHER = ("executor", "local-launcher")
@@ -220,3 +232,218 @@ def test_a_bad_receipt_root_is_refused_before_the_database_is_touched(
     out = launch_run_1(db_path, "rel", "--", "true")
     assert out.returncode == 2 and "relative" in out.stderr
     assert len(repo.events_of("run-1")) == events
+
+
+# --- a launch that cannot be prepared leaves nothing behind; one that fails after its first
+# --- commit leaves nothing that blocks (D-3b) -----------------------------------------------------
+
+
+def reconcile_and_startup_are_not_blocked(db_path: Path, root: Path) -> None:
+    """What matters after a failed launch: the next start-up is safe (exit 0)."""
+    for command in ("reconcile", "startup"):
+        out = qlfsm(command, "--db", str(db_path), "--receipt-root", str(root), "--json")
+        assert out.returncode == 0, f"{command}: {out.stderr}"
+        verdict = json.loads(out.stdout)
+        assert verdict["safe"] is True, verdict
+
+
+@pytest.mark.parametrize("kind", NOT_A_DIRECTORY)
+def test_a_receipt_root_that_is_not_a_directory_refuses_the_launch_before_any_write(
+    repo: Repository,
+    db_path: Path,
+    tmp_path: Path,
+    snapshot: Callable[[], Snapshot],
+    kind: str,
+) -> None:
+    prepared(repo)
+    root = tmp_path / "r"
+    plant_not_a_directory(root, kind)
+    marker = tmp_path / "the-command-ran"
+    before = snapshot()
+    out = launch_run_1(db_path, root, "--", "sh", "-c", f"touch {marker}")
+    assert out.returncode == 2, out.stderr
+    assert str(root) in out.stderr and "not a directory" in out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr and out.stdout == ""
+    assert snapshot() == before  # Run queued, Attempt claimed, no event, no journal row
+    assert not marker.exists()
+    good = tmp_path / "good"
+    reconcile_and_startup_are_not_blocked(db_path, good)
+    # Fixed, the same Run launches (it was never touched).
+    again = launch_run_1(db_path, good, "--wait", "--", "true")
+    assert again.returncode == 0, again.stderr
+    reconcile_and_startup_are_not_blocked(db_path, good)
+    assert repo.get_run("run-1").status == "succeeded"  # type: ignore[union-attr]
+
+
+@contextlib.contextmanager
+def unwritable_parent(tmp_path: Path, how: str) -> Iterator[Path]:
+    """A receipt root whose parent cannot take a new directory, in a way that holds for root
+    too (root ignores permission bits): the parent is a regular file, the parent is immutable
+    (`chattr +i`; for another user plain mode 0500), or the parent is inside /proc."""
+    if how == "parent_is_a_file":
+        parent = tmp_path / "parent"
+        parent.write_bytes(b"")
+        yield parent / "r"
+    elif how == "read_only_parent":
+        parent = tmp_path / "parent"
+        parent.mkdir()
+        if os.geteuid() != 0:
+            parent.chmod(0o500)
+            undo = ["chmod", "700", str(parent)]
+        else:
+            chattr = shutil.which("chattr")
+            made = chattr and subprocess.run([chattr, "+i", str(parent)], check=False)
+            if not made or made.returncode != 0:
+                pytest.skip("chattr +i is not available on this filesystem (root ignores 0500)")
+            undo = [str(chattr), "-i", str(parent)]
+        try:
+            yield parent / "r"
+        finally:
+            subprocess.run(undo, check=True)
+    else:
+        yield Path(f"/proc/qlfsm-no-such-dir-{os.getpid()}/r")
+
+
+@pytest.mark.parametrize("how", ["parent_is_a_file", "read_only_parent", "parent_in_proc"])
+def test_a_receipt_root_that_cannot_be_created_refuses_the_launch_before_any_write(
+    repo: Repository,
+    db_path: Path,
+    tmp_path: Path,
+    snapshot: Callable[[], Snapshot],
+    how: str,
+) -> None:
+    prepared(repo)
+    marker = tmp_path / "the-command-ran"
+    before = snapshot()
+    with unwritable_parent(tmp_path, how) as root:
+        out = launch_run_1(db_path, root, "--", "sh", "-c", f"touch {marker}")
+        assert not root.exists()
+    assert out.returncode == 2, out.stderr
+    assert f"cannot create receipt root {str(root)!r}" in out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert snapshot() == before
+    assert not marker.exists()
+    reconcile_and_startup_are_not_blocked(db_path, tmp_path / "good")
+
+
+def test_a_stray_shard_or_a_file_at_the_receipt_path_refuses_the_launch(
+    repo: Repository, db_path: Path, tmp_path: Path, snapshot: Callable[[], Snapshot]
+) -> None:
+    prepared(repo)
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "at").write_bytes(b"stray")
+    before = snapshot()
+    out = launch_run_1(db_path, root, "--", "true")
+    assert out.returncode == 2 and "receipt shard" in out.stderr, out.stderr
+    (root / "at").unlink()
+    (root / "at").mkdir()
+    (root / "at" / "at-1.json").write_bytes(b"left over")
+    out = launch_run_1(db_path, root, "--", "true")
+    assert out.returncode == 2 and "already stands at the receipt path" in out.stderr
+    assert snapshot() == before
+    assert (root / "at" / "at-1.json").read_bytes() == b"left over"  # evidence kept
+
+
+def test_a_failure_after_the_first_commit_and_before_the_spawn_marks_the_launch_failed(
+    repo: Repository, conn: Any, db_path: Path, tmp_path: Path
+) -> None:
+    prepared(repo)
+    before = max(e.sequence for e in repo.events_of("run-1"))
+    marker = tmp_path / "the-command-ran"
+    # The real Popen refuses an environment value holding a NUL byte: a failure that comes
+    # after transaction 1 committed and before any process exists.
+    broken_env = {**os.environ, "QLFSM_TEST_BROKEN": "a\0b"}
+    with pytest.raises(LaunchFailed, match="marked failed"):
+        launch(conn, str(tmp_path / "r"), "run-1", ["touch", str(marker)], env=broken_env)
+    run, att = repo.get_run("run-1"), repo.get_attempt("at-1")
+    assert run is not None and att is not None
+    assert (run.status, att.status) == ("failed", "failed")
+    assert (att.error_code, run.error_code) == ("LAUNCH_SPAWN_FAILED", "LAUNCH_SPAWN_FAILED")
+    assert att.executor_handle is None and att.pid is None
+    events = [(e.type, e.actor_type, e.actor_id) for e in repo.events_of("run-1")[before:]]
+    assert events == [
+        ("run.dispatching", *LAUNCHER),
+        ("attempt.starting", *LAUNCHER),
+        ("attempt.failed", *LAUNCHER),
+        ("run.failed", *LAUNCHER),
+    ]
+    assert journal_get(conn, "at-1") is None
+    assert not marker.exists()
+    reconcile_and_startup_are_not_blocked(db_path, tmp_path / "r")
+
+
+# --- parity with QingLong's launcher -------------------------------------------------------------
+
+
+def test_a_journal_row_registered_at_another_time_refuses_the_launch_before_spawning(
+    repo: Repository,
+    conn: Any,
+    db_path: Path,
+    tmp_path: Path,
+    snapshot: Callable[[], Snapshot],
+) -> None:
+    prepared(repo)
+    journal_register(conn, "at-1", "run-1", T0 - 5)  # someone registered this Attempt before
+    marker = tmp_path / "the-command-ran"
+    before = snapshot()
+    out = launch_run_1(db_path, tmp_path / "r", "--", "sh", "-c", f"touch {marker}")
+    assert out.returncode == 2, out.stderr
+    assert "registration conflicts" in out.stderr and out.stderr.count("\n") == 1
+    assert snapshot() == before and not marker.exists()
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_journal_row_that_appears_during_the_launch_rolls_transaction_1_back(
+    repo: Repository,
+    conn: Any,
+    db_path: Path,
+    tmp_path: Path,
+    snapshot: Callable[[], Snapshot],
+) -> None:
+    prepared(repo)
+    other = other_connection(db_path)
+
+    class RacingClock(FakeClock):
+        """Another writer registers the Attempt right when the launcher takes its time."""
+
+        def now_ms(self) -> int:
+            other.execute(
+                'INSERT OR IGNORE INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, '
+                "state, registered_at_ms, updated_at_ms) VALUES ('at-1', 'run-1', 'pending', "
+                "1, 1)"
+            )
+            return super().now_ms()
+
+    try:
+        with pytest.raises(LaunchRefused, match="registration conflicts"):
+            launch(conn, str(tmp_path / "r"), "run-1", ["true"], clock=RacingClock(T0 + 50))
+        after = snapshot()
+    finally:
+        other.close()
+    run, att = repo.get_run("run-1"), repo.get_attempt("at-1")
+    assert run is not None and att is not None
+    assert (run.status, att.status) == ("queued", "claimed")  # transaction 1 rolled back
+    assert after["LocalCompletionReceiptJournal"] == [
+        ("at-1", "run-1", "pending", None, None, 1, 1)
+    ]
+
+
+def test_the_registration_the_attempts_start_and_the_receipt_share_one_timestamp(
+    repo: Repository, conn: Any, tmp_path: Path
+) -> None:
+    prepared(repo)
+    launched = launch(conn, str(tmp_path / "r"), "run-1", ["true"])
+    assert launched.process.wait(timeout=30) == 0
+    journal = journal_get(conn, "at-1")
+    att, run = repo.get_attempt("at-1"), repo.get_run("run-1")
+    found = FileReceiptStore(str(tmp_path / "r")).read("at-1")
+    assert journal is not None and att is not None and run is not None
+    assert isinstance(found, Found)
+    assert (
+        journal.registered_at_ms
+        == att.started_at_ms
+        == run.started_at_ms
+        == found.receipt.started_at_ms
+        == launched.started_at_ms
+    )

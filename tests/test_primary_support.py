@@ -199,6 +199,25 @@ class ForbiddenProvider:
         raise ProviderUnavailable("this test forbids reading /proc")
 
 
+NOT_A_DIRECTORY = ("regular_file", "symlink_to_directory", "symlink_loop", "dangling_symlink")
+
+
+def plant_not_a_directory(path: Path, kind: str) -> None:
+    """Something at ``path`` that is not a real directory (one of NOT_A_DIRECTORY)."""
+    if kind == "regular_file":
+        path.write_bytes(b"not a directory\n")
+    elif kind == "symlink_to_directory":
+        real = path.parent / f"real-{path.name}"
+        real.mkdir()
+        path.symlink_to(real)
+    elif kind == "symlink_loop":
+        path.symlink_to(path)
+    elif kind == "dangling_symlink":
+        path.symlink_to(path.parent / "nowhere")
+    else:
+        raise ValueError(kind)
+
+
 def other_connection(db_path: Path) -> sqlite3.Connection:
     """A second writer (someone else changing the database under the reconciler)."""
     conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=5)

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from conftest import Snapshot
 from test_primary_support import (
+    NOT_A_DIRECTORY,
     ForbiddenProvider,
     dead_handle,
     linux_only,
     make_candidate,
     only,
+    plant_not_a_directory,
     qlfsm,
     receipt,
     run_pass,
@@ -38,21 +40,8 @@ from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only
 
-ROOT_KINDS = ["regular_file", "symlink_to_directory", "symlink_loop", "dangling_symlink"]
-
-
-def plant_root(root: Path, kind: str) -> None:
-    """Something at ``root`` that is not a real directory."""
-    if kind == "regular_file":
-        root.write_bytes(b"not a directory\n")
-    elif kind == "symlink_to_directory":
-        real = root.parent / "real-receipts"
-        real.mkdir()
-        root.symlink_to(real)
-    elif kind == "symlink_loop":
-        root.symlink_to(root)
-    else:
-        root.symlink_to(root.parent / "nowhere")
+ROOT_KINDS = list(NOT_A_DIRECTORY)
+plant_root = plant_not_a_directory
 
 
 def reconcile_cli(db_path: Path, root: Path | str) -> Any:
@@ -82,7 +71,7 @@ def test_a_root_that_is_not_a_real_directory_exits_2_before_anything_is_written(
     assert out.stderr.count("\n") == 1 and str(root) in out.stderr
     assert "not a directory" in out.stderr
     assert snapshot() == before  # no journal row, no event, no state change
-    assert not (tmp_path / "real-receipts" / ".quarantine").exists()
+    assert not (tmp_path / "real-receipts" / ".quarantine").exists()  # (symlink_to_directory)
 
 
 def test_the_same_root_check_applies_to_startup(

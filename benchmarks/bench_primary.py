@@ -173,6 +173,10 @@ def bench(rounds: int) -> dict[str, Any]:
         make_db(zero, 0)
         template = work / "many.db"
         make_db(template, N)
+        # The launcher creates the root before any spawn; a missing root beside launched
+        # Attempts is a configuration error (docs/decisions.md D-3c). The zero-candidate path
+        # never looks at it.
+        (work / "receipts").mkdir(mode=0o700)
         root = str(work / "receipts")
         q_zero, r_zero = [], []
         q_many, r_many, q_rss, r_rss = [], [], [], []

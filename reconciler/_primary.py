@@ -168,7 +168,7 @@ class PrimaryReconciler:
                         f"receipt root {self.store.root!r} does not exist, yet Attempt {att.id} "
                         f"of Run {cand.run_id} is {att.status} (the launcher creates the root "
                         "before any spawn): point the receipt root at the launcher's receipt "
-                        "directory, or restore it; nothing was written"
+                        "directory, or restore it"
                     )
 
     def _guarded(self, cand: _Candidate, step: Any) -> None:

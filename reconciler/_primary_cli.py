@@ -152,7 +152,7 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
             )
         except ReceiptRootError as exc:
             # The root checked as a root, before anything was written (D-3c): exit 2.
-            raise UsageError(str(exc)) from exc
+            raise UsageError(f"{exc}; nothing was written") from exc
     finally:
         conn.close()
     return summary, exit_code(summary)

@@ -105,3 +105,15 @@ def test_any_unfinished_state_can_fail_and_no_finished_one_can() -> None:
     for state in EVIDENCE_SPEC.states:
         allowed = any(e.source == state and e.trigger == "fail" for e in EVIDENCE_SPEC.edges)
         assert allowed == (state not in EVIDENCE_SPEC.terminal)
+
+
+def test_an_unusable_receipt_root_holds_the_candidate_without_a_probe_or_lost() -> None:
+    # D-3c: configuration, not a receipt -- from either read, the only way on is `unresolved`.
+    for prefix in (
+        ["read_receipt"],
+        ["read_receipt", "find_none", "probe_not_running", "pay_grace", "reread_receipt"],
+    ):
+        seq = EvidenceSequence()
+        for trigger in prefix:
+            seq.fire(trigger)
+        assert seq.fire("hold") == "unresolved" and seq.outcome == "unresolved"

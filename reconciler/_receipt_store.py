@@ -165,9 +165,13 @@ def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
     attempt_id, plus, number = stem.partition("+")
     slot = 1
     if plus:
-        if not number.isdigit() or number != str(int(number)) or int(number) < 2:
+        # Short ASCII digits without a leading zero: a hostile journal value ("²", 5000 digits)
+        # must not reach int(), and each slot has exactly one name.
+        if not (number.isascii() and number.isdigit()) or len(number) > 4 or number[0] == "0":
             return None
         slot = int(number)
+        if slot < 2:
+            return None
     if not validate_id(attempt_id) or parts[1] != attempt_id[:2] or slot > MAX_QUARANTINE_SLOTS:
         return None
     return attempt_id, slot
@@ -575,7 +579,8 @@ class FileReceiptStore:
             try:
                 shard_fd = self._open_shard_for_move(root_fd, attempt_id)
                 if shard_fd is None:
-                    return ref  # nothing left to move: an earlier call finished, or none existed
+                    _require_copy(q_fd, slot_name, ref)  # nothing left to move
+                    return ref
                 try:
                     self._link_then_unlink(shard_fd, name, q_fd, slot_name, ref)
                 finally:
@@ -591,12 +596,13 @@ class FileReceiptStore:
         try:
             os.link(name, slot_name, src_dir_fd=shard_fd, dst_dir_fd=q_fd, follow_symlinks=False)
         except FileNotFoundError:
-            return  # nothing left to move
+            _require_copy(q_fd, slot_name, ref)  # nothing left to move
+            return
         except FileExistsError:
             try:
                 source = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
             except FileNotFoundError:
-                return
+                return  # moved meanwhile (by a concurrent pass): the slot holds a copy
             held = os.stat(slot_name, dir_fd=q_fd, follow_symlinks=False)
             if not _same_inode(held, source):
                 # Quarantine never destroys: the slot keeps its file, the receipt stays put.
@@ -654,6 +660,17 @@ class FileReceiptStore:
                 os.unlink(os.path.join(self.root, quarantine_ref(attempt_id, slot)))
                 removed += 1
         return removed
+
+
+def _require_copy(q_fd: int, slot_name: str, ref: str) -> None:
+    """Nothing is left to move: fine when ``ref`` holds a copy (an earlier or concurrent move
+    finished); otherwise the receipt vanished unquarantined and no row may claim ``ref``."""
+    try:
+        os.stat(slot_name, dir_fd=q_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise QuarantineNotDone(
+            f"the receipt vanished before it could be moved to {ref}; nothing was moved"
+        ) from None
 
 
 def _same_inode(a: os.stat_result, b: os.stat_result) -> bool:
@@ -786,6 +803,8 @@ class MemoryReceiptStore:
             "directory",
         )
         if not moving:
+            if ref not in self.quarantined:
+                raise QuarantineNotDone(f"the receipt vanished before it could be moved to {ref}")
             return ref
         if self.root_state != "directory" or self.special.get(attempt_id, "").startswith("shard"):
             raise QuarantineNotDone("the receipt root or shard is not a directory")

@@ -357,3 +357,24 @@ def test_reading_a_wrong_root_never_creates_or_changes_anything(tmp_path: Path) 
     assert store.read("01-a").__class__.__name__ == "Unusable"
     assert root.read_bytes() == b"not a directory\n"
     assert sorted(os.listdir(tmp_path)) == ["receipts"]
+
+
+def test_a_receipt_that_vanishes_before_its_move_leaves_no_quarantine_claim(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    class VanishingStore(FileReceiptStore):
+        """Someone removes the invalid receipt right after the store picked its slot."""
+
+        def quarantine_target(self, attempt_id: str, previous_ref: str | None = None) -> str:
+            ref = super().quarantine_target(attempt_id, previous_ref)
+            Path(self.root, "at", f"{attempt_id}.json").unlink()
+            return ref
+
+    make_candidate(repo, "run-1", "at-1", handle=dead_handle()[0], pid=1)
+    path = Path(store.root) / "at" / "at-1.json"
+    path.parent.mkdir()
+    path.write_bytes(b"{garbage")
+    entry = only(run_pass(conn, VanishingStore(store.root), ForbiddenProvider()))
+    assert (entry["row"], entry["outcome"]) == ("14", "failed")
+    assert "vanished" in entry["reason"]
+    assert journal_get(conn, "at-1") is None

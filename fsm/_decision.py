@@ -49,7 +49,7 @@ class Case(NamedTuple):
 class DecisionRow(NamedTuple):
     """One row of a record's decision table, or one step of its evidence order."""
 
-    row: str  # the record's row id ("13", "3b") or an evidence step ("§2.2")
+    row: str  # the record's row id ("13", "3b") or an evidence step ("step 2.2")
     facts: str  # the record's words for the row
     cites: str  # record and section, e.g. "ADR-0068 row 13"
     cases: tuple[Case, ...]

@@ -218,7 +218,7 @@ LEGACY_TABLE = DecisionTable(
             "skip",
         ),
         _step(
-            "§3",
+            "step 3",
             "an eligible legacy candidate: read its active Attempts",
             "ADR-0448 §3",
             "read_run",
@@ -251,7 +251,7 @@ LEGACY_TABLE = DecisionTable(
             "hold",
         ),
         _step(
-            "§4",
+            "step 4",
             "exactly one active Attempt: read the cron's RunningInstances and select",
             "ADR-0448 §4",
             "read_attempts",

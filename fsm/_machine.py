@@ -19,10 +19,15 @@ from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
 from ._primary import PRIMARY_DECISION_SPEC
 from ._tables import ATTEMPT_SPEC, RUN_SPEC, Edge, MachineSpec
 
-# Every machine that is drawn and checked (spec 07): the two lifecycles and the legacy-shadow
-# per-candidate lifecycle.
-ALL_SPECS: tuple[MachineSpec, ...] = (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC)
-DECISION_SPECS: tuple[MachineSpec, ...] = (PRIMARY_DECISION_SPEC, LEGACY_DECISION_SPEC)
+# Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
+# per-candidate lifecycle, and the two decision machines.
+ALL_SPECS: tuple[MachineSpec, ...] = (
+    RUN_SPEC,
+    ATTEMPT_SPEC,
+    LEGACY_SPEC,
+    PRIMARY_DECISION_SPEC,
+    LEGACY_DECISION_SPEC,
+)
 
 
 def validate_spec(spec: MachineSpec) -> None:
@@ -251,5 +256,5 @@ def legacy_machine() -> Lifecycle:
 
 
 def validate_all() -> None:
-    for spec in (*ALL_SPECS, *DECISION_SPECS):
+    for spec in ALL_SPECS:
         validate_spec(spec)

@@ -105,7 +105,7 @@ PRIMARY_TABLE = DecisionTable(
             _hold("read_run", "latest_attempt_not_active", "latest_attempt_not_active"),
         ),
         DecisionRow(
-            "§2.2",
+            "step 2.2",
             "one active Attempt, the latest: read exactly one receipt path, before any process "
             "evidence",
             "ADR-0068 §2 step 2",
@@ -151,7 +151,7 @@ PRIMARY_TABLE = DecisionTable(
             _hold("read_receipt", "pid_invalid", "pid_invalid"),
         ),
         DecisionRow(
-            "§2.5",
+            "step 2.5",
             "no receipt, Attempt `starting/running` with a durable local-process identity: "
             "probe that exact identity",
             "ADR-0068 §2 step 5",

@@ -171,7 +171,7 @@ def test_any_facts_decide_like_the_old_if_else(f: LegacyFacts) -> None:
 def test_every_row_id_of_spec_05_is_in_the_table_exactly_once() -> None:
     ids = [r.row for r in LEGACY_TABLE.rows]
     assert [i for i in ids if i in SPEC_05_ROWS] == SPEC_05_ROWS
-    assert [i for i in ids if i not in SPEC_05_ROWS] == ["§3", "§4"]  # the evidence steps
+    assert [i for i in ids if i not in SPEC_05_ROWS] == ["step 3", "step 4"]  # the evidence steps
     assert len(set(ids)) == len(ids)
 
 
@@ -236,9 +236,9 @@ def test_every_legacy_guard_holds_exactly_when_its_row_is_the_first_to_match() -
 
 def test_the_decision_asks_for_the_attempts_and_the_evidence_only_when_a_row_needs_them() -> None:
     eligible = LegacyFacts(True, "legacy", "manual", True, "running")
-    assert decide_legacy(eligible, gathered=()) == Need("read_attempts", "§3")
+    assert decide_legacy(eligible, gathered=()) == Need("read_attempts", "step 3")
     one = LegacyFacts(True, "legacy", "manual", True, "running", 1, "running")
-    assert decide_legacy(one, gathered=("read_attempts",)) == Need("read_evidence", "§4")
+    assert decide_legacy(one, gathered=("read_attempts",)) == Need("read_evidence", "step 4")
     assert decide_legacy(one, gathered=("read_attempts", "read_evidence")) == LegacyDecision(
         "10", "marked_lost", "no_terminal_evidence"
     )
@@ -259,4 +259,4 @@ def test_the_decision_machine_draws_every_row_as_an_edge_labelled_with_its_row()
         "read_evidence",
     }
     rows = {e.trigger.removeprefix("row ") for e in LEGACY_DECISION_SPEC.edges}
-    assert rows == {*SPEC_05_ROWS, "§3", "§4"}
+    assert rows == {*SPEC_05_ROWS, "step 3", "step 4"}

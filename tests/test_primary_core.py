@@ -338,7 +338,7 @@ def test_every_row_id_of_spec_04_is_in_the_table_exactly_once() -> None:
     ids = [r.row for r in PRIMARY_TABLE.rows]
     assert [i for i in ids if i in SPEC_04_ROWS] == SPEC_04_ROWS
     # The other rows are the evidence steps of ADR-0068 §2 (read the receipt; probe).
-    assert [i for i in ids if i not in SPEC_04_ROWS] == ["§2.2", "§2.5"]
+    assert [i for i in ids if i not in SPEC_04_ROWS] == ["step 2.2", "step 2.5"]
     assert len(set(ids)) == len(ids)
 
 
@@ -448,7 +448,11 @@ DEAD_WORLD = World("running", Run(), (RUNNING,), MISSING, DEAD, MISSING)
 
 def test_a_not_running_verdict_asks_for_the_grace_and_nothing_else() -> None:
     core = PrimaryCore("running")
-    for evidence, asked_by in (("read_run", None), ("read_receipt", "§2.2"), ("probe", "§2.5")):
+    for evidence, asked_by in (
+        ("read_run", None),
+        ("read_receipt", "step 2.2"),
+        ("probe", "step 2.5"),
+    ):
         assert core.next() == Need(evidence, asked_by)
         core.observe(evidence, **observation(DEAD_WORLD, evidence))
     assert core.next() == Need("pay_grace", "13")
@@ -471,7 +475,7 @@ def test_a_not_running_verdict_asks_for_the_grace_and_nothing_else() -> None:
         "lose_after_grace",
         "lost",
     )
-    assert decision.path == ("§2.2", "§2.5", "13", "13", "13", "13")
+    assert decision.path == ("step 2.2", "step 2.5", "13", "13", "13", "13")
 
 
 def everything_but(**missing: object) -> PrimaryFacts:

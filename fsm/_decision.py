@@ -13,7 +13,10 @@ have the same shape and one engine serves them:
   takes the first whose condition holds, which is exactly "first matching row wins";
 - the walk (:meth:`DecisionEngine.walk`) fires ``decide`` from a state only once that state's
   evidence was observed; before that it answers with a :class:`Need`. The guards therefore
-  only ever see facts that were observed, and the only way into a state is through a row.
+  only ever see facts that were observed, and the only way into a state is through a row;
+- an exception while handling the candidate (spec 04 row 14, spec 05 row 12) is its own
+  event, ``fail``, fired from whichever evidence state the candidate is in: the rows marked
+  ``on_exception`` are its transitions, so the ordinary rows never test for it.
 
 Pure: no I/O, no clock. The one callback (``after``) records which case `transitions` took.
 """
@@ -31,8 +34,10 @@ from ._tables import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
 
-# The one event of every decision machine: "decide what follows from the facts so far".
+# The events of every decision machine: "decide what follows from the facts so far", and
+# "handling the candidate raised".
 DECIDE = "decide"
+FAIL = "fail"
 
 
 class Case(NamedTuple):
@@ -53,9 +58,9 @@ class DecisionRow(NamedTuple):
     facts: str  # the record's words for the row
     cites: str  # record and section, e.g. "ADR-0068 row 13"
     cases: tuple[Case, ...]
-    # An exception ends the candidate wherever it happens (spec 04 row 14, spec 05 row 12):
-    # such a row is tried FIRST in every state it applies in, before any fact is looked at.
-    preempts: bool = False
+    # The row of an exception (spec 04 row 14, spec 05 row 12): it answers the ``fail`` event
+    # in every state it applies in, wherever the candidate was when handling it raised.
+    on_exception: bool = False
 
     @property
     def label(self) -> str:
@@ -102,14 +107,6 @@ class _Model:
         self.taken: Taken | None = None
 
 
-def ordered_cases(table: DecisionTable) -> list[Taken]:
-    """Every case in the order `transitions` tries it: per state, preempting rows first, then
-    table order."""
-    first = [Taken(r, c) for r in table.rows if r.preempts for c in r.cases]
-    rest = [Taken(r, c) for r in table.rows if not r.preempts for c in r.cases]
-    return [*first, *rest]
-
-
 def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) -> None:
     """Raise MachineDefinitionError on the first problem of a decision table."""
 
@@ -143,7 +140,7 @@ def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) ->
             seen.add((c.state, c.guard))
             if c.then in evidence and (c.reason or c.write or c.trigger):
                 raise bad(f"{where}: a step to more evidence decides nothing")
-    sources = {c.state for r in table.rows for c in r.cases}
+    sources = {c.state for r in table.rows if not r.on_exception for c in r.cases}
     idle = [s for s in table.evidence if s not in sources]
     if idle:
         raise bad(f"evidence states no row decides from: {idle}")
@@ -195,19 +192,21 @@ class DecisionEngine:
         validate_table(table, predicates)
         self.table = table
         transitions: list[dict[str, Any]] = []
-        self._guards: dict[str, list[str]] = {}
-        for taken in ordered_cases(table):
-            case = taken.case
-            self._guards.setdefault(case.state, []).append(case.guard)
-            transitions.append(
-                {
-                    "trigger": DECIDE,
-                    "source": case.state,
-                    "dest": case.then,
-                    "conditions": [_condition(case.guard, predicates[case.guard])],
-                    "after": [_record(taken)],
-                }
-            )
+        self._guards: dict[tuple[str, str], list[str]] = {}
+        for row in table.rows:
+            event = FAIL if row.on_exception else DECIDE
+            for case in row.cases:
+                taken = Taken(row, case)
+                self._guards.setdefault((event, case.state), []).append(case.guard)
+                transitions.append(
+                    {
+                        "trigger": event,
+                        "source": case.state,
+                        "dest": case.then,
+                        "conditions": [_condition(case.guard, predicates[case.guard])],
+                        "after": [_record(taken)],
+                    }
+                )
         machine = Machine(
             model=None,
             states=[*table.evidence, *table.decisions],
@@ -217,10 +216,10 @@ class DecisionEngine:
             ignore_invalid_triggers=False,
             send_event=True,
         )
-        self._event = machine.events[DECIDE]
+        self._events = dict(machine.events)
 
-    def choose(self, state: str, facts: object) -> Taken:
-        """Fire ``decide`` from ``state`` on the facts: the first case whose guard holds.
+    def choose(self, state: str, facts: object, event: str = DECIDE) -> Taken:
+        """Fire ``event`` from ``state`` on the facts: the first case whose guard holds.
 
         IllegalTransition when nothing may leave ``state`` (a decision state or an unknown
         one); GuardRefused when the facts satisfy no row there (the facts contradict
@@ -228,18 +227,23 @@ class DecisionEngine:
         """
         model = _Model(state)
         try:
-            moved = bool(self._event.trigger(model, facts=facts))
-        except MachineError as exc:
-            raise IllegalTransition(self.table.name, state, DECIDE) from exc
+            moved = bool(self._events[event].trigger(model, facts=facts))
+        except (MachineError, KeyError) as exc:
+            raise IllegalTransition(self.table.name, state, event) from exc
         if not moved or model.taken is None:
-            guards = " | ".join(self._guards.get(state, ()))
-            raise GuardRefused(self.table.name, state, DECIDE, guards or None)
+            guards = " | ".join(self._guards.get((event, state), ()))
+            raise GuardRefused(self.table.name, state, event, guards or None)
         return model.taken
 
-    def walk(self, facts: object, observed: Observed, state: str | None = None) -> Walk:
+    def walk(
+        self, facts: object, observed: Observed, state: str | None = None, failed: bool = False
+    ) -> Walk:
         """From ``state`` (default: the initial one), take rows while their evidence was
-        observed; stop at the first evidence still missing or at the decision."""
+        observed; stop at the first evidence still missing or at the decision. ``failed``:
+        handling the candidate raised; the exception row decides where it stands."""
         at = self.table.evidence[0] if state is None else state
+        if failed:
+            return Walk(at, (), None, self.choose(at, facts, FAIL))
         taken: list[Taken] = []
         while True:
             if at in self.table.decisions:

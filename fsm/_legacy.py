@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from ._decision import Case, DecisionEngine, DecisionRow, DecisionTable, Need, drawn_spec
@@ -326,7 +326,7 @@ LEGACY_TABLE = DecisionTable(
             "exception",
             "ADR-0448 row 12",
             tuple(Case(s, "error_raised", "failed", trigger="fail") for s in LEGACY_EVIDENCE),
-            preempts=True,
+            on_exception=True,
         ),
     ),
 )
@@ -426,9 +426,9 @@ def decide_legacy(
     """
 
     def observed(state: str, f: object) -> bool:
-        return state == "read_run" or state in gathered or facts.error
+        return state == "read_run" or state in gathered
 
-    walk = legacy_engine().walk(facts, observed)
+    walk = legacy_engine().walk(facts, observed, failed=facts.error)
     if walk.need is not None:
         return walk.need
     assert walk.decided is not None
@@ -436,8 +436,13 @@ def decide_legacy(
     return LegacyDecision(row.row, case.then, case.guard)
 
 
+@lru_cache(maxsize=256)
 def classify_legacy(f: LegacyFacts) -> LegacyDecision:
-    """spec 05 "Per candidate": the first matching row wins (every fact gathered)."""
+    """spec 05 "Per candidate": the first matching row wins (every fact gathered).
+
+    Memoized (the facts are frozen, the answer is a function of them alone): the
+    legacy_shadow guards ask it once per guarded edge tried, up to six times per candidate.
+    """
     decided = decide_legacy(f)
     assert isinstance(decided, LegacyDecision)
     return decided

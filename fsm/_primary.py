@@ -20,8 +20,7 @@ once for all of them, then observes ``grace_paid`` for each and goes on (spec 04
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import NamedTuple
 
@@ -36,11 +35,8 @@ PRIMARY_DECISION_SPEC = drawn_spec(PRIMARY_TABLE)
 
 
 def _observed(state: str, facts: object) -> bool:
-    """Has the evidence ``state`` waits for been observed? An exception counts: row 14 then
-    decides at once, wherever the candidate was."""
+    """Has the evidence ``state`` waits for been observed?"""
     assert isinstance(facts, PrimaryFacts)
-    if facts.error is not None:
-        return True
     if state == "read_run":
         return facts.run_present is not None
     if state == "read_receipt":
@@ -180,11 +176,21 @@ def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
             "page_status is missing: every candidate comes with its status on the page "
             "(spec 04 row 2 compares it)",
         )
-    walk = primary_engine().walk(facts, _observed)
+    walk = primary_engine().walk(facts, _observed, failed=facts.error is not None)
     if walk.need is not None:
         return walk.need
     assert walk.decided is not None
     return _decision(walk.decided, facts, tuple(t.row.row for t in walk.taken))
+
+
+def _with(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
+    """``facts`` with ``fields`` observed. Not dataclasses.replace, which runs __init__ over
+    every field again and costs more than the decision step itself; the fields were checked
+    against what the evidence fills (PRIMARY_EVIDENCE_FIELDS) already."""
+    new = object.__new__(PrimaryFacts)
+    new.__dict__.update(facts.__dict__)
+    new.__dict__.update(fields)
+    return new
 
 
 class PrimaryCore:
@@ -195,27 +201,31 @@ class PrimaryCore:
     fields that evidence does not fill (EvidenceError).
     """
 
-    __slots__ = ("facts", "path", "state")
+    __slots__ = ("_asked", "facts", "path", "state")
 
     def __init__(self, page_status: str) -> None:
         self.facts = PrimaryFacts(page_status=page_status)
         self.state: str = PRIMARY_TABLE.evidence[0]
         self.path: tuple[str, ...] = ()
+        self._asked: Need | None = None  # what next() asked for, until it is observed
 
     def next(self) -> Need | PrimaryDecision:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        walk = primary_engine().walk(self.facts, _observed, self.state)
+        failed = self.facts.error is not None
+        walk = primary_engine().walk(self.facts, _observed, self.state, failed)
         self.state = walk.state
         self.path += tuple(t.row.row for t in walk.taken)
         if walk.need is not None:
             # Resumed in the state that asked: name the row that led there all the same.
-            return Need(walk.need.evidence, self.path[-1] if self.path else None)
+            self._asked = Need(walk.need.evidence, self.path[-1] if self.path else None)
+            return self._asked
         assert walk.decided is not None
+        self._asked = None
         return _decision(walk.decided, self.facts, self.path)
 
     def observe(self, evidence: str, **fields: object) -> None:
         """Record what gathering ``evidence`` showed; only the evidence asked for, once."""
-        asked = self.next()
+        asked = self._asked if self._asked is not None else self.next()
         if not isinstance(asked, Need) or asked.evidence != evidence:
             raise IllegalTransition(PRIMARY_TABLE.name, self.state, evidence)
         allowed = PRIMARY_EVIDENCE_FIELDS[evidence]
@@ -226,12 +236,14 @@ class PrimaryCore:
                 self.state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
-        self.facts = replace(self.facts, **fields)  # type: ignore[arg-type]
+        self.facts = _with(self.facts, fields)
+        self._asked = None
 
     def fail(self, error: str) -> PrimaryDecision:
         """spec 04 row 14: an exception while handling the candidate (a gather or the write
         of a decision raised). ``error`` is its description, already free of secrets."""
-        self.facts = replace(self.facts, error=error)
+        self.facts = _with(self.facts, {"error": error})
+        self._asked = None
         decided = self.next()
         assert isinstance(decided, PrimaryDecision)
         return decided

@@ -221,7 +221,7 @@ PRIMARY_TABLE = DecisionTable(
             "any exception while handling the candidate",
             "ADR-0068 row 14",
             tuple(Case(s, "error_raised", "failed", "error:{error}") for s in PRIMARY_EVIDENCE),
-            preempts=True,
+            on_exception=True,
         ),
     ),
 )

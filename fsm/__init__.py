@@ -2,18 +2,42 @@
 
 No I/O, and no import of ``storage`` or ``reconciler``. Evidence comes in as data; a guarded
 edge is planned here and becomes real only when the caller's storage transaction commits.
+
+The reconcilers' decision tables live here once, as data: ADR-0068's in ``_primary_table.py``
+(decided by :class:`PrimaryCore` / :func:`decide_primary`), ADR-0448's in ``_legacy.py``
+(:func:`classify_legacy` / :func:`decide_legacy`); ``_decision.py`` builds the `transitions`
+machine that decides from either.
 """
 
-from ._errors import FsmError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._guards import GUARDS, LEGACY_GUARD_ROWS, PrimaryFacts
+from ._decision import Case, DecisionRow, DecisionTable, Need
+from ._errors import (
+    EvidenceError,
+    FsmError,
+    GuardRefused,
+    IllegalTransition,
+    MachineDefinitionError,
+)
+from ._guards import GUARDS, LEGACY_GUARD_ROWS, PRIMARY_GUARDS, PrimaryFacts
 from ._legacy import (
+    LEGACY_DECISION_SPEC,
+    LEGACY_EVIDENCE,
+    LEGACY_OUTCOMES,
+    LEGACY_ROW_FACTS,
+    LEGACY_ROWS,
+    LEGACY_SPEC,
+    LEGACY_TABLE,
+    LEGACY_TRIGGERS,
+    LEGACY_WRITES,
     InstanceEvidence,
     LegacyDecision,
     LegacyFacts,
     classify_legacy,
+    decide_legacy,
+    legacy_engine,
     select_evidence,
 )
 from ._machine import (
+    ALL_SPECS,
     Lifecycle,
     Step,
     attempt_machine,
@@ -23,14 +47,26 @@ from ._machine import (
     validate_all,
     validate_spec,
 )
+from ._primary import (
+    PRIMARY_DECISION_SPEC,
+    PrimaryCore,
+    PrimaryDecision,
+    decide_primary,
+    primary_engine,
+    receipt_terminal,
+)
+from ._primary_table import (
+    PRIMARY_DECISIONS,
+    PRIMARY_EVIDENCE,
+    PRIMARY_EVIDENCE_FIELDS,
+    PRIMARY_TABLE,
+)
 from ._tables import (
-    ALL_SPECS,
     ATTEMPT_ACTIVE,
     ATTEMPT_SPEC,
     ATTEMPT_STATES,
     ATTEMPT_TERMINAL,
-    LEGACY_OUTCOMES,
-    LEGACY_SPEC,
+    RECEIPT_TRIGGERS,
     RUN_SPEC,
     RUN_STATES,
     RUN_TERMINAL,
@@ -45,13 +81,31 @@ __all__ = [
     "ATTEMPT_STATES",
     "ATTEMPT_TERMINAL",
     "GUARDS",
+    "LEGACY_DECISION_SPEC",
+    "LEGACY_EVIDENCE",
     "LEGACY_GUARD_ROWS",
     "LEGACY_OUTCOMES",
+    "LEGACY_ROWS",
+    "LEGACY_ROW_FACTS",
     "LEGACY_SPEC",
+    "LEGACY_TABLE",
+    "LEGACY_TRIGGERS",
+    "LEGACY_WRITES",
+    "PRIMARY_DECISIONS",
+    "PRIMARY_DECISION_SPEC",
+    "PRIMARY_EVIDENCE",
+    "PRIMARY_EVIDENCE_FIELDS",
+    "PRIMARY_GUARDS",
+    "PRIMARY_TABLE",
+    "RECEIPT_TRIGGERS",
     "RUN_SPEC",
     "RUN_STATES",
     "RUN_TERMINAL",
+    "Case",
+    "DecisionRow",
+    "DecisionTable",
     "Edge",
+    "EvidenceError",
     "FsmError",
     "GuardRefused",
     "IllegalTransition",
@@ -61,11 +115,19 @@ __all__ = [
     "Lifecycle",
     "MachineDefinitionError",
     "MachineSpec",
+    "Need",
+    "PrimaryCore",
+    "PrimaryDecision",
     "PrimaryFacts",
     "Step",
     "attempt_machine",
     "classify_legacy",
+    "decide_legacy",
+    "decide_primary",
+    "legacy_engine",
     "legacy_machine",
+    "primary_engine",
+    "receipt_terminal",
     "run_machine",
     "select_evidence",
     "transitions_config",

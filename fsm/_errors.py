@@ -39,3 +39,14 @@ class GuardRefused(FsmError):
         self.state = state
         self.event = event
         self.guard = guard
+
+
+class EvidenceError(FsmError):
+    """Facts handed to a decision machine are not what its state can take (an unknown field,
+    or a fact the decision needs was never observed)."""
+
+    def __init__(self, machine: str, state: str, problem: str) -> None:
+        super().__init__(f"{machine}: in state {state!r}: {problem}")
+        self.machine = machine
+        self.state = state
+        self.problem = problem

@@ -2,6 +2,11 @@
 
 A guarded edge is taken only with evidence on which its guard holds, and the guard is
 evaluated again when the edge fires: the evidence is data, never a callback into I/O.
+
+The ADR-0068 predicates below serve twice, under one name: as the conditions of the decision
+machine (``fsm/_primary.py``: which row of spec 04 matches) and as the guards of the Run and
+Attempt edges that the decision's write fires (``fsm/_tables.py``). Both see the same observed
+facts, so the commit cannot take an edge the decision did not choose.
 """
 
 from __future__ import annotations
@@ -10,9 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ._legacy import LegacyFacts, classify_legacy
+from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, LegacyFacts, classify_legacy
+from ._tables import ATTEMPT_ACTIVE
 
-ReceiptRead = Literal["missing", "trusted", "invalid"]
+# "quarantined": the receipt path is empty but the Attempt's journal row says an earlier pass
+# quarantined its receipt (spec 03; docs/decisions.md D-3a). Only the first read reports it.
+ReceiptRead = Literal["missing", "trusted", "invalid", "quarantined"]
 ProcessVerdict = Literal["running", "not_running", "unknown"]
 
 
@@ -20,97 +28,255 @@ ProcessVerdict = Literal["running", "not_running", "unknown"]
 class PrimaryFacts:
     """What the ADR-0068 evidence sequence established for one candidate (spec 04).
 
+    A field left ``None`` means that step did not happen (that fact was not observed).
     ``first_receipt`` / ``second_receipt`` are the two reads of the one receipt path;
     ``grace_paid`` is true once at least one full grace has passed since this candidate's
-    probe. A field left ``None`` means that step did not happen.
+    probe. Which step fills which field: :data:`fsm.PRIMARY_EVIDENCE_FIELDS`.
     """
 
-    run_status: str
-    attempt_status: str | None = None
+    run_status: str | None = None
+    attempt_status: str | None = None  # the latest Attempt's (None: the Run has none)
     active_attempts: int = 0
     first_receipt: ReceiptRead | None = None
     process: ProcessVerdict | None = None
     handle_pid_matches: bool = False
     grace_paid: bool = False
     second_receipt: ReceiptRead | None = None
-    unchanged_on_recheck: bool = False
+    unchanged_on_recheck: bool | None = None
+    # The candidate page's status for this Run (spec 04 row 2 compares it with the re-read).
+    page_status: str | None = None
+    # The read of the Run and its Attempts (ADR-0068 §2 step 1).
+    run_present: bool | None = None
+    run_owner: str | None = None
+    attempt_count: int | None = None
+    executor_type: str | None = None  # the latest Attempt's
+    handle_present: bool | None = None
+    pid_valid: bool | None = None  # a positive integer pid
+    cancel_requested: bool | None = None  # spec 04 "Terminal mapping"
+    cancel_reason: str | None = None
+    # The read that found a receipt (first or second): why it is invalid, or its exit code.
+    receipt_problem: str | None = None
+    receipt_exit_code: int | None = None
+    # The probe's reason (boot_id_differs, pid_absent, invalid_handle, ...; spec 03).
+    probe_reason: str | None = None
+    # Any exception while handling the candidate (spec 04 row 14), already described.
+    error: str | None = None
+
+
+def _p(facts: object) -> PrimaryFacts | None:
+    return facts if isinstance(facts, PrimaryFacts) else None
+
+
+# --- spec 04 row 14 (and spec 05 row 12) -----------------------------------------------------
+
+
+def error_raised(facts: object) -> bool:
+    # An exception ends the candidate wherever it happened: failed, nothing more is looked at.
+    if isinstance(facts, PrimaryFacts):
+        return facts.error is not None
+    return isinstance(facts, LegacyFacts) and facts.error
+
+
+# --- spec 04 rows 1-4: the Run and its Attempts ------------------------------------------------
+
+
+def several_active_attempts(facts: object) -> bool:
+    f = _p(facts)
+    return f is not None and f.active_attempts > 1  # row 1
+
+
+def run_gone(facts: object) -> bool:
+    f = _p(facts)
+    return f is not None and f.run_present is False  # row 2
+
+
+def not_runtime_owned(facts: object) -> bool:
+    f = _p(facts)
+    return f is not None and f.run_present is True and f.run_owner != "runtime"  # row 2
+
+
+def status_changed(facts: object) -> bool:
+    # row 2: the Run moved since the candidate page was read.
+    f = _p(facts)
+    return f is not None and f.run_present is True and f.run_status != f.page_status
+
+
+def attempt_missing_before_start(facts: object) -> bool:
+    # spec 04 row 3: a dispatching Run whose Attempt was never created.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.run_status == "dispatching"
+        and f.attempt_status is None
+        and f.active_attempts == 0
+        and f.attempt_count in (None, 0)
+    )
+
+
+def no_active_attempt_otherwise(facts: object) -> bool:
+    f = _p(facts)
+    return f is not None and f.run_present is True and f.active_attempts == 0  # row 3b
+
+
+def latest_attempt_not_active(facts: object) -> bool:
+    f = _p(facts)
+    return (
+        f is not None
+        and f.run_present is True
+        and f.attempt_status is not None
+        and f.attempt_status not in ATTEMPT_ACTIVE
+    )  # row 4
+
+
+def one_active_latest_attempt(facts: object) -> bool:
+    # ADR-0068 §2 step 2: only a runtime Run, unchanged since the page, whose one active
+    # Attempt is its latest, has a receipt worth reading.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.run_present is True
+        and f.run_owner == "runtime"
+        and f.page_status is not None
+        and f.run_status == f.page_status
+        and f.active_attempts == 1
+        and f.attempt_status in ATTEMPT_ACTIVE
+    )
+
+
+# --- spec 04 rows 5-8: the receipt, read first ------------------------------------------------
 
 
 def trusted_receipt(facts: object) -> bool:
     # ADR-0068 §2 steps 2-4: a receipt counts only once authenticated against the database.
-    return isinstance(facts, PrimaryFacts) and (
-        facts.first_receipt == "trusted" or facts.second_receipt == "trusted"
+    f = _p(facts)
+    return f is not None and (f.first_receipt == "trusted" or f.second_receipt == "trusted")
+
+
+def invalid_receipt(facts: object) -> bool:
+    f = _p(facts)  # row 6 (and row 13 when the second read finds it)
+    return f is not None and (f.first_receipt == "invalid" or f.second_receipt == "invalid")
+
+
+def quarantined_earlier(facts: object) -> bool:
+    # row 6: an earlier pass quarantined this Attempt's receipt; the invalid fact stands.
+    f = _p(facts)
+    return f is not None and f.first_receipt == "quarantined"
+
+
+def unstarted_claim(facts: object) -> bool:
+    # ADR-0068 §2 step 5: `claimed` is the fact that nothing was started; no probe needed.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.first_receipt == "missing"
+        and f.attempt_status == "claimed"
+        and f.active_attempts == 1
+        and f.process is None
     )
+
+
+def executor_not_local_process(facts: object) -> bool:
+    f = _p(facts)  # row 8
+    return (
+        f is not None
+        and f.run_present is True
+        and f.first_receipt == "missing"
+        and f.executor_type != "local_process"
+    )
+
+
+def handle_missing(facts: object) -> bool:
+    f = _p(facts)  # row 8
+    return f is not None and f.first_receipt == "missing" and f.handle_present is False
+
+
+def pid_invalid(facts: object) -> bool:
+    f = _p(facts)  # row 8
+    return f is not None and f.first_receipt == "missing" and f.pid_valid is False
+
+
+def durable_identity_stored(facts: object) -> bool:
+    # ADR-0068 §2 step 5: starting/running may only be judged by the exact durable identity.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.first_receipt == "missing"
+        and f.attempt_status in ("starting", "running")
+        and f.executor_type == "local_process"
+        and f.handle_present is True
+        and f.pid_valid is True
+    )
+
+
+# --- spec 04 rows 9-13: the probe, then the grace and the second read -------------------------
+
+
+def provider_unavailable(facts: object) -> bool:
+    f = _p(facts)  # row 9
+    return f is not None and f.process == "unknown" and f.probe_reason == "provider_unavailable"
+
+
+def identity_unknown(facts: object) -> bool:
+    # row 10: invalid handle or unsupported platform. Unknown is never "gone" (ADR-0068 §3).
+    f = _p(facts)
+    return f is not None and f.process == "unknown" and f.probe_reason != "provider_unavailable"
+
+
+def handle_pid_mismatch(facts: object) -> bool:
+    f = _p(facts)  # row 11
+    return f is not None and f.process in ("running", "not_running") and not f.handle_pid_matches
+
+
+def exact_process_running(facts: object) -> bool:
+    # spec 04 row 12: the exact durable identity (boot id, pid, group, start ticks) is alive.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.first_receipt == "missing"
+        and f.process == "running"
+        and f.handle_pid_matches
+    )
+
+
+def trusted_not_running(facts: object) -> bool:
+    # row 13, first part: trusted negative evidence leads only to the grace (ADR-0068 §2.6).
+    f = _p(facts)
+    return (
+        f is not None
+        and f.first_receipt == "missing"
+        and f.process == "not_running"
+        and f.handle_pid_matches
+    )
+
+
+def grace_elapsed(facts: object) -> bool:
+    f = _p(facts)  # row 13: at least one full grace since this candidate's probe
+    return f is not None and f.process == "not_running" and f.grace_paid
+
+
+def receipt_still_missing(facts: object) -> bool:
+    f = _p(facts)  # row 13: the second read, after the grace, found nothing either
+    return f is not None and f.grace_paid and f.second_receipt == "missing"
+
+
+def changed_on_recheck(facts: object) -> bool:
+    f = _p(facts)  # row 13: the Run/Attempt moved meanwhile; lost would be a guess
+    return f is not None and f.unchanged_on_recheck is False
 
 
 def not_running_after_grace(facts: object) -> bool:
     # ADR-0068 §2 step 6: trusted negative evidence, then ONE grace, then the receipt read
     # again and found absent, then the database re-read unchanged. Nothing less gives lost.
+    f = _p(facts)
     return (
-        isinstance(facts, PrimaryFacts)
-        and facts.first_receipt == "missing"
-        and facts.process == "not_running"
-        and facts.handle_pid_matches
-        and facts.grace_paid
-        and facts.second_receipt == "missing"
-        and facts.unchanged_on_recheck
+        f is not None
+        and f.first_receipt == "missing"
+        and f.process == "not_running"
+        and f.handle_pid_matches
+        and f.grace_paid
+        and f.second_receipt == "missing"
+        and f.unchanged_on_recheck is True
     )
-
-
-def unstarted_claim(facts: object) -> bool:
-    # ADR-0068 §2 step 5: `claimed` is the fact that nothing was started; no probe needed.
-    return (
-        isinstance(facts, PrimaryFacts)
-        and facts.first_receipt == "missing"
-        and facts.attempt_status == "claimed"
-        and facts.active_attempts == 1
-        and facts.process is None
-    )
-
-
-def attempt_missing_before_start(facts: object) -> bool:
-    # spec 04 row 3: a dispatching Run whose Attempt was never created.
-    return (
-        isinstance(facts, PrimaryFacts)
-        and facts.run_status == "dispatching"
-        and facts.attempt_status is None
-        and facts.active_attempts == 0
-    )
-
-
-def exact_process_running(facts: object) -> bool:
-    # spec 04 row 12: the exact durable identity (boot id, pid, group, start ticks) is alive.
-    return (
-        isinstance(facts, PrimaryFacts)
-        and facts.first_receipt == "missing"
-        and facts.process == "running"
-        and facts.handle_pid_matches
-    )
-
-
-def _legacy_row(row: str) -> Callable[[object], bool]:
-    def guard(facts: object) -> bool:
-        return isinstance(facts, LegacyFacts) and classify_legacy(facts).row == row
-
-    return guard
-
-
-# The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
-LEGACY_GUARD_ROWS: Mapping[str, str] = {
-    "not_eligible": "1",
-    "unique_terminal_attempt": "2",
-    "no_active_attempt": "2b",
-    "multiple_active_attempts": "3",
-    "evidence_truncated": "4",
-    "ambiguous_selection": "5",
-    "stopped_with_finished": "6",
-    "unique_finished_evidence": "7",
-    "awaiting_system_crond": "8",
-    "no_spawn_evidence": "9",
-    "no_terminal_evidence": "10",
-    "illegal_combination": "11",
-    "error_raised": "12",
-}
 
 
 def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
@@ -120,11 +286,56 @@ def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
     return fn
 
 
-GUARDS: Mapping[str, Callable[[object], bool]] = {
-    "trusted_receipt": trusted_receipt,
-    "not_running_after_grace": not_running_after_grace,
-    "unstarted_claim": unstarted_claim,
-    "attempt_missing_before_start": attempt_missing_before_start,
-    "exact_process_running": exact_process_running,
-    **{name: _named(name, _legacy_row(row)) for name, row in LEGACY_GUARD_ROWS.items()},
+def _legacy_row(row: str) -> Callable[[object], bool]:
+    # On the legacy_shadow lifecycle a row's edge is taken only when THAT row is the first
+    # that matches (spec 05); the decision machine itself tries the rows' own facts in order.
+    def guard(facts: object) -> bool:
+        return isinstance(facts, LegacyFacts) and classify_legacy(facts).row == row
+
+    return guard
+
+
+PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
+    fn.__name__: fn
+    for fn in (
+        error_raised,
+        several_active_attempts,
+        run_gone,
+        not_runtime_owned,
+        status_changed,
+        attempt_missing_before_start,
+        no_active_attempt_otherwise,
+        latest_attempt_not_active,
+        one_active_latest_attempt,
+        trusted_receipt,
+        invalid_receipt,
+        quarantined_earlier,
+        unstarted_claim,
+        executor_not_local_process,
+        handle_missing,
+        pid_invalid,
+        durable_identity_stored,
+        provider_unavailable,
+        identity_unknown,
+        handle_pid_mismatch,
+        exact_process_running,
+        trusted_not_running,
+        grace_elapsed,
+        receipt_still_missing,
+        changed_on_recheck,
+        not_running_after_grace,
+    )
 }
+
+GUARDS: Mapping[str, Callable[[object], bool]] = {
+    **PRIMARY_GUARDS,
+    **{
+        name: _named(name, _legacy_row(row))
+        for name, row in LEGACY_GUARD_ROWS.items()
+        # row 12's guard is the shared one above: an exception is always the first match.
+        if name != "error_raised"
+    },
+    **LEGACY_STEP_GUARDS,
+}
+
+__all__ = ["GUARDS", "LEGACY_GUARD_ROWS", "PRIMARY_GUARDS", "PrimaryFacts"]

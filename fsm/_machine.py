@@ -15,7 +15,19 @@ from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
 from ._guards import GUARDS
-from ._tables import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
+from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
+from ._primary import PRIMARY_DECISION_SPEC
+from ._tables import ATTEMPT_SPEC, RUN_SPEC, Edge, MachineSpec
+
+# Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
+# per-candidate lifecycle, and the two decision machines.
+ALL_SPECS: tuple[MachineSpec, ...] = (
+    RUN_SPEC,
+    ATTEMPT_SPEC,
+    LEGACY_SPEC,
+    PRIMARY_DECISION_SPEC,
+    LEGACY_DECISION_SPEC,
+)
 
 
 def validate_spec(spec: MachineSpec) -> None:

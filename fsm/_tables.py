@@ -6,6 +6,10 @@ This is what the code DOES. What the design records SAY is transcribed separatel
 An :class:`Edge` is one transition of one machine. ``guard is None`` marks a lifecycle edge
 (ADR-0001's table); a named guard marks a reconciler decision edge whose guard is a pure
 predicate over the evidence (``fsm/_guards.py``).
+
+The reconcilers' decision tables are data too, in their own modules: ADR-0068's in
+``fsm/_primary.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
+``fsm/_legacy.py``.
 """
 
 from __future__ import annotations
@@ -137,6 +141,8 @@ _RECEIPT_TERMINALS: tuple[tuple[str, str], ...] = (
     ("cancel_by_receipt", "cancelled"),
     ("time_out_by_receipt", "timed_out"),
 )
+# spec 04 "Terminal mapping": the terminal status a trusted receipt leads to -> its trigger.
+RECEIPT_TRIGGERS: dict[str, str] = {dest: trigger for trigger, dest in _RECEIPT_TERMINALS}
 
 RUN_RECONCILER_EDGES: tuple[Edge, ...] = (
     # ADR-0068 §2 step 4: a receipt proves the process started and ended. A Run still
@@ -191,46 +197,3 @@ ATTEMPT_SPEC = MachineSpec(
     terminal=ATTEMPT_TERMINAL,
     edges=(*ATTEMPT_LIFECYCLE_EDGES, *ATTEMPT_RECONCILER_EDGES),
 )
-
-# --- Legacy-shadow per-candidate lifecycle (ADR-0448 §5, spec 05) ---------------------------
-# One candidate of one pass: it starts as `candidate` and ends in one of the nine outcomes.
-# The guards are "this row is the first that matches" (spec 05: first matching row wins), so
-# no edge can be taken with evidence that an earlier row claims.
-
-LEGACY_OUTCOMES: tuple[str, ...] = (
-    "completed",
-    "cancelled",
-    "abandoned",
-    "marked_lost",
-    "repaired",
-    "pending",
-    "ambiguous",
-    "skipped",
-    "failed",
-)
-
-LEGACY_EDGES: tuple[Edge, ...] = (
-    Edge("skip", "candidate", "skipped", "not_eligible", "ADR-0448 row 1"),
-    Edge("repair", "candidate", "repaired", "unique_terminal_attempt", "ADR-0448 row 2"),
-    Edge("hold", "candidate", "ambiguous", "no_active_attempt", "ADR-0448 row 2b"),
-    Edge("hold", "candidate", "ambiguous", "multiple_active_attempts", "ADR-0448 row 3"),
-    Edge("hold", "candidate", "ambiguous", "evidence_truncated", "ADR-0448 row 4"),
-    Edge("hold", "candidate", "ambiguous", "ambiguous_selection", "ADR-0448 row 5"),
-    Edge("cancel", "candidate", "cancelled", "stopped_with_finished", "ADR-0448 row 6"),
-    Edge("complete", "candidate", "completed", "unique_finished_evidence", "ADR-0448 row 7"),
-    Edge("wait", "candidate", "pending", "awaiting_system_crond", "ADR-0448 row 8"),
-    Edge("abandon", "candidate", "abandoned", "no_spawn_evidence", "ADR-0448 row 9"),
-    Edge("mark_lost", "candidate", "marked_lost", "no_terminal_evidence", "ADR-0448 row 10"),
-    Edge("hold", "candidate", "ambiguous", "illegal_combination", "ADR-0448 row 11"),
-    Edge("fail", "candidate", "failed", "error_raised", "ADR-0448 row 12"),
-)
-
-LEGACY_SPEC = MachineSpec(
-    name="legacy_shadow",
-    states=("candidate", *LEGACY_OUTCOMES),
-    initial="candidate",
-    terminal=frozenset(LEGACY_OUTCOMES),
-    edges=LEGACY_EDGES,
-)
-
-ALL_SPECS: tuple[MachineSpec, ...] = (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC)

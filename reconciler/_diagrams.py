@@ -8,7 +8,9 @@ plus ``README.md``, which shows each diagram beside the records' tables.
 Check: reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never
 the Python objects) and compares each with the records' tables of ``reconciler/_records.py``
 in both directions. Lifecycle (unguarded) edges answer to the ADR-0001 tables, guarded Run
-and Attempt edges to the ADR-0068 decision table, legacy-shadow edges to ADR-0448's.
+and Attempt edges to the ADR-0068 decision table, legacy-shadow edges to ADR-0448's; on the
+two decision machines every edge answers to one row (or evidence step) of its record's table,
+its label's row id (``row 13``) checked like its guard.
 
 Which ``dot``: ``--dot`` / ``QLFSM_DOT`` when given; else ``graphviz-pure`` (the pinned,
 pip-installable port of Graphviz in the ``diagrams`` extra) when installed, because its output

@@ -21,7 +21,11 @@ from ._records import RECORDS, ExpectedEdge, MachineRecord
 
 _SVG_NS = "{http://www.w3.org/2000/svg}"
 _SHAPES = {f"{_SVG_NS}{t}" for t in ("path", "polygon", "ellipse", "polyline", "rect")}
-_LABEL = re.compile(r"^(?P<trigger>[A-Za-z_][A-Za-z0-9_]*)(?: \[(?P<guard>[A-Za-z0-9_&! ]+)\])?$")
+# `trigger [guard]` on a lifecycle; `row 13 [guard]` or `step 2.2 [guard]` on a decision machine.
+_LABEL = re.compile(
+    r"^(?P<trigger>[A-Za-z_][A-Za-z0-9_]*|row [0-9A-Za-z]+|step [0-9.]+)"
+    r"(?: \[(?P<guard>[A-Za-z0-9_&! ]+)\])?$"
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class DrawnEdge:
     dest: str
     guard: str | None
     label: str
+    trigger: str = ""  # the label's part before the guard (a decision machine's row id)
 
     def show(self) -> str:
         guard = f" [{self.guard}]" if self.guard is not None else ""
@@ -52,7 +57,9 @@ def _edge_from_label(source: str, dest: str, line: str, drawing: Drawing) -> Non
     if m is None:
         drawing.problems.append(f"unreadable edge label {line!r} on {source} -> {dest}")
         return
-    drawing.edges.append(DrawnEdge(source, dest, m.group("guard"), line.strip()))
+    drawing.edges.append(
+        DrawnEdge(source, dest, m.group("guard"), line.strip(), m.group("trigger"))
+    )
 
 
 def parse_svg(text: str) -> Drawing:
@@ -124,6 +131,10 @@ def parse_mermaid(text: str) -> Drawing:
 # --- check ---------------------------------------------------------------------------------
 
 
+# An edge as compared: source, dest, guard, and (decision machines only) the row label.
+_Key = tuple[str, str, str | None, str | None]
+
+
 def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     """Every difference between a record and a drawing, each naming the row it comes from."""
     out: list[str] = list(drawing.problems)
@@ -150,12 +161,13 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
             f"initial state drawn: {shown}; the records start at {record.initial} "
             f"({record.states_cite})"
         )
-    rows: dict[tuple[str, str, str | None], ExpectedEdge] = {
-        (e.source, e.dest, e.guard): e for e in record.edges
+    # On a decision machine the row id in the label is checked like the guard (spec 07).
+    rows: dict[_Key, ExpectedEdge] = {
+        (e.source, e.dest, e.guard, e.label if record.labelled else None): e for e in record.edges
     }
-    seen: Counter[tuple[str, str, str | None]] = Counter()
+    seen: Counter[_Key] = Counter()
     for e in drawing.edges:
-        key = (e.source, e.dest, e.guard)
+        key = (e.source, e.dest, e.guard, e.trigger if record.labelled else None)
         seen[key] += 1
         if key not in rows:
             out.append(f"edge not in any table: {e.show()} (drawn as {e.label!r})")

@@ -24,16 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from fsm import ALL_SPECS, MachineSpec, transitions_config
 
-from ._records import (
-    ADR_0001_ATTEMPT_TABLE,
-    ADR_0001_RUN_TABLE,
-    ADR_0068_TABLE,
-    ADR_0448_TABLE,
-    RECORDS,
-    DecisionRow,
-    LifecycleRow,
-    MachineRecord,
-)
+from ._diagrams_readme import readme_text
 
 PINNED_RENDERER = "graphviz-pure"
 INSTALL_HINT = "pip install 'graphviz-pure==0.2.2' (or: apt-get install -y graphviz)"
@@ -68,6 +59,14 @@ class _Look:
     ranksep: str = "0.6"
     # The record whose decision table the guarded edges come from.
     decisions: str = "ADR-0068"
+    # A decision machine (spec 07): boxes are the evidence it waits for, edges are its rows.
+    decision_machine: bool = False
+    # A second line under a state's name (a decision's summary outcome).
+    notes: tuple[tuple[str, str], ...] = ()
+    # Guarded edges drawn light: the exception row, which leaves every evidence state.
+    muted_guards: frozenset[str] = frozenset()
+    # How the legend explains a double border.
+    terminal_mark: str = "double border: terminal"
 
 
 _LOOKS: dict[str, _Look] = {
@@ -112,6 +111,50 @@ _LOOKS: dict[str, _Look] = {
         ),
         ranksep="1.4",
         decisions="ADR-0448",
+    ),
+    "primary_decision": _Look(
+        title="ADR-0068 decision (spec 04: the evidence order, every row an edge)",
+        # spec 04 "Summary": the outcome each decision counts as (unresolved and failed block
+        # the start). Written under the name rather than drawn as clusters: a cluster's title
+        # collides with the labels of the short row-14 edges.
+        notes=(
+            ("completed", "recovered"),
+            ("lost", "recovered"),
+            ("retained", "remaining"),
+            ("quarantined", "unresolved"),
+        ),
+        spine=(
+            "read_run",
+            "read_receipt",
+            "probe",
+            "pay_grace",
+            "reread_receipt",
+            "recheck_run",
+            "lost",
+        ),
+        # Room for the labels of the evidence steps with a wider font than dot measured.
+        ranksep="1.0",
+        decisions="ADR-0068",
+        decision_machine=True,
+        muted_guards=frozenset({"error_raised"}),
+        terminal_mark="double border: the decision (in brackets: the summary outcome)",
+    ),
+    "legacy_decision": _Look(
+        title="ADR-0448 decision (spec 05: the evidence order, every row an edge)",
+        groups=(
+            _Group(
+                "writes",
+                "writes Attempt/Run",
+                ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
+            ),
+            _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
+        ),
+        spine=("read_run", "read_attempts", "read_evidence", "marked_lost"),
+        ranksep="1.2",
+        decisions="ADR-0448",
+        decision_machine=True,
+        muted_guards=frozenset({"error_raised"}),
+        terminal_mark="double border: the decision, a counter of the report",
     ),
 }
 
@@ -207,23 +250,38 @@ def _html_label(rows: list[str]) -> str:
 
 def _legend(title: str, look: _Look, has_lifecycle: bool) -> str:
     # The picture explains itself when opened alone (the README repeats it in words); it
-    # names only the marks this machine uses.
-    parts: list[str] = []
-    if has_lifecycle:
-        parts.append("black: ADR-0001 lifecycle trigger")
-    parts.append(
-        f'<font color="{_DECISION_COLOR}">blue: {look.decisions} decision, trigger [guard]</font>'
-    )
+    # names only the marks this machine uses. One mark per line: dot places each text piece
+    # by ITS font metrics, and pieces side by side overlap when a viewer's sans-serif is wider.
+    items: list[tuple[str, str]] = []
+    if look.decision_machine:
+        items.append(("black", "box: the evidence the decision waits for, in the record's order"))
+        items.append(
+            (
+                _DECISION_COLOR,
+                f"blue: row N [guard] of the {look.decisions} table, first match wins",
+            )
+        )
+        items.append((_DECISION_COLOR, "step N [guard]: gather the next evidence"))
+    else:
+        if has_lifecycle:
+            items.append(("black", "black: ADR-0001 lifecycle trigger"))
+        items.append((_DECISION_COLOR, f"blue: {look.decisions} decision, trigger [guard]"))
     if has_lifecycle and look.muted_into:
-        parts.append(f'<font color="{_MUTED_COLOR}">grey: cancel / time-out</font>')
-    parts.append("double border: terminal")
+        items.append((_MUTED_COLOR, "grey: cancel / time-out"))
+    if look.muted_guards:
+        items.append((_MUTED_COLOR, "grey: an exception, in whichever state it happens"))
+    items.append(("black", look.terminal_mark))
     if look.awaiting:
-        parts.append("dashed: not terminal, awaits a decision")
+        items.append(("black", "dashed: not terminal, awaits a decision"))
+    lines = "".join(
+        f'<tr><td align="left"><font point-size="11" color="{color}">{escape(text)}</font>'
+        "</td></tr>"
+        for color, text in items
+    )
     return (
-        '<<table border="0" cellborder="0" cellspacing="2">'
+        '<<table border="0" cellborder="0" cellspacing="1">'
         f'<tr><td><font point-size="18">{escape(title)}</font></td></tr>'
-        f'<tr><td><font point-size="11">{";   ".join(parts)}</font></td></tr>'
-        "</table>>"
+        f"{lines}</table>>"
     )
 
 
@@ -279,6 +337,9 @@ def _dot_graph_class() -> Any:
                 label = name
                 if name in self.machine.review_look.awaiting:
                     label = f"{name}\\n(not terminal)"
+                notes = dict(self.machine.review_look.notes)
+                if name in notes:
+                    label = f"{name}\\n({notes[name]})"
                 container.node(name, label=label, **style)
 
         def _add_edges(self, transitions: list[dict[str, Any]], container: Any) -> None:
@@ -295,14 +356,17 @@ def _dot_graph_class() -> Any:
             for (src, dst), items in pairs.items():
                 plain = [t for t in items if not t.get("conditions")]
                 guarded = [t for t in items if t.get("conditions")]
-                muted = not guarded and dst in look.muted_into
+                quiet = [t for t in guarded if set(t["conditions"]) <= look.muted_guards]
+                loud = [t for t in guarded if t not in quiet]
+                muted = not loud and (bool(quiet) or dst in look.muted_into)
                 plain_color = _MUTED_COLOR if muted else "black"
                 rows = [_html_row(x, plain_color) for x in _label_lines(self, plain)]
-                rows += [_html_row(x, _DECISION_COLOR) for x in _label_lines(self, guarded)]
+                rows += [_html_row(x, _DECISION_COLOR) for x in _label_lines(self, loud)]
+                rows += [_html_row(x, _MUTED_COLOR) for x in _label_lines(self, quiet)]
                 attrs = {
                     "label": _html_label(rows),
                     "class": "decision" if guarded else "lifecycle",
-                    "color": _DECISION_COLOR if guarded else plain_color,
+                    "color": _DECISION_COLOR if loud else plain_color,
                 }
                 if (src, dst) in spine:
                     attrs["weight"] = "8"
@@ -495,124 +559,7 @@ def render(
 # --- README ---------------------------------------------------------------------------------
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> list[str]:
-    lines = ["| from | allowed to |", "|---|---|"]
-    for row in table:
-        dests = [f"`{d}`" for d in row.allowed]
-        dests += [f"`{d}` (\\*)" for d, _ in row.amended]
-        lines.append(f"| `{row.source}` | {', '.join(dests) or 'none (terminal)'} |")
-    return lines
-
-
-def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -> list[str]:
-    heads = " | ".join(f"{m} edges" for m in machines)
-    lines = [f"| # | facts | outcome | {heads} |", "|---|---|---|" + "---|" * len(machines)]
-    for row in table:
-        cells = []
-        for m in machines:
-            edges = [e for e in row.edges if e.machine == m]
-            cells.append("<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—")
-        outcome = row.outcome + (f" *({row.note})*" if row.note else "")
-        lines.append(f"| {row.row} | {_cell(row.facts)} | {_cell(outcome)} | {' | '.join(cells)} |")
-    return lines
-
-
-def _expected_table(record: MachineRecord) -> list[str]:
-    lines = ["| edge | guard | record |", "|---|---|---|"]
-    for e in record.edges:
-        guard = f"`{e.guard}`" if e.guard else "—"
-        lines.append(f"| `{e.source} -> {e.dest}` | {guard} | {e.cites} |")
-    return lines
-
-
-_README_HEAD = """\
-# Diagrams
-
-Generated by `qlfsm diagrams render` from the machines in `fsm/` (`fsm.ALL_SPECS`, drawn by
-`transitions`' diagram extension). Do not edit by hand. `qlfsm diagrams check` reads the
-rendered SVG and Mermaid files back and compares them, edge by edge and in both directions,
-with the records' tables transcribed in `reconciler/_records.py`; CI runs it, and a test fails
-when these files are out of date.
-
-How to read a diagram:
-
-- a rounded box is a state; a **double border** (grey) marks a terminal state; a **dashed
-  border** (yellow) marks the Run's `lost`, which is not terminal: it awaits a retry-policy
-  decision (spec 01);
-- the black dot points at the initial state;
-- one arrow per pair of states, one label line per transition on it: a **black** line is an
-  ADR-0001 lifecycle trigger, a **blue** line is a reconciler decision `trigger [guard]`
-  whose guard names the evidence that must hold (ADR-0068 for Run and Attempt, ADR-0448 for
-  legacy-shadow); an arrow is blue when a reconciler may take it;
-- **grey** arrows are the `cancel` / `time_out` edges that ADR-0001 allows from most states,
-  drawn light so that the main path stands out.
-
-A trusted receipt for a Run still `dispatching` (an Attempt still `claimed`/`starting`) walks
-legal edges through `running`, each guarded `trusted_receipt`, because ADR-0001 has no
-`dispatching -> succeeded` edge (ADR-0068 row 5; the reconciler never writes an illegal edge).
-
-Files per machine: `<machine>.dot` (the Graphviz source), `<machine>.svg` (drawn by `dot`
-from it), `<machine>.mmd` (Mermaid, shown below, which GitHub renders inline).
-"""
-
-_README_DOT = """\
-## Rendering and checking
-
-```sh
-pip install -e '.[diagrams]'   # transitions' graphviz engine + graphviz-pure (a `dot`)
-qlfsm diagrams render          # rewrites this folder
-qlfsm diagrams check           # exit 0: every drawn edge is a row and every row is drawn
-```
-
-Which `dot` `render` runs, in this order: `--dot PATH` or `QLFSM_DOT` when given; else
-`graphviz-pure` when installed (a pip-installable, pure-Rust port of Graphviz's `dot`, pinned in
-the `diagrams` extra); else the system `dot` on `PATH` (Debian: `apt-get install -y graphviz`).
-The pinned port comes first because its output is byte-identical on every machine, so
-re-rendering never churns the committed SVGs; Debian's `dot` draws the same graph, edge for
-edge, but lays text out with whatever fonts the machine has, so its coordinates vary. The
-committed SVGs were drawn with `graphviz-pure`.
-
-The staleness test compares `*.dot`, `*.mmd` and this README byte for byte, each SVG by what it
-draws (states, terminal marks, edges and labels) and by the digest of the source it was drawn
-from, and, with `graphviz-pure`, the SVG bytes too. `qlfsm diagrams check` needs no `dot` at
-all: it reads the SVG and Mermaid files.
-"""
-
-
 def readme(specs: Sequence[MachineSpec], mermaid: dict[str, str]) -> str:
-    parts: list[str] = [_README_HEAD]
-    records = {r.machine: r for r in RECORDS}
-    for spec in specs:
-        look = _look(spec.name)
-        parts.append(f"## {look.title}\n")
-        parts.append(f"![{spec.name} diagram]({spec.name}.svg)\n")
-        record = records.get(spec.name)
-        if spec.name == "run":
-            parts.append("### ADR-0001 Run table (spec 01 §Run)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n")
-            parts.append(
-                "(\\*) `lost -> retry_wait` is not in ADR-0001's table: the QingLong 3.0 "
-                "implementation added it for lost-run retry (ADR-0380 amendment).\n"
-            )
-        elif spec.name == "attempt":
-            parts.append("### ADR-0001 Attempt table (spec 01 §Attempt)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n")
-        if record is not None:
-            parts.append(f"### Every edge the {spec.name} diagram must show\n")
-            parts.append("\n".join(_expected_table(record)) + "\n")
-        parts.append(f"### Mermaid ({spec.name}.mmd)\n")
-        parts.append("```mermaid\n" + mermaid[spec.name].rstrip("\n") + "\n```\n")
-    parts.append("## ADR-0068 decision table (spec 04 §Per candidate)\n")
-    parts.append(
-        "First matching row wins. Rows without edges move no state (unresolved / failed).\n"
-    )
-    parts.append("\n".join(_decision_table(ADR_0068_TABLE, ("run", "attempt"))) + "\n")
-    parts.append("## ADR-0448 decision table (spec 05 §Per candidate)\n")
-    parts.append("First matching row wins; each row ends the candidate in one outcome.\n")
-    parts.append("\n".join(_decision_table(ADR_0448_TABLE, ("legacy_shadow",))) + "\n")
-    parts.append(_README_DOT)
-    return "\n".join(parts)
+    """``diagrams/README.md``: each diagram beside the records' tables it is checked against."""
+    titles = {spec.name: _look(spec.name).title for spec in specs}
+    return readme_text(specs, mermaid, titles)

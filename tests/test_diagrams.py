@@ -12,6 +12,8 @@ import dataclasses
 import hashlib
 import re
 import shutil
+from collections.abc import Callable
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -34,8 +36,12 @@ from reconciler._records import (
     ADR_0001_RUN_TABLE,
     ADR_0068_TABLE,
     ADR_0448_TABLE,
+    LEGACY_DECISION_RECORD,
+    PRIMARY_DECISION_RECORD,
     RECORDS,
     RECORDS_BY_MACHINE,
+    ExpectedEdge,
+    MachineRecord,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,7 +95,8 @@ def test_check_passes_on_the_committed_diagrams(capsys: pytest.CaptureFixture[st
     code, out, err = _run(capsys, ["check"])
     assert (code, err) == (0, ""), out
     assert DEFAULT_DIR == COMMITTED
-    assert out.startswith("diagrams check: 3 machines")
+    # Run, Attempt, legacy-shadow, and the two decision machines (spec 07).
+    assert out.startswith("diagrams check: 5 machines")
 
 
 def test_the_committed_sources_and_readme_are_what_a_fresh_render_writes() -> None:
@@ -170,6 +177,33 @@ def test_the_readme_shows_each_diagram_with_its_tables_and_mermaid() -> None:
     assert "ADR-0001 has no\n`dispatching -> succeeded` edge" in readme
     assert "| 13 | probe: `not_running` |" in readme
     assert "graphviz-pure" in readme
+    # The decision machines beside their tables: each row with its arrows.
+    assert (
+        "| 9 | probe: `unknown / provider_unavailable` | failed | "
+        "`probe -> failed [provider_unavailable]` | — | — |"
+    ) in readme
+    assert (
+        "| 6 | matched row has `finished_at` and status stopped | Attempt + Run → `cancelled`, "
+        "reason `reconcile` → cancelled | `read_evidence -> cancelled [stopped_with_finished]` "
+        "| `candidate -> cancelled [stopped_with_finished]` |"
+    ) in readme
+    assert "| `probe -> failed` | `row 9 [provider_unavailable]` | ADR-0068 row 9 |" in readme
+
+
+def _graph_label_lines(svg: str) -> list[tuple[str, str]]:
+    """(y, text) of the texts of the graph's own label (title and legend)."""
+    head = svg[svg.index('<g id="graph0"') : svg.index("<g id=", svg.index('<g id="graph0"') + 1)]
+    return re.findall(r'<text [^>]*y="([-0-9.]+)"[^>]*>([^<]*)</text>', head)
+
+
+def test_each_legend_mark_has_a_line_of_its_own_so_no_font_can_make_them_overlap() -> None:
+    # dot places every text piece by ITS font's metrics: pieces side by side on one line
+    # overlapped when a viewer's sans-serif was wider than the one dot measured.
+    for spec in ALL_SPECS:
+        lines = _graph_label_lines((COMMITTED / f"{spec.name}.svg").read_text())
+        ys = [y for y, _ in lines]
+        assert len(lines) >= 3, spec.name
+        assert len(set(ys)) == len(ys), (spec.name, lines)
 
 
 # --- The check fails on a wrong machine, naming the edge ------------------------------------
@@ -308,6 +342,201 @@ def test_states_must_match_the_records_in_both_directions(
     assert "attempt.svg: state not in any table: zombie" in lines
     starting = "ADR-0001 Attempt table, row starting"
     assert f"attempt.svg: missing edge starting -> timed_out ({starting})" in lines
+
+
+# --- The decision machines: every row is a labelled edge of the rendered SVG ----------------
+
+
+def _edge_group(svg: str, source: str, dest: str, label: str) -> str:
+    """The drawn edge (one <g class="edge">) from ``source`` to ``dest`` carrying ``label``."""
+    title = escape(f"{source}->{dest}").replace("-", "&#45;")
+    found = [
+        g
+        for g in re.findall(r'<g id="edge\d+" class="edge[^"]*">.*?</g>\n', svg, flags=re.S)
+        if f"<title>{title}</title>" in g and f">{escape(label)}</text>" in g
+    ]
+    assert len(found) == 1, (source, dest, label)
+    return str(found[0])
+
+
+def _cut_edge_with(svg: str, source: str, dest: str, label: str) -> str:
+    """The SVG without that drawn edge (all of it: every row it carries goes)."""
+    return svg.replace(_edge_group(svg, source, dest, label), "")
+
+
+def _relabel(svg: str, source: str, dest: str, old: str, new: str) -> str:
+    group = _edge_group(svg, source, dest, old)
+    return svg.replace(group, group.replace(f">{escape(old)}</text>", f">{escape(new)}</text>"))
+
+
+def _check_edited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: str, edit: Callable[[str], str]
+) -> tuple[int, list[str]]:
+    shutil.copytree(COMMITTED, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / f"{machine}.svg"
+    path.write_text(edit(path.read_text()))
+    code, out, _ = _run(capsys, ["check", "--dir", str(tmp_path)])
+    return code, out.splitlines()
+
+
+def test_cutting_the_edge_of_row_9_of_spec_04_from_the_svg_fails_the_check_naming_row_9(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = _check_edited(
+        tmp_path,
+        capsys,
+        "primary_decision",
+        lambda svg: _cut_edge_with(svg, "probe", "failed", "row 9 [provider_unavailable]"),
+    )
+    assert code == 1
+    assert (
+        "primary_decision.svg: missing edge probe -> failed [provider_unavailable] (ADR-0068 row 9)"
+    ) in lines
+    # The same drawn edge carried row 14 from `probe`: named too, and nothing else.
+    assert lines == [
+        "primary_decision.svg: missing edge probe -> failed [provider_unavailable] "
+        "(ADR-0068 row 9)",
+        "primary_decision.svg: missing edge probe -> failed [error_raised] (ADR-0068 row 14)",
+        "diagrams check: 2 difference(s) with the records' tables",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "drawn"),
+    [
+        ("row 8 [provider_unavailable]", "probe -> failed [provider_unavailable]"),
+        ("row 9 [identity_unknown]", "probe -> failed [identity_unknown]"),
+    ],
+    ids=["wrong-row", "wrong-guard"],
+)
+def test_row_9_of_spec_04_with_a_wrong_label_fails_the_check_naming_row_9(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong: str, drawn: str
+) -> None:
+    code, lines = _check_edited(
+        tmp_path,
+        capsys,
+        "primary_decision",
+        lambda svg: _relabel(svg, "probe", "failed", "row 9 [provider_unavailable]", wrong),
+    )
+    assert code == 1
+    assert lines == [
+        f"primary_decision.svg: edge not in any table: {drawn} (drawn as {wrong!r})",
+        "primary_decision.svg: missing edge probe -> failed [provider_unavailable] "
+        "(ADR-0068 row 9)",
+        "diagrams check: 2 difference(s) with the records' tables",
+    ]
+
+
+def test_cutting_the_edge_of_row_6_of_spec_05_from_the_svg_fails_the_check_naming_row_6(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = _check_edited(
+        tmp_path,
+        capsys,
+        "legacy_decision",
+        lambda svg: _cut_edge_with(
+            svg, "read_evidence", "cancelled", "row 6 [stopped_with_finished]"
+        ),
+    )
+    assert code == 1
+    assert lines == [
+        "legacy_decision.svg: missing edge read_evidence -> cancelled [stopped_with_finished] "
+        "(ADR-0448 row 6)",
+        "diagrams check: 1 difference(s) with the records' tables",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "drawn"),
+    [
+        ("row 7 [stopped_with_finished]", "read_evidence -> cancelled [stopped_with_finished]"),
+        (
+            "row 6 [unique_finished_evidence]",
+            "read_evidence -> cancelled [unique_finished_evidence]",
+        ),
+    ],
+    ids=["wrong-row", "wrong-guard"],
+)
+def test_row_6_of_spec_05_with_a_wrong_label_fails_the_check_naming_row_6(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong: str, drawn: str
+) -> None:
+    code, lines = _check_edited(
+        tmp_path,
+        capsys,
+        "legacy_decision",
+        lambda svg: _relabel(
+            svg, "read_evidence", "cancelled", "row 6 [stopped_with_finished]", wrong
+        ),
+    )
+    assert code == 1
+    assert lines == [
+        f"legacy_decision.svg: edge not in any table: {drawn} (drawn as {wrong!r})",
+        "legacy_decision.svg: missing edge read_evidence -> cancelled [stopped_with_finished] "
+        "(ADR-0448 row 6)",
+        "diagrams check: 2 difference(s) with the records' tables",
+    ]
+
+
+def test_row_9_relabelled_in_the_mermaid_text_is_named_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(COMMITTED, tmp_path, dirs_exist_ok=True)
+    mmd = (tmp_path / "primary_decision.mmd").read_text()
+    edited = mmd.replace("row 9 [provider_unavailable]", "row 10 [provider_unavailable]")
+    assert edited != mmd
+    (tmp_path / "primary_decision.mmd").write_text(edited)
+    code, out, _ = _run(capsys, ["check", "--dir", str(tmp_path)])
+    assert code == 1
+    assert (
+        "primary_decision.mmd: missing edge probe -> failed [provider_unavailable] (ADR-0068 row 9)"
+    ) in out.splitlines()
+
+
+DECISION_EDGES: list[tuple[MachineRecord, ExpectedEdge]] = [
+    (record, edge)
+    for record in (PRIMARY_DECISION_RECORD, LEGACY_DECISION_RECORD)
+    for edge in record.edges
+]
+
+
+@pytest.mark.parametrize(
+    ("record", "edge"),
+    DECISION_EDGES,
+    ids=[f"{r.machine}:{e.source}:{e.label}:{e.guard}" for r, e in DECISION_EDGES],
+)
+def test_any_one_row_cut_or_relabelled_in_a_rendered_svg_is_named_by_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], record: MachineRecord, edge: ExpectedEdge
+) -> None:
+    label = f"{edge.label} [{edge.guard}]"
+    missing = f"{record.machine}.svg: missing edge {edge.show()} ({edge.cites})"
+    ends = (edge.source, edge.dest)
+    code, lines = _check_edited(
+        tmp_path, capsys, record.machine, lambda svg: _cut_edge_with(svg, *ends, label)
+    )
+    assert code == 1 and missing in lines
+    wrong = f"row 99 [{edge.guard}]"
+    code, lines = _check_edited(
+        tmp_path / "relabelled",
+        capsys,
+        record.machine,
+        lambda svg: _relabel(svg, *ends, label, wrong),
+    )
+    assert code == 1
+    assert lines[:2] == [
+        f"{record.machine}.svg: edge not in any table: {edge.show()} (drawn as {wrong!r})",
+        missing,
+    ]
+
+
+def test_every_row_of_both_decision_tables_is_an_edge_of_its_decision_machine() -> None:
+    rows = {r.row for r in ADR_0068_TABLE}
+    drawn = {e.label for e in PRIMARY_DECISION_RECORD.edges}
+    assert {f"row {r}" for r in rows} <= drawn
+    assert {f"row {r.row}" for r in ADR_0448_TABLE} <= {
+        e.label for e in LEGACY_DECISION_RECORD.edges
+    }
+    committed = parse_svg((COMMITTED / "primary_decision.svg").read_text())
+    assert {e.trigger for e in committed.edges} == drawn
 
 
 # --- The check reads the rendered files, not the Python objects -----------------------------

@@ -28,7 +28,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from reconciler._identity import ProcProvider, capture_handle  # noqa: E402
+from reconciler.node._identity import ProcProvider, capture_handle  # noqa: E402
 from storage import PRIMARY_CANDIDATES_SQL, connect, init_schema  # noqa: E402
 
 N = 256

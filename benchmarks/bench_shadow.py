@@ -19,8 +19,8 @@ import statistics
 import tempfile
 import time
 
-from reconciler._shadow_pass import run_pass
-from reconciler._shadow_report import BUDGETS
+from reconciler.shadow._pass import run_pass
+from reconciler.shadow._report import BUDGETS
 from storage import connect, init_schema, legacy_candidates
 
 T0 = 1_760_000_000_000

@@ -1,7 +1,7 @@
 """The lifecycles as plain data (like h11's ``_state.py``): the machines are built from this.
 
 This is what the code DOES. What the design records SAY is transcribed separately, in
-``reconciler/_records.py``; ``qlfsm diagrams check`` compares the two.
+``reconciler/diagrams/_records.py``; ``qlfsm diagrams check`` compares the two.
 
 An :class:`Edge` is one transition of one machine. ``guard is None`` marks a lifecycle edge
 (ADR-0001's table); a named guard marks a reconciler decision edge whose guard is a pure

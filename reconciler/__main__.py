@@ -1,5 +1,5 @@
 """`python -m reconciler` is `qlfsm`."""
 
-from reconciler._cli import main
+from reconciler.cli._main import main
 
 raise SystemExit(main())

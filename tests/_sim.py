@@ -1,10 +1,10 @@
 """The ordering-exploration harness (issue 6): one simulated node, every actor's atomic steps.
 
-Built on the same ports as the real parts: ``FakeClock`` (reconciler/_clock.py),
-``FakeProcessTable`` (reconciler/_identity.py), ``MemoryReceiptStore``
-(reconciler/_receipt_store.py) and a REAL SQLite file made by `db init`, in its own temporary
-directory. The reconcilers are the real, unmodified code: ``reconciler._primary.reconcile``
-and ``reconciler._shadow_pass.run_pass`` run in a worker thread, and every port call they make
+Built on the same ports as the real parts: ``FakeClock`` (reconciler/node/_clock.py),
+``FakeProcessTable`` (reconciler/node/_identity.py), ``MemoryReceiptStore``
+(reconciler/node/_receipt_store.py) and a REAL SQLite file made by `db init`, in its own temporary
+directory. The reconcilers are the real, unmodified code: ``reconciler.primary._pass.reconcile``
+and ``reconciler.shadow._pass.run_pass`` run in a worker thread, and every port call they make
 (the candidate query, each receipt read, each process probe, the grace, each COMMIT, each
 receipt delete or quarantine move, the legacy page and per-candidate decision, the gap between
 the two legacy commits) is a GATE: the worker stops there until the driver releases exactly
@@ -42,28 +42,28 @@ from unittest import mock
 
 from _support import init_db
 
-import reconciler._primary as primary_mod
-import reconciler._shadow_pass as shadow_mod
+import reconciler.primary._pass as primary_mod
+import reconciler.shadow._pass as shadow_mod
 from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
-from reconciler._clock import FakeClock
-from reconciler._identity import (
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import (
     CaptureFailed,
     Evidence,
     FakeProcessTable,
     capture_handle,
     parse_handle,
 )
-from reconciler._launcher import _mark_failed, new_token
-from reconciler._primary import GRACE_MS, reconcile
-from reconciler._receipt import Receipt, encode_receipt
-from reconciler._receipt_store import (
+from reconciler.node._launcher import _mark_failed, new_token
+from reconciler.node._receipt import Receipt, encode_receipt
+from reconciler.node._receipt_store import (
     Found,
     Invalid,
     MemoryReceiptStore,
     ReadResult,
     ReceiptExists,
 )
-from reconciler._shadow_report import Budget
+from reconciler.primary._pass import GRACE_MS, reconcile
+from reconciler.shadow._report import Budget
 from storage import (
     PRIMARY_CANDIDATES_SQL,
     Actor,
@@ -649,7 +649,7 @@ class World:
             and proc.state not in ("Z", "X", "x")
         )
 
-    # --- the launcher (mirrors reconciler/_launcher.launch, one rule per durable step) -------
+    # --- the launcher (mirrors reconciler/node/_launcher.launch, one rule per durable step) -------
 
     def db_free(self) -> bool:
         """False while the reconciler holds the write lock (parked at its COMMIT gate): a

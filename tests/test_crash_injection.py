@@ -46,7 +46,7 @@ import pytest
 from test_primary_support import dead_handle, linux_only, make_candidate, receipt, sleepers
 from test_shadow_support import LegacyDb
 
-from reconciler._receipt_store import FileReceiptStore, receipt_path
+from reconciler.node._receipt_store import FileReceiptStore, receipt_path
 from storage import Repository, connect
 
 DEAD = 16
@@ -60,7 +60,7 @@ HOOK = textwrap.dedent(
 
     if os.environ.get("QLFSM_TEST_GATES") == "1":
         import storage._connection as _c
-        import reconciler._receipt_store as _rs
+        import reconciler.node._receipt_store as _rs
 
         def _gate(name):
             sys.stderr.write("GATE " + name + "\\n")

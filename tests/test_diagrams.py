@@ -1,5 +1,6 @@
 """Diagrams (spec 07): rendered through `transitions` and a real Graphviz `dot`, then read back
-from the rendered files and checked against the records' tables (``reconciler/_records.py``).
+from the rendered files and checked against the records' tables
+(``reconciler/diagrams/_records.py``).
 
 Every test that draws runs a real ``dot`` (graphviz-pure from the ``diagrams`` extra, or the
 system one); none of them mocks the renderer.
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fsm import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
-from reconciler._diagrams import (
+from reconciler.cli._diagrams import (
     DEFAULT_DIR,
     PINNED_RENDERER,
     DiagramsError,
@@ -31,7 +32,7 @@ from reconciler._diagrams import (
     render_sources,
     source_digest,
 )
-from reconciler._records import (
+from reconciler.diagrams._records import (
     ADR_0001_ATTEMPT_TABLE,
     ADR_0001_RUN_TABLE,
     ADR_0068_TABLE,
@@ -653,7 +654,7 @@ def test_render_with_a_dot_that_does_not_exist_says_so_in_one_line(
 
 
 def test_the_records_module_is_transcribed_not_imported_from_fsm() -> None:
-    source = (REPO / "reconciler" / "_records.py").read_text()
+    source = (REPO / "reconciler" / "diagrams" / "_records.py").read_text()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             assert not (node.module or "").startswith("fsm"), node.module

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler._identity import (
+from reconciler.node._identity import (
     CaptureFailed,
     Evidence,
     FakeProcessTable,

@@ -27,12 +27,12 @@ from test_primary_support import (
     qlfsm,
 )
 
-from reconciler._clock import FakeClock
-from reconciler._identity import ProcProvider, inspect_handle, parse_handle
-from reconciler._launcher import LaunchFailed, LaunchRefused, launch
-from reconciler._primary import reconcile
-from reconciler._receipt import decode_receipt
-from reconciler._receipt_store import FileReceiptStore, Found
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import ProcProvider, inspect_handle, parse_handle
+from reconciler.node._launcher import LaunchFailed, LaunchRefused, launch
+from reconciler.node._receipt import decode_receipt
+from reconciler.node._receipt_store import FileReceiptStore, Found
+from reconciler.primary._pass import reconcile
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only

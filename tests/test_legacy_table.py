@@ -32,7 +32,7 @@ from fsm import (
     legacy_machine,
     validate_spec,
 )
-from reconciler._shadow_pass import TRIGGER_OF
+from reconciler.shadow._pass import TRIGGER_OF
 
 # spec 05 "Per candidate", transcribed from the spec.
 SPEC_05_ROWS = ["1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]

@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from test_orderings_stateful import NodeOrderings
 
-import reconciler._primary as primary_mod
-from reconciler._identity import Evidence
-from reconciler._primary_edges import RECEIPT_EXECUTOR
+import reconciler.primary._pass as primary_mod
+from reconciler.node._identity import Evidence
+from reconciler.primary._edges import RECEIPT_EXECUTOR
 from storage import AttemptChange
 
 Mutation = Callable[[pytest.MonkeyPatch], None]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from _sim import World
 
-import reconciler._shadow_pass as shadow_mod
+import reconciler.shadow._pass as shadow_mod
 
 
 @pytest.fixture

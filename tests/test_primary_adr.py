@@ -25,10 +25,10 @@ from test_primary_support import (
     sleepers,
 )
 
-from reconciler._clock import FakeClock
-from reconciler._identity import FakeProcessTable, ProcProvider, capture_handle
-from reconciler._primary import GRACE_MS, reconcile
-from reconciler._receipt_store import FileReceiptStore, MemoryReceiptStore
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import FakeProcessTable, ProcProvider, capture_handle
+from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
+from reconciler.primary._pass import GRACE_MS, reconcile
 from storage import Repository, connect
 
 
@@ -306,7 +306,7 @@ def test_each_second_read_is_a_full_grace_after_its_own_probe(repo: Repository, 
 
 
 def test_profiles_set_the_grace_and_cluster_profiles_refuse(conn: Any) -> None:
-    from reconciler._cliutil import UsageError
+    from reconciler.cli._util import UsageError
 
     assert GRACE_MS == {"edge": 50, "standalone": 100}
     for profile in ("cluster-control", "worker", "laptop"):
@@ -325,7 +325,7 @@ def test_the_zero_candidate_cli_path_imports_no_machine_repository_or_test_libra
     # and candidate modules of storage).
     code = (
         "import sys, json\n"
-        "from reconciler._primary_cli import primary_pass\n"
+        "from reconciler.cli._reconcile import primary_pass\n"
         f"summary, rc = primary_pass({str(db_path)!r}, {str(tmp_path / 'r')!r}, 'edge')\n"
         "light = {'storage', 'storage._connection', 'storage._errors', 'storage._candidates'}\n"
         "heavy = sorted(m for m in sys.modules if m not in light and m.split('.')[0] in "

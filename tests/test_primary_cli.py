@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm, sleepers
 
-from reconciler import _primary_cli
-from reconciler._cliutil import FatalError, UsageError
-from reconciler._primary_cli import check_receipt_root, primary_pass
-from reconciler._receipt_store import ReceiptRootError, validate_receipt_root
+from reconciler.cli import _reconcile as _primary_cli
+from reconciler.cli._reconcile import check_receipt_root, primary_pass
+from reconciler.cli._util import FatalError, UsageError
+from reconciler.node._receipt_store import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
 
 

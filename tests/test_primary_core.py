@@ -144,7 +144,7 @@ def _terminal(run: Run, read: Read) -> str:
 
 
 def old_pass(world: World) -> tuple[str, str, str]:
-    """The pass's if/else before the table (reconciler/_primary.py, phases 1 and 2),
+    """The pass's if/else before the table (reconciler/primary/_pass.py, phases 1 and 2),
     transcribed branch for branch: (row, outcome, reason)."""
     run = world.run
     attempts = world.attempts if run is not None else ()

@@ -17,10 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_primary_support import make_candidate, receipt
 
-from reconciler._clock import FakeClock
-from reconciler._identity import FakeProcessTable, capture_handle
-from reconciler._primary import reconcile
-from reconciler._receipt_store import MemoryReceiptStore
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node._receipt_store import MemoryReceiptStore
+from reconciler.primary._pass import reconcile
 from storage import Repository, connect
 
 FATES = ("alive", "exited", "zombie", "reused", "bad_handle")

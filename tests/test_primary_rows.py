@@ -25,8 +25,8 @@ from test_primary_support import (
     status,
 )
 
-from reconciler._clock import FakeClock
-from reconciler._receipt_store import FileReceiptStore, MemoryReceiptStore
+from reconciler.node._clock import FakeClock
+from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
 from storage import Repository, journal_get, journal_register
 
 # --- rows 1-4: the database alone decides ------------------------------------------------------

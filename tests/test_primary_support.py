@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from reconciler._clock import FakeClock
-from reconciler._identity import (
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import (
     ProcessProvider,
     ProcProvider,
     ProviderUnavailable,
     capture_handle,
 )
-from reconciler._primary import reconcile
-from reconciler._receipt import Receipt
-from reconciler._receipt_store import ReceiptStore
+from reconciler.node._receipt import Receipt
+from reconciler.node._receipt_store import ReceiptStore
+from reconciler.primary._pass import reconcile
 from storage import Actor, AttemptChange, Repository, RunChange
 
 T0 = 1_700_000_000_000

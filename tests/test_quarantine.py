@@ -17,10 +17,9 @@ from test_primary_support import (
     run_pass,
 )
 
-from reconciler._clock import FakeClock
-from reconciler._primary import QUARANTINE_KEEP_MS
-from reconciler._receipt import encode_receipt
-from reconciler._receipt_store import (
+from reconciler.node._clock import FakeClock
+from reconciler.node._receipt import encode_receipt
+from reconciler.node._receipt_store import (
     MAX_QUARANTINE_SLOTS,
     FileReceiptStore,
     MemoryReceiptStore,
@@ -29,6 +28,7 @@ from reconciler._receipt_store import (
     quarantine_ref,
     receipt_path,
 )
+from reconciler.primary._pass import QUARANTINE_KEEP_MS
 from storage import Repository, journal_get
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler._receipt import Receipt, encode_receipt
-from reconciler._receipt_store import (
+from reconciler.node._receipt import Receipt, encode_receipt
+from reconciler.node._receipt_store import (
     FileReceiptStore,
     Found,
     Invalid,

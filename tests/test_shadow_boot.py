@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, bulk_runs
 
-from reconciler._clock import FakeClock
-from reconciler._shadow import Origins, audit_record, parse_origins, run_shadow
-from reconciler._shadow_report import (
+from reconciler.node._clock import FakeClock
+from reconciler.shadow._entry import Origins, audit_record, parse_origins, run_shadow
+from reconciler.shadow._report import (
     BUDGETS,
     ConservationViolation,
     PassCounts,
@@ -89,7 +89,7 @@ def test_cluster_profiles_refuse_without_opening_storage(profile: str, tmp_path:
     missing = tmp_path / "never.db"
     code = (
         "import sys, json\n"
-        "from reconciler._shadow import run_shadow\n"
+        "from reconciler.shadow._entry import run_shadow\n"
         f"r = run_shadow({str(missing)!r}, origins='manual', environ={{}}, profile={profile!r})\n"
         "heavy = [m for m in ('storage', 'fsm', 'transitions', 'sqlite3') if m in sys.modules]\n"
         "print(json.dumps({'audit': r.audit, 'heavy': heavy}))\n"
@@ -105,7 +105,7 @@ def test_disabled_imports_nothing_heavy_and_never_opens_the_database(tmp_path: P
     missing = tmp_path / "missing.db"
     code = (
         "import sys\n"
-        "from reconciler._cli import main\n"
+        "from reconciler.cli._main import main\n"
         f"rc = main(['shadow', '--db', {str(missing)!r}, '--json'])\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in "
         "('storage', 'fsm', 'transitions', 'sqlite3')]\n"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, bulk_runs
 
-from reconciler import _shadow_pass
-from reconciler._clock import FakeClock
-from reconciler._shadow import run_shadow
+from reconciler.node._clock import FakeClock
+from reconciler.shadow import _pass as _shadow_pass
+from reconciler.shadow._entry import run_shadow
 from storage import candidates_sql, legacy_candidates
 
 

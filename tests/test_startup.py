@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb
 
-from reconciler import _shadow_cli
+from reconciler.cli import _shadow as _shadow_cli
 from storage import normalize_legacy
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
@@ -76,9 +76,9 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     db: LegacyDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     calls: list[str] = []
-    import reconciler._primary_cli as primary_cli
+    import reconciler.cli._reconcile as primary_cli
     import storage
-    from reconciler._shadow import run_shadow as real_shadow
+    from reconciler.shadow._entry import run_shadow as real_shadow
 
     real_norm, real_primary = storage.normalize_legacy, primary_cli.primary_pass
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler._receipt import decode_receipt
-from reconciler._receipt_store import FileReceiptStore, Found, receipt_path, temp_path
+from reconciler.node._receipt import decode_receipt
+from reconciler.node._receipt_store import FileReceiptStore, Found, receipt_path, temp_path
 
 RUN = "019f70d0-0000-7000-8000-000000000001"
 ATTEMPT = "019f70d0-0000-7000-8000-000000000002"
@@ -37,7 +37,7 @@ def launch_env(root: Path, started_at_ms: int = 1_000) -> dict[str, str]:
 
 
 def wrapper(*command: str) -> list[str]:
-    return [sys.executable, "-m", "reconciler._wrapper", *command]
+    return [sys.executable, "-m", "reconciler.node._wrapper", *command]
 
 
 def python(code: str) -> list[str]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from storage import AttemptRow, RunRow
-
 # Re-exported for the full pass; defined in the light module the fast path uses.
-from ._primary_cli import empty_summary as empty_summary
+from reconciler.cli._reconcile import empty_summary as empty_summary
+from storage import AttemptRow, RunRow
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 

@@ -1,7 +1,7 @@
 """Checking for `qlfsm diagrams check` (spec 07): the rendered files against the records.
 
 Reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never the
-Python objects) and compares each with the records' tables of ``reconciler/_records.py`` in
+Python objects) and compares each with the records' tables of ``reconciler/diagrams/_records.py`` in
 both directions. Runs no ``dot``: it only reads the files.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
-from ._diagrams_render import DiagramsError
-from ._records import RECORDS, ExpectedEdge, MachineRecord
+from reconciler.diagrams._records import RECORDS, ExpectedEdge, MachineRecord
+from reconciler.diagrams._render import DiagramsError
 
 # --- Reading the rendered files back --------------------------------------------------------
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ._cliutil import (
+from reconciler.cli._util import (
     EXIT_FATAL,
     EXIT_SAFE,
     EXIT_USAGE,
@@ -29,7 +29,7 @@ from ._cliutil import (
     run_command,
     table,
 )
-from ._shadow import (
+from reconciler.shadow._entry import (
     ORIGINS_ENV,
     PROFILE_ENV,
     PROFILES,
@@ -40,7 +40,7 @@ from ._shadow import (
     resolve_profile,
     run_shadow,
 )
-from ._shadow_report import OUTCOME_KEYS
+from reconciler.shadow._report import OUTCOME_KEYS
 
 
 class InvalidResumeCursor(Exception):
@@ -209,7 +209,7 @@ def _startup(argv: list[str]) -> int:
         ) from exc
     # Usage errors first, before anything is read or written (spec 06): the primary pass
     # would refuse these only after normalization and the shadow pass had run.
-    from ._primary_cli import check_profile, check_receipt_root, primary_pass
+    from reconciler.cli._reconcile import check_profile, check_receipt_root, primary_pass
 
     check_receipt_root(args.receipt_root)
     check_profile(profile)

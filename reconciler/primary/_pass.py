@@ -24,26 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import ATTEMPT_ACTIVE, EvidenceSequence, PrimaryFacts
-from reconciler._cliutil import UsageError
-from reconciler._clock import Clock
-from reconciler._identity import ProcessProvider, inspect_handle
-from reconciler._primary_edges import (
-    Plan,
-    adopt_running,
-    completion,
-    lose_attempt,
-    lose_missing_attempt,
-)
-from reconciler._primary_summary import (
-    CandidateResult,
-    Fingerprint,
-    describe,
-    empty_summary,
-    fingerprint,
-    summarize,
-)
-from reconciler._receipt import authenticate_receipt
-from reconciler._receipt_store import (
+from reconciler.cli._util import UsageError
+from reconciler.node._clock import Clock
+from reconciler.node._identity import ProcessProvider, inspect_handle
+from reconciler.node._receipt import authenticate_receipt
+from reconciler.node._receipt_store import (
     Found,
     Invalid,
     Missing,
@@ -53,6 +38,21 @@ from reconciler._receipt_store import (
     ReceiptStore,
     RootMissing,
     Unusable,
+)
+from reconciler.primary._edges import (
+    Plan,
+    adopt_running,
+    completion,
+    lose_attempt,
+    lose_missing_attempt,
+)
+from reconciler.primary._summary import (
+    CandidateResult,
+    Fingerprint,
+    describe,
+    empty_summary,
+    fingerprint,
+    summarize,
 )
 from storage import (
     AttemptRow,

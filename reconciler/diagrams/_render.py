@@ -4,7 +4,7 @@ Every machine of ``fsm.ALL_SPECS`` goes through `transitions`' diagram extension
 (``GraphMachine`` with its ``graphviz`` and ``mermaid`` engines, styled for review here) to a
 Graphviz source, an SVG drawn by the chosen ``dot`` from that source, and Mermaid text; plus
 ``README.md``, which shows each diagram beside the records' tables. The command and the
-choice of ``dot`` are described in ``reconciler/_diagrams.py``.
+choice of ``dot`` are described in ``reconciler/cli/_diagrams.py``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fsm import ALL_SPECS, MachineSpec, transitions_config
-
-from ._diagrams_readme import readme_text
+from reconciler.diagrams._readme import readme_text
 
 PINNED_RENDERER = "graphviz-pure"
 INSTALL_HINT = "pip install 'graphviz-pure==0.2.2' (or: apt-get install -y graphviz)"

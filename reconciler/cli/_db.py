@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from ._cliutil import UsageError, parser, print_json, table
+from reconciler.cli._util import UsageError, parser, print_json, table
 
 
 def db_command(argv: list[str]) -> int:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ._cliutil import EXIT_USAGE, run_command
+from reconciler.cli._util import EXIT_USAGE, run_command
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "db": ("reconciler._db_cli", "db_command", "db init --db PATH: create or upgrade the schema"),
-    "inspect": ("reconciler._db_cli", "inspect_command", "runs, attempts and events (read-only)"),
-    "reconcile": ("reconciler._primary_cli", "reconcile_command", "ADR-0068 start-up pass"),
-    "shadow": ("reconciler._shadow_cli", "shadow_command", "ADR-0448 legacy-shadow pass"),
-    "startup": ("reconciler._shadow_cli", "startup_command", "normalize, shadow, then primary"),
-    "launch": ("reconciler._launcher", "launch_command", "start a prepared run's command"),
-    "diagrams": ("reconciler._diagrams", "diagrams_command", "render / check the diagrams"),
-    "demo": ("reconciler._demo", "demo_command", "end-to-end demo in a fresh directory"),
+    "db": ("reconciler.cli._db", "db_command", "db init --db PATH: create or upgrade the schema"),
+    "inspect": ("reconciler.cli._db", "inspect_command", "runs, attempts and events (read-only)"),
+    "reconcile": ("reconciler.cli._reconcile", "reconcile_command", "ADR-0068 start-up pass"),
+    "shadow": ("reconciler.cli._shadow", "shadow_command", "ADR-0448 legacy-shadow pass"),
+    "startup": ("reconciler.cli._shadow", "startup_command", "normalize, shadow, then primary"),
+    "launch": ("reconciler.node._launcher", "launch_command", "start a prepared run's command"),
+    "diagrams": ("reconciler.cli._diagrams", "diagrams_command", "render / check the diagrams"),
+    "demo": ("reconciler.cli._demo", "demo_command", "end-to-end demo in a fresh directory"),
 }
 
 USAGE = (

@@ -3,7 +3,7 @@
 Kept light on purpose (ADR-0448 §1, spec 05 "Switches"): this module imports neither
 :mod:`storage` nor :mod:`fsm` (nor ``transitions``). Only when at least one reviewed origin is
 enabled and the profile is a local one does :func:`run_shadow` import the pass engine
-(``reconciler._shadow_pass``) and open the database. Disabled = no database opened, nothing
+(``reconciler.shadow._pass``) and open the database. Disabled = no database opened, nothing
 heavy imported, nothing written.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._clock import Clock
-from ._shadow_report import (
+from reconciler.node._clock import Clock
+from reconciler.shadow._report import (
     BUDGETS,
     Budget,
     ConservationViolation,
@@ -128,7 +128,7 @@ def run_shadow(
             return ShadowResult({"state": "profile_rejected", "profile": prof, **counts})
         budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
-        from ._shadow_pass import run_pass
+        from reconciler.shadow._pass import run_pass
 
         outcome = run_pass(
             db,

@@ -1,12 +1,13 @@
 """`qlfsm reconcile` (spec 06) and :func:`primary_pass`, the entry the `startup` command uses.
 
 The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
-so this module loads only the standard library, :mod:`reconciler._cliutil` and, when called,
+so this module loads only the standard library, :mod:`reconciler.cli._util` and, when called,
 the two light storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
 the candidate statement). Only when there ARE candidates does it import the reconciler (``fsm``,
 ``transitions``, the repository, receipts, identity). The receipt root is checked here with the
-rules of ``reconciler._receipt_store.validate_receipt_root`` (a test keeps them equal): importing
-the store costs ~16 ms, about half of the whole zero-candidate start-up (benchmarks/README.md).
+rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test keeps them equal):
+importing the store costs ~16 ms, about half of the whole zero-candidate start-up
+(benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sqlite3
 import sys
 from typing import Any
 
-from ._cliutil import (
+from reconciler.cli._util import (
     EXIT_BLOCKED,
     EXIT_SAFE,
     FatalError,
@@ -52,7 +53,7 @@ def check_profile(profile: str) -> str:
 
 def check_receipt_root(path: str) -> str:
     """spec 03 "Root", checked before anything is touched; the same rules (and message) as
-    ``reconciler._receipt_store.validate_receipt_root``, without importing the store."""
+    ``reconciler.node._receipt_store.validate_receipt_root``, without importing the store."""
     if not path:
         raise UsageError("receipt root is empty: set --receipt-root to an absolute directory")
     if "\0" in path:
@@ -139,10 +140,10 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
             summary = empty_summary(truncated)
             return summary, exit_code(summary)
         # There are candidates: now, and only now, pay for the machines and the repository.
-        from reconciler._clock import SystemClock
-        from reconciler._identity import ProcProvider
-        from reconciler._primary import reconcile
-        from reconciler._receipt_store import FileReceiptStore, ReceiptRootError
+        from reconciler.node._clock import SystemClock
+        from reconciler.node._identity import ProcProvider
+        from reconciler.node._receipt_store import FileReceiptStore, ReceiptRootError
+        from reconciler.primary._pass import reconcile
         from storage import check_schema
 
         check_schema(conn, path=db)

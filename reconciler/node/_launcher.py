@@ -9,7 +9,7 @@ Order (each step only after the previous one is durable):
    so a refusal leaves nothing behind (D-3b);
 2. transaction 1: Run -> `dispatching` (if queued), Attempt -> `starting` with the SHA-256 of a
    fresh 256-bit callback token, and the journal row `pending`, all in ONE transaction;
-3. spawn ``python -m reconciler._wrapper CMD...`` in a new session (its own process group, so
+3. spawn ``python -m reconciler.node._wrapper CMD...`` in a new session (its own process group, so
    it survives this process) with the QL3_RECEIPT_* variables; no spawn inside a transaction
    (spec 01 "Transaction rules"); a failure between the commit and the spawn marks the launch
    failed (`LAUNCH_SPAWN_FAILED`);
@@ -35,11 +35,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from reconciler._cliutil import FatalError, UsageError, parser, print_json
-from reconciler._clock import Clock, SystemClock
-from reconciler._identity import ProcessProvider, ProcProvider, capture_handle
-from reconciler._receipt import validate_id
-from reconciler._receipt_store import (
+from reconciler.cli._util import FatalError, UsageError, parser, print_json
+from reconciler.node._clock import Clock, SystemClock
+from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
+from reconciler.node._receipt import validate_id
+from reconciler.node._receipt_store import (
     ReceiptExists,
     ReceiptRootError,
     prepare_receipt_dirs,
@@ -222,7 +222,7 @@ def launch(
             root=root,
         )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler._wrapper", "--", *command],
+            [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
             env=wrapper_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL if log is None else log,

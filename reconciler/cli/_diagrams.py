@@ -2,23 +2,22 @@
 
 Render: every machine of ``fsm.ALL_SPECS`` goes through `transitions`' diagram extension
 (``GraphMachine`` with its ``graphviz`` and ``mermaid`` engines) to a Graphviz source
-(``<machine>.dot``), an SVG drawn by Graphviz's ``dot`` from that source, and Mermaid text;
-plus ``README.md``, which shows each diagram beside the records' tables.
+(``<machine>.dot``), an SVG drawn by Graphviz's ``dot`` from that source, and Mermaid text; plus
+``README.md``, which shows each diagram beside the records' tables.
 
-Check: reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never
-the Python objects) and compares each with the records' tables of ``reconciler/_records.py``
-in both directions. Lifecycle (unguarded) edges answer to the ADR-0001 tables, guarded Run
-and Attempt edges to the ADR-0068 decision table, legacy-shadow edges to ADR-0448's; on the
-two decision machines every edge answers to one row (or evidence step) of its record's table,
-its label's row id (``row 13``) checked like its guard.
+Check: reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never the
+Python objects) and compares each with the records' tables of
+``reconciler/diagrams/_records.py`` in both directions. Lifecycle (unguarded) edges answer to
+the ADR-0001 tables, guarded Run and Attempt edges to the ADR-0068 decision table, legacy-shadow
+edges to ADR-0448's; on the two decision machines every edge answers to one row (or evidence
+step) of its record's table, its label's row id (``row 13``) checked like its guard.
 
-Which ``dot``: ``--dot`` / ``QLFSM_DOT`` when given; else ``graphviz-pure`` (the pinned,
-pip-installable port of Graphviz in the ``diagrams`` extra) when installed, because its output
-is the same on every machine, so re-rendering never churns the committed SVGs; else the
-system ``dot`` on PATH. Debian's ``dot`` lays text out with whatever fonts the machine has,
-so its coordinates differ from machine to machine: that is why the staleness test compares
-the sources byte for byte and the SVG as the graph it draws (see ``tests/test_diagrams.py``).
-"""
+Which ``dot``: ``--dot`` / ``QLFSM_DOT`` when given; else ``graphviz-pure`` (the pinned, pip-
+installable port of Graphviz in the ``diagrams`` extra) when installed, because its output is
+the same on every machine, so re-rendering never churns the committed SVGs; else the system
+``dot`` on PATH. Debian's ``dot`` lays text out with whatever fonts the machine has, so its
+coordinates differ from machine to machine: that is why the staleness test compares the sources
+byte for byte and the SVG as the graph it draws (see ``tests/test_diagrams.py``)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from typing import NoReturn
 # The rendering lives in ._diagrams_render, the reading back and comparing in
 # ._diagrams_check; their public names are re-exported here, where tests and callers import
 # them from.
-from ._diagrams_check import (
+from reconciler.diagrams._check import (
     Drawing,
     DrawnEdge,
     check,
@@ -38,7 +37,8 @@ from ._diagrams_check import (
     parse_mermaid,
     parse_svg,
 )
-from ._diagrams_render import (
+from reconciler.diagrams._records import RECORDS
+from reconciler.diagrams._render import (
     INSTALL_HINT,
     PINNED_RENDERER,
     DiagramsError,
@@ -50,7 +50,6 @@ from ._diagrams_render import (
     render_sources,
     source_digest,
 )
-from ._records import RECORDS
 
 __all__ = [
     "DEFAULT_DIR",
@@ -78,7 +77,7 @@ def _default_dir() -> Path:
     # In a checkout (editable install or run from the repository) the committed diagrams sit
     # beside the packages; an installed copy has no diagrams/, so use ./diagrams of the
     # working directory (the repository root, where README's commands are run).
-    beside = Path(__file__).resolve().parent.parent / "diagrams"
+    beside = Path(__file__).resolve().parents[2] / "diagrams"
     return beside if beside.is_dir() else Path.cwd() / "diagrams"
 
 

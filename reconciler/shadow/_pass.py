@@ -1,6 +1,6 @@
 """The ADR-0448 pass: supervisor, per-candidate decision and the writes (spec 05).
 
-Imported only when the bootstrap (``reconciler._shadow``) found an enabled origin and a local
+Imported only when the bootstrap (``reconciler.shadow._entry``) found an enabled origin and a local
 profile. Each candidate: gather the facts (re-read at decision time), classify them with the
 first-matching-row table (``fsm.classify_legacy``), fire that row's guarded edge of the
 legacy_shadow machine (it refuses unless the guard holds), then write what the row says.
@@ -24,6 +24,8 @@ from fsm import (
     run_machine,
     select_evidence,
 )
+from reconciler.node._clock import Clock, SystemClock
+from reconciler.shadow._report import KEY_OF_STATE, Budget, PassCounts
 from storage import (
     ActiveAttempt,
     Actor,
@@ -42,9 +44,6 @@ from storage import (
     latest_attempt,
     legacy_candidates,
 )
-
-from ._clock import Clock, SystemClock
-from ._shadow_report import KEY_OF_STATE, Budget, PassCounts
 
 Cursor = tuple[int, str]
 

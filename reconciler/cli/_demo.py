@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._cliutil import UsageError, parser, table
+from reconciler.cli._util import UsageError, parser, table
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
 T_SLEEP = "30"
@@ -353,7 +353,7 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
 
 
 def diagrams_hint() -> str:
-    repo_root = Path(__file__).resolve().parent.parent
+    repo_root = Path(__file__).resolve().parents[2]
     readme = repo_root / "diagrams" / "README.md"
     if readme.exists():
         return f"{readme} (Run, Attempt and legacy-shadow machines beside their tables)"

@@ -1,4 +1,4 @@
-"""The receipt-publishing wrapper: `python -m reconciler._wrapper COMMAND [ARG...]`.
+"""The receipt-publishing wrapper: `python -m reconciler.node._wrapper COMMAND [ARG...]`.
 
 It does what the real QingLong 3.0 launcher script (`ql3-launcher.sh`, argv mode) does, spec 03
 "Launcher": read the QL3_RECEIPT_* variables, hide them (and QL3_LAUNCH_*) from the command, run
@@ -21,8 +21,8 @@ import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
-from reconciler._receipt import InvalidReceipt, Receipt, encode_receipt
-from reconciler._receipt_store import ReceiptExists, publish_bytes_at
+from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt
+from reconciler.node._receipt_store import ReceiptExists, publish_bytes_at
 
 ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from reconciler._receipt import (
+from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     InvalidReceipt,
     Receipt,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fsm import PrimaryFacts
-from reconciler._receipt import Receipt
+from reconciler.node._receipt import Receipt
 from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
 
 # spec 04 "Writes": who writes what.

@@ -1,0 +1,2 @@
+"""Spec 07: the records' tables (transcribed independently of `fsm`), rendering the machines,
+and checking the rendered files against the tables."""

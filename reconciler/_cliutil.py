@@ -10,6 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from ._cliguard import EXIT_OUTPUT as EXIT_OUTPUT
+from ._cliguard import Terminated, interrupted
+
 EXIT_SAFE = 0
 EXIT_FATAL = 1
 EXIT_USAGE = 2
@@ -48,9 +51,9 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     except FatalError as exc:
         _fail(str(exc))
         return EXIT_FATAL
-    except KeyboardInterrupt:
-        _fail("interrupted")
-        return 130
+    except (KeyboardInterrupt, Terminated) as exc:
+        # SIGINT / SIGTERM (reconciler._cliguard): one line, 130 / 143; never a traceback.
+        return interrupted(exc)
     except Exception as exc:
         if debug:
             raise

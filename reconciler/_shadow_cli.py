@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ._cliguard import Terminated, interrupted
 from ._cliutil import (
     EXIT_FATAL,
     EXIT_SAFE,
@@ -73,18 +74,12 @@ def shadow_command(argv: list[str]) -> int:
         sys.stderr.write(f"qlfsm: error: {exc}\n")
         return EXIT_USAGE
     try:
-        resume = read_cursor(args.resume_cursor) if args.resume_cursor else None
-    except Exception as exc:
+        result = _shadow(args)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # Fail-open (ADR-0448 §9, spec 06) holds for a signal too: the pass stops (whatever
+        # it committed is whole), its audit record says `failed`, and start-up continues.
         result = ShadowResult(failed(exc))
-    else:
-        result = run_shadow(
-            args.db, profile=args.profile, origins=args.origins, resume_cursor=resume
-        )
-        if args.resume_cursor and result.audit["state"] in ("reconciled", "incomplete"):
-            try:
-                store_cursor(args.resume_cursor, result.cursor)
-            except OSError as exc:
-                result = ShadowResult(failed(exc))
+        interrupted(exc, fail_open=True)
     if args.json:
         print_json(result.audit)
     else:
@@ -93,6 +88,20 @@ def shadow_command(argv: list[str]) -> int:
 
 
 shadow_command.handles_errors = True  # type: ignore[attr-defined]
+
+
+def _shadow(args: Any) -> ShadowResult:
+    try:
+        resume = read_cursor(args.resume_cursor) if args.resume_cursor else None
+    except Exception as exc:
+        return ShadowResult(failed(exc))
+    result = run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
+    if args.resume_cursor and result.audit["state"] in ("reconciled", "incomplete"):
+        try:
+            store_cursor(args.resume_cursor, result.cursor)
+        except OSError as exc:
+            result = ShadowResult(failed(exc))
+    return result
 
 
 def read_cursor(path: str) -> Cursor | None:

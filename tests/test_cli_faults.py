@@ -388,3 +388,95 @@ def test_shadow_signalled_at_any_moment_still_fails_open_with_its_audit_record(
             ).fetchone()[0]
         assert ahead == 0
     assert audited_failure >= 1
+
+
+def test_an_interrupt_cannot_leave_a_half_written_cursor_file_or_a_stray_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler import _shadow_cli
+
+    cursor = tmp_path / "shadow.cursor"
+    _shadow_cli.store_cursor(str(cursor), (5, "run-a"))
+    before = cursor.read_bytes()
+
+    def interrupted_fsync(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_shadow_cli.os, "fsync", interrupted_fsync)
+    with pytest.raises(KeyboardInterrupt):
+        _shadow_cli.store_cursor(str(cursor), (9, "run-b"))
+    assert cursor.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shadow.cursor"]
+    assert _shadow_cli.read_cursor(str(cursor)) == (5, "run-a")
+
+
+# --- the resume cursor is read only from a regular file, bounded --------------------------
+
+
+def shadow_with_cursor(db: LegacyDb, cursor: Path) -> subprocess.CompletedProcess[str]:
+    return run(
+        ["shadow", "--db", db.path, "--origins", "manual", "--resume-cursor", str(cursor),
+         "--json"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def test_a_fifo_as_resume_cursor_fails_open_at_once_instead_of_hanging(
+    db: LegacyDb, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "cursor.fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    proc = shadow_with_cursor(db, fifo)
+    assert time.monotonic() - started < 30  # the issue: it waited for a writer forever
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {"state": "failed", "errorType": "InvalidResumeCursor"}
+    assert "names a FIFO, not a regular file" in one_line(proc.stderr)
+    assert fifo.exists()  # left alone, never replaced or removed
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p.symlink_to("/dev/zero"), "names a symbolic link"),
+        (lambda p: p.mkdir(), "names a directory"),
+        (lambda p: p.write_bytes(b" " * 5000), "is larger than a cursor"),
+        (lambda p: p.write_bytes(b'{"schemaVersion":1,"createdAtMs":true,"runId":"r"}'), "wrote"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "not JSON"),
+    ],
+    ids=["symlink to /dev/zero", "directory", "oversized", "bool time", "not UTF-8"],
+)
+def test_a_resume_cursor_that_is_not_a_small_regular_cursor_file_fails_open_in_one_line(
+    db: LegacyDb, tmp_path: Path, make: Any, says: str
+) -> None:
+    cursor = tmp_path / "cursor"
+    make(cursor)
+    proc = shadow_with_cursor(db, cursor)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {"state": "failed", "errorType": "InvalidResumeCursor"}
+    line = one_line(proc.stderr)
+    assert says in line and str(tmp_path) not in line
+
+
+def test_a_character_device_as_resume_cursor_is_refused_without_reading_it(
+    db: LegacyDb, tmp_path: Path
+) -> None:
+    # /dev/zero itself: read, it would never end.
+    proc = shadow_with_cursor(db, Path("/dev/zero"))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {"state": "failed", "errorType": "InvalidResumeCursor"}
+    assert "names a character device" in one_line(proc.stderr)
+
+
+def test_a_finished_pass_removes_only_a_regular_cursor_file(tmp_path: Path) -> None:
+    from reconciler._shadow_cli import store_cursor
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    store_cursor(str(fifo), None)
+    assert fifo.exists()
+    regular = tmp_path / "cursor"
+    store_cursor(str(regular), (1, "r"))
+    assert (regular.stat().st_mode & 0o777) == 0o600
+    store_cursor(str(regular), None)
+    assert not regular.exists()

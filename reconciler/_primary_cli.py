@@ -160,7 +160,8 @@ def reconcile_command(argv: list[str]) -> int:
     p = parser(
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
-        "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal.",
+        "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal, 4 output lost, "
+        "130/143 interrupted.",
     )
     p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")

@@ -5,7 +5,8 @@ cannot be written (a closed pipe, a full disk, a closed descriptor).
 - A signal raises once (``KeyboardInterrupt`` for SIGINT, :class:`Terminated` for SIGTERM)
   wherever the command is, its module import included; every database change is one
   transaction that rolls back on any exception (``storage.transaction``), so unwinding leaves
-  nothing half-written. Later signals are blocked: they cannot cut the unwinding short.
+  nothing half-written. Later signals are blocked: they cannot cut the unwinding short. One
+  that lands where Python cannot raise (a finalizer, a weakref callback) is delivered again.
 - A stream that fails is never written again: its descriptor is pointed at /dev/null so that
   the interpreter's own flush at exit cannot fail a second time (that failure is the
   undocumented exit status 120 of CPython).
@@ -18,6 +19,7 @@ are installed is a window they do not cover.
 
 from __future__ import annotations
 
+import _thread
 import io
 import os
 import signal
@@ -115,6 +117,9 @@ class _State:
         self.handlers: dict[int, Any] = {}
         self.streams: tuple[Any, Any] = (None, None)
         self.mask: set[int] | None = None
+        self.unraisablehook: Any = None
+        self.settled = False
+        self.live = False
 
 
 _STATE = _State()
@@ -124,10 +129,35 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     # One signal is enough: later ones stay pending (and are dropped at exit) so that they
     # cannot interrupt the rollback, the one stderr line or the final flush.
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-    _STATE.signum = signum
+    st = _STATE
+    if st.settled or st.live:
+        return  # the command is over (too late to stop it), or already unwinding
+    st.live = True
+    st.signum = signum
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated
+
+
+def _on_unraisable(unraisable: Any) -> None:
+    """A signal's exception raised where Python cannot raise (inside a weakref callback or a
+    ``__del__``, e.g. an import lock's) is printed as "Exception ignored" and dropped: the
+    command would go on, deaf to further signals. Deliver the signal again instead, from a
+    helper thread (from here its handler would run inside this hook, where it is dropped
+    again); the handler then raises at the next ordinary point of the command."""
+    st = _STATE
+    if is_interrupt(unraisable.exc_value) and st.signum is not None and not st.settled:
+        st.live = False
+        _thread.start_new_thread(_redeliver, (st.signum,))
+        return
+    (st.unraisablehook or sys.__unraisablehook__)(unraisable)
+
+
+def _redeliver(signum: int) -> None:
+    # This thread alone has the signal unblocked, so the kernel hands it to this thread; its
+    # C-level handler flags it for the main thread, where the Python handler runs.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
 
 
 def start(*, in_process: bool) -> None:
@@ -140,6 +170,9 @@ def start(*, in_process: bool) -> None:
     st.handlers = {}
     st.in_process = in_process
     st.signum = None
+    st.settled = False
+    st.live = False
+    st.unraisablehook = sys.unraisablehook
     # A descriptor 0/1/2 closed by the caller would be handed to the next file opened (the
     # database, say), and whatever wrote to "stdout" would then write into it.
     for fd in (0, 1, 2):
@@ -152,6 +185,7 @@ def start(*, in_process: bool) -> None:
                 _reserve_stdin()
     sys.stdout = _Guarded(sys.stdout, "stdout")
     sys.stderr = _Guarded(sys.stderr, "stderr")
+    sys.unraisablehook = _on_unraisable
     for signum in WATCHED:
         previous = signal.getsignal(signum)
         if previous is signal.SIG_IGN:
@@ -175,6 +209,7 @@ def _reserve_stdin() -> None:
 def settle() -> None:
     """The command is over (returned or raised): from here on a signal waits."""
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    _STATE.settled = True
 
 
 def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
@@ -239,14 +274,23 @@ def finish(code: int, *, fail_open: bool = False) -> int:
         for watched, handler in st.handlers.items():
             signal.signal(watched, signal.SIG_DFL if handler is None else handler)
         st.handlers = {}
+        if st.unraisablehook is not None:
+            sys.unraisablehook = st.unraisablehook
         if st.mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, st.mask)
         return code
     signum = st.signum
-    if signum is not None and code == EXIT_SIGNAL.get(signum):
+    if signum is None:
+        return code
+    if code == EXIT_SIGNAL.get(signum):
         # End by the signal itself, as Python does for an unhandled KeyboardInterrupt: a shell
         # running qlfsm from a script then stops the script too (it sees 128 + n either way).
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
-    return code
+    # A handled signal with another code (`shadow`'s 0). Not through the interpreter's exit:
+    # when a KeyboardInterrupt ends an exec() of source text (dataclasses and namedtuple build
+    # methods that way, so any import can), CPython sets a process-wide "unhandled
+    # KeyboardInterrupt" flag that no `except` clears, and its exit then turns our code into
+    # 130. Both streams are flushed above and every connection is closed by now.
+    os._exit(code)

@@ -390,6 +390,62 @@ def test_shadow_signalled_at_any_moment_still_fails_open_with_its_audit_record(
     assert audited_failure >= 1
 
 
+class DiesWithASignal:
+    """An object whose finalizer receives SIGINT: the handler runs inside ``__del__``, where
+    Python cannot raise (it prints "Exception ignored" and drops the exception) - as it does
+    when a signal lands in an import lock's weakref callback."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):  # bytecodes: the Python-level handler runs among them
+            pass
+
+
+def test_an_interrupt_dropped_inside_a_finalizer_is_delivered_again_where_it_can_raise(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from reconciler import _cliguard
+
+    _cliguard.start(in_process=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            DiesWithASignal()  # dropped at once: __del__ runs here
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        assert _cliguard.finish(0) == 0
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_a_shadow_interrupt_caught_inside_an_exec_still_exits_0(
+    db: LegacyDb, tmp_path: Path
+) -> None:
+    # CPython marks a KeyboardInterrupt that ends an exec() of source text (dataclasses and
+    # namedtuple build methods that way) as "unhandled" for the whole process, caught or
+    # not; run with `-m` (as `python -m reconciler` is), its exit would then turn shadow's
+    # fail-open 0 into 130. The pass is replaced by one that is interrupted inside an exec.
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import sys\n"
+        "from reconciler import _shadow_cli\n"
+        "def interrupted_pass(*args, **kwargs):\n"
+        "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\n'\n"
+        "         'for _ in range(10000): pass')\n"
+        "_shadow_cli.run_shadow = interrupted_pass\n"
+        "from reconciler._cli import main\n"
+        f"sys.argv = ['qlfsm', 'shadow', '--db', {db.path!r}, '--origins', 'manual', '--json']\n"
+        "raise SystemExit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "interrupted_in_exec"],
+        capture_output=True, text=True, timeout=60, env={**ENV, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"state": "failed", "errorType": "KeyboardInterrupt"}
+    assert one_line(proc.stderr).startswith("qlfsm: shadow interrupted (SIGINT)")
+
+
 def test_an_interrupt_cannot_leave_a_half_written_cursor_file_or_a_stray_temporary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,7 +7,11 @@ re-exported lazily from the private modules.
 
 from __future__ import annotations
 
-from typing import Any
+# No `typing` at run time: `qlfsm` installs its signal handlers right after this package is
+# imported, and everything imported before that is a window they do not cover.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "Receipt": "reconciler.node._receipt",

@@ -120,6 +120,13 @@ def test_a_truncated_page_blocks_without_importing_the_reconciler(
     summary, code = primary_pass(str(db_path), str(tmp_path / "r"), "standalone")
     assert code == 3 and summary["truncated"] is True and summary["safe"] is False
     assert not (tmp_path / "r").exists()
+    # Observed, not decided: QingLong reports the 256 too; the four counts stay 0.
+    assert summary["scanned"] == 256
+    assert [summary[k] for k in ("recovered", "remaining", "unresolved", "failed")] == [0] * 4
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-t", "--json")
+    assert out.returncode == 3 and json.loads(out.stdout)["scanned"] == 256
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-t")
+    assert out.stdout.startswith("scanned 256: recovered 0") and "truncated at 256" in out.stdout
 
 
 @pytest.mark.parametrize(

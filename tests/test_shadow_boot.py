@@ -257,6 +257,40 @@ def test_the_report_and_metric_batch_have_exactly_the_adr_0449_shape(db: LegacyD
     assert all(isinstance(v, int) for v in metrics["values"].values())
 
 
+def test_the_audit_record_carries_qinglongs_profile_origins_and_summary(db: LegacyDb) -> None:
+    # QingLong's bootstrap record (LegacyShadowStartupAudit): state, profile, origins (a
+    # count), summary (the supervisor's totals, no cursor, no byOrigin, + resumeAvailable),
+    # report, metrics. qlfsm's dropped-item counts stay beside them.
+    bulk_runs(db.conn, 9, status="running", attempt="running")  # edge: 8 scanned, one more left
+    audit = run_shadow(db.path, profile="edge", origins=" manual, once, manual ", environ={}).audit
+    assert list(audit) == [
+        "state", "refusedOriginCount", "ignoredOriginCount", "profile", "origins", "summary",
+        "report", "metrics",
+    ]  # fmt: skip
+    assert (audit["state"], audit["profile"], audit["origins"]) == ("incomplete", "edge", 1)
+    assert audit["summary"] == {
+        "pages": 1, "scanned": 8, "completed": 0, "cancelled": 0, "abandoned": 0,
+        "markedLost": 8, "repaired": 0, "pending": 0, "ambiguous": 0, "skipped": 0, "failed": 0,
+        "stopReason": "page_limit", "remaining": True, "resumeAvailable": True,
+    }  # fmt: skip
+    # The summary is the report's numbers, and the resume cursor is in neither.
+    cov = audit["report"]["coverage"]
+    assert {k: audit["summary"][k] for k in cov} == cov
+    assert "nextCursor" not in json.dumps(audit) and "0199cccc" not in json.dumps(audit)
+
+
+def test_a_reconciled_record_has_the_same_fields_and_no_resume(db: LegacyDb) -> None:
+    made = db.run(pid=45002, log_path="/l/b.log")
+    assert made.cron_id is not None
+    db.instance(made.cron_id, pid=45002, log_path="/l/b.log", status=1, finished_s=FINISHED_S)
+    audit = shadow(db).audit
+    assert audit["state"] == "reconciled"
+    assert (audit["profile"], audit["origins"]) == ("standalone", 2)
+    assert audit["summary"]["completed"] == 1 and audit["summary"]["scanned"] == 1
+    assert audit["summary"]["stopReason"] == "complete"
+    assert audit["summary"]["remaining"] is False and audit["summary"]["resumeAvailable"] is False
+
+
 def counts(**by_origin: dict[str, int]) -> PassCounts:
     return PassCounts(1, "complete", False, by_origin)
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import importlib
 import sys
 
-from reconciler.cli._util import EXIT_USAGE, run_command
+# First and light (standard library only): the guards are installed before anything else of
+# qlfsm is imported, so a signal during a command module's import is handled too.
+from reconciler.cli import _guard
+
+EXIT_USAGE = 2  # = _cliutil.EXIT_USAGE; that module (argparse, json) is imported only later
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "db": ("reconciler.cli._db", "db_command", "db init --db PATH: create or upgrade the schema"),
@@ -26,8 +30,32 @@ USAGE = (
 )
 
 
+# `shadow` fails open (spec 06): an interrupt or an unwritable stdout still exits 0.
+FAIL_OPEN = frozenset({"shadow"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The `qlfsm` entry point. Never raises: every ending is one stderr line and an exit code
+    (spec 06; README "Exit codes"). ``argv`` None = the process's own command line (the console
+    script, ``python -m reconciler``): a signal then ends the process by that signal after the
+    line; with an explicit ``argv`` (in-process use) the code is returned and the caller's
+    handlers and streams are restored."""
     args = list(sys.argv[1:] if argv is None else argv)
+    fail_open = bool(args) and args[0] in FAIL_OPEN
+    try:
+        try:
+            _guard.start(in_process=argv is not None)
+            code = _dispatch(args)
+        finally:
+            _guard.settle()  # from here on a signal waits: the ending below is not cut
+    except SystemExit as exc:  # argparse's --help, or a command's own sys.exit
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException as exc:
+        code = _ended_by(exc, fail_open, debug="--debug" in args)
+    return _guard.finish(code, fail_open=fail_open)
+
+
+def _dispatch(args: list[str]) -> int:
     if not args:
         sys.stderr.write("qlfsm: error: name a command; see `qlfsm --help`\n")
         return EXIT_USAGE
@@ -49,7 +77,26 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"qlfsm: error: `qlfsm {name}` is not part of this build yet\n")
         return EXIT_USAGE
     func = getattr(module, func_name)
-    return run_command(rest, func) if not getattr(func, "handles_errors", False) else func(rest)
+    if getattr(func, "handles_errors", False):
+        return int(func(rest))
+    from reconciler.cli._util import run_command
+
+    return run_command(rest, func)
+
+
+def _ended_by(exc: BaseException, fail_open: bool, *, debug: bool) -> int:
+    """What escaped the command's own handler: a signal that arrived outside it (the module
+    import, argument parsing) or an error outside ``run_command``."""
+    if _guard.is_interrupt(exc):
+        return _guard.interrupted(exc, fail_open=fail_open)
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+        _guard.say(f"qlfsm: error: unexpected {what} (rerun with --debug for details)")
+    return 0 if fail_open else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

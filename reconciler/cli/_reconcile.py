@@ -100,14 +100,19 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
         ) from exc
 
 
-def empty_summary(truncated: bool) -> dict[str, Any]:
+def empty_summary(truncated: bool, observed: int = 0) -> dict[str, Any]:
     """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at.
+
+    ``scanned`` is how many candidates the page observed: 0, or the 256 of a truncated page
+    (as QingLong's coordinator reports it). None of them was decided, so the four outcome
+    counts stay 0: this is the "unless truncated" of ``scanned = recovered + remaining +
+    unresolved + failed`` (spec 04 "Summary"; docs/decisions.md).
 
     It lives here, in the light module, because the zero-candidate path returns it without
     importing the reconciler; `_primary_summary` re-exports it for the full pass."""
     return {
         "safe": not truncated,
-        "scanned": 0,
+        "scanned": observed,
         "recovered": 0,
         "remaining": 0,
         "unresolved": 0,
@@ -137,7 +142,7 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
     try:
         page, truncated = candidate_page(conn, db)
         if truncated or not page:
-            summary = empty_summary(truncated)
+            summary = empty_summary(truncated, len(page))
             return summary, exit_code(summary)
         # There are candidates: now, and only now, pay for the machines and the repository.
         from reconciler.node._clock import SystemClock
@@ -163,7 +168,8 @@ def reconcile_command(argv: list[str]) -> int:
     p = parser(
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
-        "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal.",
+        "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal, 4 output lost, "
+        "130/143 interrupted.",
     )
     p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")

@@ -10,6 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
+from reconciler.cli._guard import Terminated, interrupted
+
 EXIT_SAFE = 0
 EXIT_FATAL = 1
 EXIT_USAGE = 2
@@ -48,9 +51,9 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     except FatalError as exc:
         _fail(str(exc))
         return EXIT_FATAL
-    except KeyboardInterrupt:
-        _fail("interrupted")
-        return 130
+    except (KeyboardInterrupt, Terminated) as exc:
+        # SIGINT / SIGTERM (reconciler.cli._guard): one line, 130 / 143; never a traceback.
+        return interrupted(exc)
     except Exception as exc:
         if debug:
             raise

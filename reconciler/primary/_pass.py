@@ -130,7 +130,7 @@ class PrimaryReconciler:
         page, truncated = primary_candidates(self.conn)
         if truncated or not page:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
-            return empty_summary(truncated)
+            return empty_summary(truncated, len(page))
         self._check_root(page)
         todo = [_Candidate(c) for c in page]
         waiting: list[_Candidate] = []

@@ -21,6 +21,7 @@ from reconciler.shadow._report import (
     ConservationViolation,
     build_metrics,
     build_report,
+    build_summary,
     check_conservation,
 )
 
@@ -153,7 +154,12 @@ def audit_record(
     counts: Any,
     extra: Mapping[str, int],
 ) -> dict[str, Any]:
-    """Report + metric batch, conservation-checked first; a breach is a failed audit."""
+    """Report + metric batch, conservation-checked first; a breach is a failed audit.
+
+    The fields of QingLong's record (its bootstrap's ``LegacyShadowStartupAudit``), in its
+    order: ``state``, ``profile``, ``origins`` (how many are configured: a count, never the
+    list), ``summary`` (the pass's totals and ``resumeAvailable``, never the cursor),
+    ``report``, ``metrics``; qlfsm's two dropped-item counts follow ``state``."""
     report = build_report(profile, origins, budget, counts)
     metrics = build_metrics(report)
     try:
@@ -161,4 +167,12 @@ def audit_record(
     except ConservationViolation as exc:
         return failed(exc)
     state = "reconciled" if report["assessment"] == "converged" else "incomplete"
-    return {"state": state, **extra, "report": report, "metrics": metrics}
+    return {
+        "state": state,
+        **extra,
+        "profile": profile,
+        "origins": len(origins),
+        "summary": build_summary(report),
+        "report": report,
+        "metrics": metrics,
+    }

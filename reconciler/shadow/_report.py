@@ -118,6 +118,21 @@ def build_report(
     }
 
 
+def build_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The audit record's ``summary``, as QingLong's bootstrap writes it: the supervisor's
+    totals without the resume cursor and without ``byOrigin`` (both stay out of the audit),
+    plus ``resumeAvailable``. Built from the report, so it cannot disagree with it."""
+    coverage = report["coverage"]
+    return {
+        "pages": int(coverage["pages"]),
+        "scanned": int(coverage["scanned"]),
+        **{key: int(report["outcomes"][key]) for key in OUTCOME_KEYS},
+        "stopReason": coverage["stopReason"],
+        "remaining": bool(coverage["remaining"]),
+        "resumeAvailable": bool(coverage["resumeAvailable"]),
+    }
+
+
 def build_metrics(report: Mapping[str, Any]) -> dict[str, Any]:
     """The metric batch: the report's numbers, no ratios, no high-cardinality labels."""
     coverage = report["coverage"]

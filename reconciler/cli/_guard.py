@@ -1,0 +1,296 @@
+"""What keeps every `qlfsm` command whole against its process environment (spec 06 "Exit
+codes"): SIGINT/SIGTERM at any moment after the entry point starts, and a stdout or stderr that
+cannot be written (a closed pipe, a full disk, a closed descriptor).
+
+- A signal raises once (``KeyboardInterrupt`` for SIGINT, :class:`Terminated` for SIGTERM)
+  wherever the command is, its module import included; every database change is one
+  transaction that rolls back on any exception (``storage.transaction``), so unwinding leaves
+  nothing half-written. Later signals are blocked: they cannot cut the unwinding short. One
+  that lands where Python cannot raise (a finalizer, a weakref callback) is delivered again.
+- A stream that fails is never written again: its descriptor is pointed at /dev/null so that
+  the interpreter's own flush at exit cannot fail a second time (that failure is the
+  undocumented exit status 120 of CPython).
+- :func:`finish` flushes stdout itself, inside the handler, and decides the exit code.
+
+Kept light: the entry point installs this before it imports anything else of qlfsm's
+(``io``, ``os``, ``signal``, ``sys``; not even ``typing``): what is imported before the handlers
+are installed is a window they do not cover.
+"""
+
+from __future__ import annotations
+
+import _thread
+import io
+import os
+import signal
+import sys
+
+TYPE_CHECKING = False  # no `typing` import at run time: see the module docstring
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any, TextIO
+
+EXIT_OUTPUT = 4
+EXIT_SIGNAL: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + n, as a shell says
+WATCHED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like ``KeyboardInterrupt`` (not an ``Exception``, so no fail-open or
+    per-candidate ``except Exception`` swallows it: the command stops)."""
+
+
+class _Guarded(io.TextIOBase):
+    """sys.stdout / sys.stderr: the first write or flush error is remembered, the descriptor is
+    pointed at /dev/null, and every later write is dropped (the output is already incomplete,
+    and the exit code says so)."""
+
+    def __init__(self, real: TextIO | None, name: str) -> None:
+        super().__init__()
+        self.real = real
+        self.label = name
+        self.error: BaseException | None = None
+        if real is None:  # the descriptor was closed when the interpreter started
+            self.error = OSError(f"{name} is closed")
+
+    def write(self, text: str) -> int:
+        if self.error is None and self.real is not None:
+            try:
+                self.real.write(text)
+            except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.error is None and self.real is not None:
+            try:
+                self.real.flush()
+            except (OSError, ValueError) as exc:
+                self._failed(exc)
+
+    def isatty(self) -> bool:
+        return self.error is None and self.real is not None and self.real.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        if self.real is None:
+            raise io.UnsupportedOperation(f"{self.label} is closed")
+        return self.real.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.real, "encoding", None) or "utf-8"
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error = exc
+        # The text and buffer layers still hold the bytes that failed; the interpreter flushes
+        # them again at exit. Give them a descriptor that accepts everything.
+        try:
+            fd = self.real.fileno() if self.real is not None else -1
+        except (OSError, ValueError):
+            return
+        if fd >= 0:
+            _to_devnull(fd)
+
+
+def _to_devnull(fd: int) -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if null != fd:
+            os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        if null != fd:
+            os.close(null)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.in_process = True
+        self.signum: int | None = None
+        self.handlers: dict[int, Any] = {}
+        self.streams: tuple[Any, Any] = (None, None)
+        self.mask: set[int] | None = None
+        self.unraisablehook: Any = None
+        self.settled = False
+        self.live = False
+
+
+_STATE = _State()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    # One signal is enough: later ones stay pending (and are dropped at exit) so that they
+    # cannot interrupt the rollback, the one stderr line or the final flush.
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    st = _STATE
+    if st.settled or st.live:
+        return  # the command is over (too late to stop it), or already unwinding
+    st.live = True
+    st.signum = signum
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated
+
+
+def _on_unraisable(unraisable: Any) -> None:
+    """A signal's exception raised where Python cannot raise (inside a weakref callback or a
+    ``__del__``, e.g. an import lock's) is printed as "Exception ignored" and dropped: the
+    command would go on, deaf to further signals. Deliver the signal again instead, from a
+    helper thread (from here its handler would run inside this hook, where it is dropped
+    again); the handler then raises at the next ordinary point of the command."""
+    st = _STATE
+    if is_interrupt(unraisable.exc_value) and st.signum is not None and not st.settled:
+        st.live = False
+        _thread.start_new_thread(_redeliver, (st.signum,))
+        return
+    (st.unraisablehook or sys.__unraisablehook__)(unraisable)
+
+
+def _redeliver(signum: int) -> None:
+    # This thread alone has the signal unblocked, so the kernel hands it to this thread; its
+    # C-level handler flags it for the main thread, where the Python handler runs.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+
+
+def start(*, in_process: bool) -> None:
+    """Install the guards. ``in_process``: called as a function (tests, the Python API), so
+    :func:`finish` restores the caller's handlers, signal mask and streams and returns the code
+    instead of ending the process by the signal."""
+    st = _STATE
+    st.mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    st.streams = (sys.stdout, sys.stderr)
+    st.handlers = {}
+    st.in_process = in_process
+    st.signum = None
+    st.settled = False
+    st.live = False
+    st.unraisablehook = sys.unraisablehook
+    # A descriptor 0/1/2 closed by the caller would be handed to the next file opened (the
+    # database, say), and whatever wrote to "stdout" would then write into it.
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            if fd:
+                _to_devnull(fd)
+            else:
+                _reserve_stdin()
+    sys.stdout = _Guarded(sys.stdout, "stdout")
+    sys.stderr = _Guarded(sys.stderr, "stderr")
+    sys.unraisablehook = _on_unraisable
+    for signum in WATCHED:
+        previous = signal.getsignal(signum)
+        if previous is signal.SIG_IGN:
+            continue  # the caller asked us to ignore it (nohup, a background job): keep that
+        st.handlers[signum] = previous
+        signal.signal(signum, _on_signal)
+
+
+def _reserve_stdin() -> None:
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+    except OSError:
+        return
+    if null != 0:
+        try:
+            os.dup2(null, 0)
+        finally:
+            os.close(null)
+
+
+def settle() -> None:
+    """The command is over (returned or raised): from here on a signal waits."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    _STATE.settled = True
+
+
+def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
+    """The one stderr line for a signal, and its exit code: 130 SIGINT, 143 SIGTERM, or 0 for
+    `shadow`, which fails open (spec 06)."""
+    signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    _STATE.signum = signum
+    name = signal.Signals(signum).name
+    if fail_open:
+        say(
+            f"qlfsm: shadow interrupted ({name}): the pass stopped, each change whole or not at "
+            "all; start-up continues (fail-open)"
+        )
+        return 0
+    say(
+        f"qlfsm: interrupted ({name}): stopped; each database change commits whole or not at "
+        "all, so nothing is half-written - run the command again to finish"
+    )
+    return EXIT_SIGNAL[signum]
+
+
+def say(line: str) -> None:
+    """One line on stderr, if stderr can take it."""
+    sys.stderr.write(" ".join(line.split()) + "\n")
+    sys.stderr.flush()
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    return isinstance(exc, KeyboardInterrupt | Terminated)
+
+
+def output_error() -> BaseException | None:
+    out = sys.stdout
+    return out.error if isinstance(out, _Guarded) else None
+
+
+def finish(code: int, *, fail_open: bool = False) -> int:
+    """Flush stdout here, under the guard; report a lost output in one line; return the exit
+    code (or, when a signal ended a command run as the process, end by that signal)."""
+    settle()
+    sys.stdout.flush()
+    error = output_error()
+    if error is not None:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        if fail_open:
+            say(
+                f"qlfsm: warning: the audit record could not be written to stdout ({reason}); "
+                "shadow fails open: exit 0"
+            )
+        else:
+            say(
+                f"qlfsm: error: the output could not be written to stdout ({reason}); the "
+                "command itself finished - run it again with a writable stdout to see it"
+            )
+            if code == 0:
+                code = EXIT_OUTPUT
+    sys.stderr.flush()
+    st = _STATE
+    if st.in_process:
+        if isinstance(sys.stdout, _Guarded) or isinstance(sys.stderr, _Guarded):
+            sys.stdout, sys.stderr = st.streams
+        for watched, handler in st.handlers.items():
+            signal.signal(watched, signal.SIG_DFL if handler is None else handler)
+        st.handlers = {}
+        if st.unraisablehook is not None:
+            sys.unraisablehook = st.unraisablehook
+        if st.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, st.mask)
+        return code
+    signum = st.signum
+    if signum is None:
+        return code
+    if code == EXIT_SIGNAL.get(signum):
+        # End by the signal itself, as Python does for an unhandled KeyboardInterrupt: a shell
+        # running qlfsm from a script then stops the script too (it sees 128 + n either way).
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    # A handled signal with another code (`shadow`'s 0). Not through the interpreter's exit:
+    # when a KeyboardInterrupt ends an exec() of source text (dataclasses and namedtuple build
+    # methods that way, so any import can), CPython sets a process-wide "unhandled
+    # KeyboardInterrupt" flag that no `except` clears, and its exit then turns our code into
+    # 130. Both streams are flushed above and every connection is closed by now.
+    os._exit(code)

@@ -428,7 +428,7 @@ def test_a_shadow_interrupt_caught_inside_an_exec_still_exits_0(
     # fail-open 0 into 130. The pass is replaced by one that is interrupted inside an exec.
     (tmp_path / "interrupted_in_exec.py").write_text(
         "import sys\n"
-        "from reconciler import _shadow_cli\n"
+        "from reconciler.cli import _shadow as _shadow_cli\n"
         "def interrupted_pass(*args, **kwargs):\n"
         "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\n'\n"
         "         'for _ in range(10000): pass')\n"

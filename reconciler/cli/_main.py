@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reconcile": ("reconciler.cli._reconcile", "reconcile_command", "ADR-0068 start-up pass"),
     "shadow": ("reconciler.cli._shadow", "shadow_command", "ADR-0448 legacy-shadow pass"),
     "startup": ("reconciler.cli._shadow", "startup_command", "normalize, shadow, then primary"),
-    "launch": ("reconciler.node._launcher", "launch_command", "start a prepared run's command"),
+    "launch": ("reconciler.cli._launch", "launch_command", "start a prepared run's command"),
     "diagrams": ("reconciler.cli._diagrams", "diagrams_command", "render / check the diagrams"),
     "demo": ("reconciler.cli._demo", "demo_command", "end-to-end demo in a fresh directory"),
 }

@@ -27,6 +27,7 @@ from reconciler.cli._util import (
     table,
     use_colour,
 )
+from reconciler.primary._empty import empty_summary
 
 PROFILES = ("edge", "standalone", "cluster-control", "worker")
 LOCAL_PROFILES = ("edge", "standalone")
@@ -98,28 +99,6 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
             f"{db!r} is not a QingLong 3.0 database ({exc}); point --db at the node's SQLite "
             "file or create one with `qlfsm db init`"
         ) from exc
-
-
-def empty_summary(truncated: bool, observed: int = 0) -> dict[str, Any]:
-    """Zero candidates (safe) or a truncated page (not safe): nothing else was looked at.
-
-    ``scanned`` is how many candidates the page observed: 0, or the 256 of a truncated page
-    (as QingLong's coordinator reports it). None of them was decided, so the four outcome
-    counts stay 0: this is the "unless truncated" of ``scanned = recovered + remaining +
-    unresolved + failed`` (spec 04 "Summary"; docs/decisions.md).
-
-    It lives here, in the light module, because the zero-candidate path returns it without
-    importing the reconciler; `_primary_summary` re-exports it for the full pass."""
-    return {
-        "safe": not truncated,
-        "scanned": observed,
-        "recovered": 0,
-        "remaining": 0,
-        "unresolved": 0,
-        "failed": 0,
-        "truncated": truncated,
-        "candidates": [],
-    }
 
 
 def exit_code(summary: dict[str, Any]) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Re-exported for the full pass; defined in the light module the fast path uses.
-from reconciler.cli._reconcile import empty_summary as empty_summary
+from reconciler.primary._empty import empty_summary as empty_summary
 from storage import AttemptRow, RunRow
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock
 from ._shadow_report import (
@@ -23,6 +23,9 @@ from ._shadow_report import (
     build_report,
     check_conservation,
 )
+
+if TYPE_CHECKING:
+    from storage import LockBudget
 
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
 PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
@@ -110,11 +113,14 @@ def run_shadow(
     resume_cursor: Cursor | None = None,
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
+    lock: LockBudget | None = None,
 ) -> ShadowResult:
     """One ADR-0448 pass over ``db``; never raises (fail-open, ADR-0448 §9).
 
     ``profile`` / ``origins`` override ``QL_DEPLOYMENT_PROFILE`` / ``QL3_SHADOW_ORIGINS``,
-    which are read once from ``environ`` (default ``os.environ``).
+    which are read once from ``environ`` (default ``os.environ``). ``lock`` bounds the total
+    wait for other processes' write locks (default ``QLFSM_LOCK_BUDGET_S`` from ``environ``,
+    else 5 s); a lock past it ends the pass as ``state: failed``, ``errorType: Busy``.
     """
     env = os.environ if environ is None else environ
     try:
@@ -128,6 +134,8 @@ def run_shadow(
             return ShadowResult({"state": "profile_rejected", "profile": prof, **counts})
         budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
+        from storage import lock_budget_from_env
+
         from ._shadow_pass import run_pass
 
         outcome = run_pass(
@@ -137,6 +145,7 @@ def run_shadow(
             resume=resume_cursor,
             clock=clock,
             busy_timeout_s=busy_timeout_s,
+            lock=lock if lock is not None else lock_budget_from_env(env),
         )
         return ShadowResult(
             audit_record(prof, chosen.enabled, budget, outcome.counts, counts),

@@ -57,7 +57,7 @@ def inspect_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.limit < 1:
         raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
-    from storage import Repository, check_schema, connect, database_error
+    from storage import Repository, busy_wait_s, check_schema, connect, database_error
 
     conn = connect(args.db)
     try:
@@ -78,7 +78,7 @@ def inspect_command(argv: list[str]) -> int:
             out.append(item)
     except sqlite3.DatabaseError as exc:
         # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).
-        raise database_error(args.db, exc) from exc
+        raise database_error(args.db, exc, waited_s=busy_wait_s(conn)) from exc
     finally:
         conn.close()
     if args.json:

@@ -50,6 +50,7 @@ from storage import (
     PrimaryCandidate,
     Repository,
     RunRow,
+    busy_wait_s,
     database_error,
     journal_get,
     journal_quarantine,
@@ -188,10 +189,7 @@ class PrimaryReconciler:
         if not path:
             return exc
         # A read that found the database locked waited the connection's busy timeout.
-        waited = getattr(self.conn, "current_timeout_s", None)
-        if waited is None:
-            waited = getattr(self.conn, "busy_timeout_s", 0.0)
-        return database_error(path, exc, waited_s=waited)
+        return database_error(path, exc, waited_s=busy_wait_s(self.conn))
 
     def _result(self, cand: _Candidate, row: str, reason: str) -> CandidateResult:
         attempt_id = cand.attempt.id if cand.attempt is not None else None

@@ -206,6 +206,7 @@ _EXPORTS.update(
         "DatabaseUnusable": "_errors",
         "LockBudget": "_connection",
         "NotARegularFile": "_errors",
+        "busy_wait_s": "_connection",
         "database_error": "_connection",
         "lock_budget": "_connection",
         "lock_budget_from_env": "_connection",
@@ -221,6 +222,7 @@ __all__ += [
     "DatabaseUnusable",
     "LockBudget",
     "NotARegularFile",
+    "busy_wait_s",
     "database_error",
     "lock_budget",
     "lock_budget_from_env",
@@ -231,6 +233,7 @@ if TYPE_CHECKING:
     from ._connection import LOCK_BUDGET_ENV as LOCK_BUDGET_ENV
     from ._connection import LOCK_BUDGET_S as LOCK_BUDGET_S
     from ._connection import LockBudget as LockBudget
+    from ._connection import busy_wait_s as busy_wait_s
     from ._connection import database_error as database_error
     from ._connection import lock_budget as lock_budget
     from ._connection import lock_budget_from_env as lock_budget_from_env

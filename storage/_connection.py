@@ -244,6 +244,14 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
 _CHECK = "check the file, its directory and their permissions, and run again"
 
 
+def busy_wait_s(conn: sqlite3.Connection) -> float | None:
+    """How long a statement of ``conn`` that failed with SQLITE_BUSY waited: the driver's busy
+    timeout in effect (None when unknown)."""
+    if not isinstance(conn, QlConnection):
+        return None
+    return conn.busy_timeout_s if conn.current_timeout_s is None else conn.current_timeout_s
+
+
 def unwritable_part(path: str) -> str:
     """Which part of the database cannot be written, checked the way the kernel checks it
     (``access(2)`` reports a read-only mount or an immutable file even to root)."""

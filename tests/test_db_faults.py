@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -322,22 +323,38 @@ def test_a_read_only_database_file_stops_the_pass_naming_the_file(
 def test_a_database_locked_against_readers_is_exit_1_locked_try_again(
     db_path: Path, tmp_path: Path
 ) -> None:
-    # A rollback-journal file under an EXCLUSIVE lock cannot even be read: the candidate query
+    # A rollback-journal file under an EXCLUSIVE lock cannot even be read: the first read
     # waits the busy timeout, then says so (never "not a QingLong database", never `db init`).
     plain = sqlite3.connect(str(db_path), isolation_level=None)
     plain.execute("PRAGMA journal_mode=DELETE")
     plain.close()
+    commands = (
+        ["reconcile", "--receipt-root", str(tmp_path / "r")],
+        ["inspect"],
+        ["db", "init"],
+    )
     holder = sqlite3.connect(str(db_path), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    try:
-        out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(tmp_path / "r"))
+    try:  # the three wait side by side: one busy timeout for the test, not three
+        running = [
+            subprocess.Popen(
+                [sys.executable, "-m", "reconciler", *command, "--db", str(db_path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=cli_env(),
+            )
+            for command in commands
+        ]
+        done = [subprocess.CompletedProcess(p.args, p.wait(60), *p.communicate()) for p in running]
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    line = one_error_line(out)
-    assert out.returncode == 1
-    assert "is locked by another process (waited 5." in line and "try again" in line
-    assert "db init" not in line and "not a QingLong" not in line
+    for command, out in zip(commands, done, strict=True):
+        line = one_error_line(out)
+        assert out.returncode == 1, (command, out.stderr)
+        assert "is locked by another process (waited 5." in line and "try again" in line
+        assert "db init" not in line and "not a QingLong" not in line
 
 
 def test_db_init_on_a_locked_database_waits_the_budget_and_says_locked(

@@ -238,6 +238,11 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
         return DatabaseUnusable(path, "cannot be written: the disk is full", "free space")
     if code == sqlite3.SQLITE_IOERR:
         return DatabaseUnusable(path, f"hit an I/O error ({exc})", "check the disk")
+    if code is None and str(exc).startswith("Could not decode to UTF-8"):
+        # The driver's message for one TEXT value that is not UTF-8: a bad row, not a bad file.
+        return DatabaseUnusable(
+            path, f"holds a row this command cannot read ({exc})", "repair or remove that row"
+        )
     return NotAQingLongDatabase(path, str(exc))
 
 

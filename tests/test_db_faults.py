@@ -503,6 +503,18 @@ def test_an_attempt_field_that_is_not_utf8_fails_only_its_candidate(
     assert outcomes == {"run-0": ("7", "recovered"), "run-1": ("14", "failed")}
 
 
+def test_inspect_names_a_row_that_is_not_utf8_as_a_bad_row_not_a_foreign_file(
+    db_path: Path,
+) -> None:
+    raw = sqlite3.connect(str(db_path), isolation_level=None)
+    insert_runtime_run(raw, "CAST(X'72756e2dff' AS TEXT)", "at-bad")
+    raw.close()
+    out = qlfsm("inspect", "--db", str(db_path))
+    line = one_error_line(out)
+    assert out.returncode == 1
+    assert "holds a row this command cannot read" in line and "not a QingLong" not in line
+
+
 def legacy_bad_row(db: LegacyDb, created_at_ms: int) -> None:
     db.conn.execute(
         'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '

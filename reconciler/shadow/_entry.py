@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.node._clock import Clock
 from reconciler.shadow._report import (
@@ -24,6 +24,9 @@ from reconciler.shadow._report import (
     build_summary,
     check_conservation,
 )
+
+if TYPE_CHECKING:
+    from storage import LockBudget
 
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
 PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
@@ -111,11 +114,14 @@ def run_shadow(
     resume_cursor: Cursor | None = None,
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
+    lock: LockBudget | None = None,
 ) -> ShadowResult:
     """One ADR-0448 pass over ``db``; never raises (fail-open, ADR-0448 §9).
 
     ``profile`` / ``origins`` override ``QL_DEPLOYMENT_PROFILE`` / ``QL3_SHADOW_ORIGINS``,
-    which are read once from ``environ`` (default ``os.environ``).
+    which are read once from ``environ`` (default ``os.environ``). ``lock`` bounds the total
+    wait for other processes' write locks (default ``QLFSM_LOCK_BUDGET_S`` from ``environ``,
+    else 5 s); a lock past it ends the pass as ``state: failed``, ``errorType: Busy``.
     """
     env = os.environ if environ is None else environ
     try:
@@ -130,6 +136,7 @@ def run_shadow(
         budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
         from reconciler.shadow._pass import run_pass
+        from storage import lock_budget_from_env
 
         outcome = run_pass(
             db,
@@ -138,6 +145,7 @@ def run_shadow(
             resume=resume_cursor,
             clock=clock,
             busy_timeout_s=busy_timeout_s,
+            lock=lock if lock is not None else lock_budget_from_env(env),
         )
         return ShadowResult(
             audit_record(prof, chosen.enabled, budget, outcome.counts, counts),

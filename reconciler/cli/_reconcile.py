@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler.cli._util import (
     EXIT_BLOCKED,
     EXIT_SAFE,
@@ -34,27 +35,21 @@ from reconciler.primary._empty import empty_summary
 if TYPE_CHECKING:
     from storage._connection import LockBudget
 
-PROFILES = ("edge", "standalone", "cluster-control", "worker")
-LOCAL_PROFILES = ("edge", "standalone")
 MAX_ROOT_BYTES = 4096
 
 
 def default_profile() -> str:
-    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone`. No trimming, as
-    spec 05 fixes for the same variable: " edge" is a configuration error, not `edge`."""
-    return os.environ.get("QL_DEPLOYMENT_PROFILE", "") or "standalone"
+    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone` (checked by
+    :func:`check_profile`, with the rules of ``reconciler._profiles``)."""
+    return os.environ.get(PROFILE_ENV, "") or "standalone"
 
 
 def check_profile(profile: str) -> str:
     # spec 04 "Profiles": a cluster never uses local PID evidence.
-    if profile in ("cluster-control", "worker"):
-        raise UsageError(
-            f"profile {profile!r} refuses the local reconciler (a cluster uses its PostgreSQL "
-            "claim/fencing model); run it with --profile edge or --profile standalone"
-        )
-    if profile not in LOCAL_PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    return profile
+    try:
+        return local_profile(profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def check_receipt_root(path: str) -> str:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import ATTEMPT_ACTIVE, EvidenceSequence, PrimaryFacts
-from reconciler.cli._util import UsageError
+from reconciler._profiles import GRACE_MS as GRACE_MS
+from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
 from reconciler.node._identity import ProcessProvider, inspect_handle
 from reconciler.node._receipt import authenticate_receipt
@@ -73,28 +74,11 @@ from storage import (
     write_blocker,
 )
 
-# spec 04 "Profiles" / ADR-0068 §2 step 6: the one-shot grace, in milliseconds.
-GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
-REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 # The summary's `row` for a candidate whose receipt root or shard is not a usable directory:
 # no row of spec 04's table decides it (it is configuration, D-3c).
 ROOT_ROW = "receipt_root"
-
-
-def grace_seconds(profile: str) -> float:
-    """The grace of ``profile``; UsageError for a cluster profile or an unknown one."""
-    if profile in REFUSED_PROFILES:
-        raise UsageError(
-            f"profile {profile!r} refuses the local reconciler: a cluster uses its PostgreSQL "
-            "claim/fencing model, never local PID evidence (use edge or standalone)"
-        )
-    if profile not in GRACE_MS:
-        raise UsageError(
-            f"unknown profile {profile!r}; choose edge, standalone, cluster-control or worker"
-        )
-    return GRACE_MS[profile] / 1000.0
 
 
 @dataclass

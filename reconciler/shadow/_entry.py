@@ -14,6 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reconciler._profiles import CLUSTER_PROFILES as CLUSTER_PROFILES
+from reconciler._profiles import PROFILE_ENV as PROFILE_ENV
+from reconciler._profiles import PROFILES as PROFILES
+from reconciler._profiles import ProfileError as ProfileError
+from reconciler._profiles import resolve_profile as resolve_profile
 from reconciler.node._clock import Clock
 from reconciler.shadow._report import (
     BUDGETS,
@@ -29,7 +34,6 @@ if TYPE_CHECKING:
     from storage import LockBudget
 
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
-PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
 
 # spec 05 "Switches": the reviewed origins, in this canonical spelling (at most 7).
 ALLOWED_ORIGINS: tuple[str, ...] = (
@@ -42,14 +46,8 @@ ALLOWED_ORIGINS: tuple[str, ...] = (
     "script",
 )
 REFUSED_ORIGINS = frozenset({"once", "grpc"})
-PROFILES: tuple[str, ...] = ("edge", "standalone", "cluster-control", "worker")
-CLUSTER_PROFILES = frozenset({"cluster-control", "worker"})
 
 Cursor = tuple[int, str]
-
-
-class ProfileError(Exception):
-    """``QL_DEPLOYMENT_PROFILE`` is not one of the four profiles (a configuration failure)."""
 
 
 @dataclass(frozen=True)
@@ -80,15 +78,6 @@ def parse_origins(value: str | None) -> Origins:
         elif item not in enabled:
             enabled.append(item)
     return Origins(tuple(enabled), refused, unknown)
-
-
-def resolve_profile(value: str | None) -> str:
-    """Exact match, no trimming; unset or empty is `standalone` (spec 05)."""
-    if value is None or value == "":
-        return "standalone"
-    if value not in PROFILES:
-        raise ProfileError("unknown deployment profile")
-    return value
 
 
 @dataclass(frozen=True)

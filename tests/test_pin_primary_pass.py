@@ -19,7 +19,7 @@ from reconciler._identity import FakeProcessTable, capture_handle
 from reconciler._primary import reconcile
 from reconciler._receipt import Receipt
 from reconciler._receipt_store import FileReceiptStore, ReadResult
-from storage import Repository, journal_get
+from storage import Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone
 WEEK_MS = 7 * 24 * 3600 * 1000  # docs/decisions.md D-3a: quarantine keeps a receipt 7 days
@@ -133,6 +133,30 @@ def test_a_grace_partly_passed_while_other_candidates_were_probed_is_not_paid_ag
     assert watched.reads["at-1"][1] == pytest.approx(probed_at + GRACE_S)
 
 
+def test_a_sleep_that_wakes_early_is_resumed_until_the_grace_is_whole(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    class EarlyWaker(FakeClock):
+        """A sleep that returns after half the time asked (at least 10 ms)."""
+
+        def sleep(self, seconds: float) -> None:
+            self.sleeps.append(seconds)
+            self.advance(max(seconds / 2, 0.01))
+
+    clock = EarlyWaker(T0)
+    table = FakeProcessTable()
+    probes = SlowProbes(table, clock, step=0.03)  # probed at 0.03, not at the clock's zero
+    candidate(repo, table, 1, alive=False)
+    watched = WatchedStore(store, clock)
+
+    summary = pass_(conn, watched, probes, clock)
+
+    assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("13", "recovered")]
+    assert len(clock.sleeps) > 1  # woken early, it slept again
+    first, second = watched.reads["at-1"]
+    assert second - first >= GRACE_S - 1e-9
+
+
 def test_no_sleep_at_all_without_a_not_running_candidate(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
@@ -192,6 +216,28 @@ def test_a_receipt_invalid_on_the_second_read_is_quarantined_from_its_own_time(
     assert row is not None and row.state == "quarantined"
     assert row.purge_after_ms == T0 + int(GRACE_S * 1000) + WEEK_MS
     assert status(repo, "run-1", "at-1") == ("running", "running")
+
+
+def test_a_trusted_receipt_is_deleted_and_its_journal_row_resolved_after_the_commit(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    journal_register(conn, "at-1", "run-1", T0)
+    store.publish(receipt("run-1", "at-1"))
+
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "5",
+        "recovered",
+        "receipt_succeeded",
+    )
+    assert status(repo, "run-1", "at-1") == ("succeeded", "succeeded")
+    assert not (Path(store.root) / "at" / "at-1.json").exists()
+    assert journal_get(conn, "at-1") is None  # resolving deletes the row (spec 03)
 
 
 def test_a_failed_receipt_cleanup_after_the_commit_keeps_the_decision_and_names_the_error(

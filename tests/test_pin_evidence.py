@@ -46,6 +46,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("receipt_read", "trust"): "receipt_trusted",  # row 5
     ("receipt_read", "reject"): "receipt_invalid",  # row 6
     ("receipt_read", "find_none"): "receipt_missing",
+    ("receipt_read", "hold"): "unresolved",  # the receipt root or shard is unusable (D-3c)
     ("receipt_trusted", "commit_completion"): "completed",
     ("receipt_invalid", "quarantine"): "quarantined",
     ("receipt_missing", "lose_unstarted_claim"): "lost_unstarted_claim",  # row 7
@@ -58,6 +59,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("receipt_reread", "trust"): "receipt_trusted",  # row 13 -> 5
     ("receipt_reread", "reject"): "receipt_invalid",  # row 13 -> 6
     ("receipt_reread", "find_none"): "reread_missing",
+    ("receipt_reread", "hold"): "unresolved",  # the root went wrong before the re-read (D-3c)
     ("reread_missing", "lose_not_running"): "lost_not_running",
     ("reread_missing", "hold"): "unresolved",  # changed on the re-read
     **{(s, "fail"): "failed" for s in NON_TERMINAL},  # rows 9, 14

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from test_primary_support import T0, make_candidate, receipt, status
 
-from reconciler._clock import FakeClock
-from reconciler._identity import FakeProcessTable, capture_handle
-from reconciler._primary import reconcile
-from reconciler._receipt import Receipt
-from reconciler._receipt_store import FileReceiptStore, ReadResult
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.primary._pass import reconcile
+from reconciler.node._receipt import Receipt
+from reconciler.node._receipt_store import FileReceiptStore, ReadResult
 from storage import Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone
@@ -61,8 +61,8 @@ class WatchedStore:
     def publish(self, r: Receipt) -> None:
         self.inner.publish(r)
 
-    def quarantine(self, attempt_id: str) -> str:
-        return self.inner.quarantine(attempt_id)
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str:
+        return self.inner.quarantine(attempt_id, ref)
 
     def delete(self, attempt_id: str) -> None:
         if self.fail_delete:
@@ -71,6 +71,10 @@ class WatchedStore:
 
     def quarantine_ref(self, attempt_id: str) -> str:
         return self.inner.quarantine_ref(attempt_id)
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest of the store port (root checks, quarantine slots) is the real store's.
+        return getattr(self.inner, name)
 
 
 def candidate(repo: Repository, table: FakeProcessTable, n: int, *, alive: bool) -> int:

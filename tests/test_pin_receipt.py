@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler._receipt import (
+from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     RECEIPT_KEYS,
     InvalidReceipt,

@@ -63,6 +63,7 @@ from reconciler.node._receipt_store import (
     ReceiptExists,
 )
 from reconciler.primary._pass import GRACE_MS, reconcile
+from reconciler.shadow._ports import PassHooks, PassPorts
 from reconciler.shadow._report import Budget
 from storage import (
     PRIMARY_CANDIDATES_SQL,
@@ -75,6 +76,7 @@ from storage import (
     connect,
     in_transaction,
     journal_register,
+    legacy_candidates,
     legacy_log_id,
     uuid7,
 )
@@ -198,6 +200,7 @@ class Worker:
                     origins=SHADOW_ORIGINS,
                     budget=SHADOW_BUDGET,
                     clock=self.world.clock,
+                    ports=self.world.shadow_ports,
                 )
         except BaseException as exc:  # recorded; the driver decides what it means
             if not self.crashed:
@@ -370,6 +373,36 @@ class SimClock(FakeClock):
             self.world.trace.append(Ev(w.number, "grace", None, f"{seconds}", self.monotonic()))
 
 
+class SimShadowHooks(PassHooks):
+    """The shadow pass's gates, and the check that its silent outcomes write nothing."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.before: tuple[Any, ...] = ()
+
+    def _worker(self) -> Worker:
+        w = self.world.calling_worker()
+        assert w is not None
+        return w
+
+    def before_decide(self, conn: sqlite3.Connection, cand: Any) -> None:
+        self._worker().gate("shadow_decide", cand.run_id)
+        self.before = _run_state(conn, cand.run_id)
+
+    def after_decide(self, conn: sqlite3.Connection, cand: Any, state: str) -> None:
+        w = self._worker()
+        after = _run_state(conn, cand.run_id)
+        self.world.decisions.append((w.number, cand.run_id, state))
+        if state in ("pending", "ambiguous", "skipped") and self.before != after:
+            self.world.violations.append(
+                f"legacy-silent-outcomes-write-nothing: {cand.run_id} was {state} yet "
+                f"changed {self.before} -> {after}"
+            )
+
+    def between_commits(self) -> None:
+        self._worker().gate("shadow_between_commits")
+
+
 # --- the world ------------------------------------------------------------------------------
 
 
@@ -413,11 +446,11 @@ class World:
         self._seen_runs: dict[str, tuple[Any, ...]] = {}
         self._patches = [
             mock.patch.object(primary_mod, "inspect_handle", self._probe_wrapper()),
-            mock.patch.object(shadow_mod, "decide", self._decide_wrapper()),
-            mock.patch.object(shadow_mod, "legacy_candidates", self._page_wrapper()),
-            mock.patch.object(shadow_mod, "_between_commits", self._between_wrapper()),
-            mock.patch.object(shadow_mod, "connect", self._shadow_connect),
         ]
+        # The shadow pass takes its fakes through its ports (reconciler.shadow._ports).
+        self.shadow_ports = PassPorts(
+            open=self._shadow_connect, candidates=self._shadow_page, hooks=SimShadowHooks(self)
+        )
         for p in self._patches:
             p.start()
         self.check()
@@ -558,7 +591,7 @@ class World:
         conn.worker = worker
         return conn
 
-    def _shadow_connect(self, path: str, **_: Any) -> sqlite3.Connection:
+    def _shadow_connect(self, path: str, busy_timeout_s: float | None) -> sqlite3.Connection:
         w = self.calling_worker()
         assert w is not None and path == str(self.db)
         conn = self.gated_connect(w)
@@ -586,47 +619,11 @@ class World:
 
         return probe
 
-    def _decide_wrapper(self) -> Callable[..., str]:
-        inner = shadow_mod.decide
-
-        def decide(conn: sqlite3.Connection, repo: Repository, cand: Any, *a: Any) -> str:
-            w = self.calling_worker()
-            assert w is not None
-            w.gate("shadow_decide", cand.run_id)
-            before = _run_state(conn, cand.run_id)
-            state = inner(conn, repo, cand, *a)
-            after = _run_state(conn, cand.run_id)
-            self.decisions.append((w.number, cand.run_id, state))
-            if state in ("pending", "ambiguous", "skipped") and before != after:
-                self.violations.append(
-                    f"legacy-silent-outcomes-write-nothing: {cand.run_id} was {state} yet "
-                    f"changed {before} -> {after}"
-                )
-            return state
-
-        return decide
-
-    def _page_wrapper(self) -> Callable[..., Any]:
-        inner = shadow_mod.legacy_candidates
-
-        def page(*a: Any, **kw: Any) -> Any:
-            w = self.calling_worker()
-            assert w is not None
-            w.gate("shadow_page")
-            return inner(*a, **kw)
-
-        return page
-
-    def _between_wrapper(self) -> Callable[[], None]:
-        inner = shadow_mod._between_commits
-
-        def between() -> None:
-            w = self.calling_worker()
-            assert w is not None
-            w.gate("shadow_between_commits")
-            inner()
-
-        return between
+    def _shadow_page(self, *a: Any) -> Any:
+        w = self.calling_worker()
+        assert w is not None
+        w.gate("shadow_page")
+        return legacy_candidates(*a)
 
     def _slot_of_handle(self, handle_text: object) -> Slot | None:
         for s in self.slots:

@@ -45,26 +45,25 @@ from _support import init_db
 import reconciler.primary._pass as primary_mod
 import reconciler.shadow._pass as shadow_mod
 from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import (
+from reconciler.node import (
     CaptureFailed,
     Evidence,
+    FakeClock,
     FakeProcessTable,
-    capture_handle,
-    parse_handle,
-)
-from reconciler.node._launcher import _mark_failed, new_token
-from reconciler.node._receipt import Receipt, encode_receipt
-from reconciler.node._receipt_store import (
     Found,
     Invalid,
     MemoryReceiptStore,
     ReadResult,
+    Receipt,
     ReceiptExists,
+    capture_handle,
+    encode_receipt,
+    new_token,
+    parse_handle,
 )
-from reconciler.primary._pass import GRACE_MS, reconcile
-from reconciler.shadow._ports import PassHooks, PassPorts
-from reconciler.shadow._report import Budget
+from reconciler.node._launcher import _mark_failed
+from reconciler.primary import GRACE_MS, reconcile
+from reconciler.shadow import Budget, PassHooks, PassPorts
 from storage import (
     PRIMARY_CANDIDATES_SQL,
     Actor,

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, bulk_runs
 
-from reconciler.node._clock import FakeClock
-from reconciler.shadow._entry import run_shadow
-from reconciler.shadow._ports import PassPorts
+from reconciler.node import FakeClock
+from reconciler.shadow import PassPorts, run_shadow
 from storage import candidates_sql, legacy_candidates
 
 

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb
 
-from reconciler.node._clock import FakeClock
+from reconciler.node import FakeClock
+from reconciler.shadow import PassHooks, PassPorts, run_shadow
 from reconciler.shadow import _pass as _shadow_pass
-from reconciler.shadow._entry import run_shadow
-from reconciler.shadow._ports import PassHooks, PassPorts
 from storage import LegacyCandidate, Repository, connect
 
 FINISHED_S = T0_MS // 1000 + 90

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from reconciler.diagrams._check import compare as compare
     from reconciler.diagrams._check import parse_mermaid as parse_mermaid
     from reconciler.diagrams._check import parse_svg as parse_svg
+    from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
+    from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER
+    from reconciler.diagrams._dot import DiagramsError as DiagramsError
+    from reconciler.diagrams._dot import find_dot as find_dot
+    from reconciler.diagrams._dot import source_digest as source_digest
     from reconciler.diagrams._records import ADR_0001_ATTEMPT_TABLE as ADR_0001_ATTEMPT_TABLE
     from reconciler.diagrams._records import ADR_0001_RUN_TABLE as ADR_0001_RUN_TABLE
     from reconciler.diagrams._records import ADR_0068_TABLE as ADR_0068_TABLE
@@ -27,15 +32,10 @@ if TYPE_CHECKING:
     from reconciler.diagrams._records import RECORDS_BY_MACHINE as RECORDS_BY_MACHINE
     from reconciler.diagrams._records import ExpectedEdge as ExpectedEdge
     from reconciler.diagrams._records import MachineRecord as MachineRecord
-    from reconciler.diagrams._render import INSTALL_HINT as INSTALL_HINT
-    from reconciler.diagrams._render import PINNED_RENDERER as PINNED_RENDERER
-    from reconciler.diagrams._render import DiagramsError as DiagramsError
     from reconciler.diagrams._render import dot_source as dot_source
-    from reconciler.diagrams._render import find_dot as find_dot
     from reconciler.diagrams._render import mermaid_source as mermaid_source
     from reconciler.diagrams._render import render as render
     from reconciler.diagrams._render import render_sources as render_sources
-    from reconciler.diagrams._render import source_digest as source_digest
 
 _EXPORTS: dict[str, str] = {
     "ADR_0001_ATTEMPT_TABLE": "reconciler.diagrams._records",
@@ -54,15 +54,15 @@ _EXPORTS: dict[str, str] = {
     "compare": "reconciler.diagrams._check",
     "parse_mermaid": "reconciler.diagrams._check",
     "parse_svg": "reconciler.diagrams._check",
-    "INSTALL_HINT": "reconciler.diagrams._render",
-    "PINNED_RENDERER": "reconciler.diagrams._render",
-    "DiagramsError": "reconciler.diagrams._render",
     "dot_source": "reconciler.diagrams._render",
-    "find_dot": "reconciler.diagrams._render",
     "mermaid_source": "reconciler.diagrams._render",
     "render": "reconciler.diagrams._render",
     "render_sources": "reconciler.diagrams._render",
-    "source_digest": "reconciler.diagrams._render",
+    "INSTALL_HINT": "reconciler.diagrams._dot",
+    "PINNED_RENDERER": "reconciler.diagrams._dot",
+    "DiagramsError": "reconciler.diagrams._dot",
+    "find_dot": "reconciler.diagrams._dot",
+    "source_digest": "reconciler.diagrams._dot",
 }
 
 __all__ = sorted(_EXPORTS)

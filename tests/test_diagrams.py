@@ -20,29 +20,26 @@ from pathlib import Path
 import pytest
 
 from fsm import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
-from reconciler.cli._diagrams import (
-    DEFAULT_DIR,
-    PINNED_RENDERER,
-    DiagramsError,
-    diagrams_command,
-    find_dot,
-    parse_mermaid,
-    parse_svg,
-    render,
-    render_sources,
-    source_digest,
-)
+from reconciler.cli._diagrams import DEFAULT_DIR, diagrams_command
 from reconciler.diagrams import (
     ADR_0001_ATTEMPT_TABLE,
     ADR_0001_RUN_TABLE,
     ADR_0068_TABLE,
     ADR_0448_TABLE,
     LEGACY_DECISION_RECORD,
+    PINNED_RENDERER,
     PRIMARY_DECISION_RECORD,
     RECORDS,
     RECORDS_BY_MACHINE,
+    DiagramsError,
     ExpectedEdge,
     MachineRecord,
+    find_dot,
+    parse_mermaid,
+    parse_svg,
+    render,
+    render_sources,
+    source_digest,
 )
 
 REPO = Path(__file__).resolve().parent.parent

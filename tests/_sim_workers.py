@@ -16,8 +16,8 @@ from _sim_node import (
     Crashed,
 )
 
-import reconciler.shadow._pass as shadow_mod
 from reconciler.primary import reconcile
+from reconciler.shadow import run_pass
 from storage import (
     PRIMARY_CANDIDATES_SQL,
 )
@@ -82,7 +82,7 @@ class Worker:
             else:
                 self.conn.close()
                 self.conn = None
-                self.result = shadow_mod.run_pass(
+                self.result = run_pass(
                     str(self.world.db),
                     origins=SHADOW_ORIGINS,
                     budget=SHADOW_BUDGET,

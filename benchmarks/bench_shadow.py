@@ -19,8 +19,7 @@ import statistics
 import tempfile
 import time
 
-from reconciler.shadow._pass import run_pass
-from reconciler.shadow._report import BUDGETS
+from reconciler.shadow import BUDGETS, run_pass
 from storage import connect, init_schema, legacy_candidates
 
 T0 = 1_760_000_000_000

@@ -22,20 +22,17 @@ from ._legacy import (
     LEGACY_DECISION_SPEC,
     LEGACY_EVIDENCE,
     LEGACY_OUTCOMES,
-    LEGACY_ROW_FACTS,
     LEGACY_ROWS,
     LEGACY_SPEC,
     LEGACY_TABLE,
     LEGACY_TRIGGERS,
     LEGACY_WRITES,
-    InstanceEvidence,
     LegacyDecision,
-    LegacyFacts,
     classify_legacy,
     decide_legacy,
     legacy_engine,
-    select_evidence,
 )
+from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts
 from ._machine import (
     ALL_SPECS,
     Lifecycle,
@@ -61,6 +58,7 @@ from ._primary_table import (
     PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_TABLE,
 )
+from ._selection import InstanceEvidence, select_evidence
 from ._tables import (
     ATTEMPT_ACTIVE,
     ATTEMPT_SPEC,

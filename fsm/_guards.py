@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, LegacyFacts, classify_legacy
+from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, classify_legacy
+from ._legacy_facts import LegacyFacts
 from ._tables import ATTEMPT_ACTIVE
 
 # "quarantined": the receipt path is empty but the Attempt's journal row says an earlier pass

@@ -1,4 +1,4 @@
-"""ADR-0448's decision table (spec 05 "Per candidate"), once, as data; and evidence selection.
+"""ADR-0448's decision table (spec 05 "Per candidate"), once, as data.
 
 Each row of :data:`LEGACY_TABLE` carries everything that is said about it anywhere: its id, the
 record's words, the evidence state it is tried in, its guard (the name on the diagrams, a pure
@@ -11,159 +11,21 @@ The decision machine's evidence states follow the order in which the pass reads 
 "Candidates"): the Run first (row 1 needs nothing else), then its Attempts (rows 2, 2b, 3),
 then the cron's RunningInstances and the selection (rows 4-11). An exception (row 12) ends the
 candidate in any of them.
+
+The facts and the rows' own predicates are in ``_legacy_facts.py``; evidence selection (spec 05
+"Evidence selection") in ``_selection.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Literal
 
 from ._decision import Case, DecisionEngine, DecisionRow, DecisionTable, Need, drawn_spec
 from ._errors import MachineDefinitionError
-from ._tables import ATTEMPT_TERMINAL, RUN_LIFECYCLE_EDGES, RUN_TERMINAL, Edge, MachineSpec
-
-Selection = Literal["matched", "ambiguous", "none"]
-InstanceStatus = Literal["running", "succeeded", "stopped", "failed"]
-
-_RUN_LEGAL = frozenset((e.source, e.dest) for e in RUN_LIFECYCLE_EDGES)
-
-
-@dataclass(frozen=True)
-class LegacyFacts:
-    """Everything spec 05's table looks at for one candidate, gathered at the edge."""
-
-    run_present: bool
-    run_owner: str | None = None
-    origin: str | None = None
-    origin_enabled: bool = False
-    run_status: str | None = None
-    active_attempts: int = 0
-    attempt_status: str | None = None  # the single active Attempt, when exactly one
-    latest_attempt_status: str | None = None  # the latest Attempt, when none is active
-    evidence_truncated: bool = False
-    selection: Selection = "none"
-    matched_status: InstanceStatus | None = None
-    matched_finished: bool = False
-    error: bool = False
-
-
-# --- The rows' own facts (each predicate says only what its row says) ------------------------
-
-
-def _error_raised(f: LegacyFacts) -> bool:
-    return f.error  # row 12
-
-
-def _not_eligible(f: LegacyFacts) -> bool:
-    return (  # row 1
-        not f.run_present
-        or f.run_owner != "legacy"
-        or not f.origin_enabled
-        or f.run_status is None
-        or f.run_status in RUN_TERMINAL
-        or f.run_status == "lost"
-    )
-
-
-def _eligible_candidate(f: LegacyFacts) -> bool:
-    return not _not_eligible(f)  # read its Attempts
-
-
-def _unique_terminal_attempt(f: LegacyFacts) -> bool:
-    # ADR-0448 §6: the Attempt committed, the Run's response was lost; heal the Run.
-    latest = f.latest_attempt_status
-    return (
-        f.active_attempts == 0
-        and latest in ATTEMPT_TERMINAL
-        and (f.run_status, latest) in _RUN_LEGAL
-    )  # row 2
-
-
-def _no_active_attempt(f: LegacyFacts) -> bool:
-    return f.active_attempts == 0  # row 2b
-
-
-def _multiple_active_attempts(f: LegacyFacts) -> bool:
-    return f.active_attempts > 1  # row 3
-
-
-def _one_active_attempt(f: LegacyFacts) -> bool:
-    return f.active_attempts == 1  # read the cron's RunningInstances
-
-
-def _evidence_truncated(f: LegacyFacts) -> bool:
-    return f.evidence_truncated  # row 4
-
-
-def _ambiguous_selection(f: LegacyFacts) -> bool:
-    return f.selection == "ambiguous"  # row 5
-
-
-# A matched row WITHOUT finished_at was reset by 2.x initData or is still running: it is no
-# terminal evidence (spec 02 "Legacy 2.x tables").
-def _stopped_with_finished(f: LegacyFacts) -> bool:
-    return f.selection == "matched" and f.matched_finished and f.matched_status == "stopped"
-
-
-def _unique_finished_evidence(f: LegacyFacts) -> bool:
-    return (
-        f.selection == "matched"
-        and f.matched_finished
-        and f.matched_status in ("succeeded", "failed")
-    )  # row 7
-
-
-def _awaiting_system_crond(f: LegacyFacts) -> bool:
-    # System crond outlives the HTTP worker and will call back with a stable id.
-    return f.origin == "scheduled_system"  # row 8
-
-
-def _no_spawn_evidence(f: LegacyFacts) -> bool:
-    return f.run_status == "queued" and f.attempt_status == "claimed"  # row 9
-
-
-def _no_terminal_evidence(f: LegacyFacts) -> bool:
-    return f.run_status in ("dispatching", "running") and f.attempt_status in (
-        "claimed",
-        "starting",
-        "running",
-    )  # row 10
-
-
-def _illegal_combination(f: LegacyFacts) -> bool:
-    return True  # row 11: "anything else" reaching the end of the table
-
-
-LegacyPredicate = Callable[[LegacyFacts], bool]
-
-# guard name -> the row's own facts (the decision machine's conditions).
-LEGACY_ROW_FACTS: Mapping[str, LegacyPredicate] = {
-    "error_raised": _error_raised,
-    "not_eligible": _not_eligible,
-    "eligible_candidate": _eligible_candidate,
-    "unique_terminal_attempt": _unique_terminal_attempt,
-    "no_active_attempt": _no_active_attempt,
-    "multiple_active_attempts": _multiple_active_attempts,
-    "one_active_attempt": _one_active_attempt,
-    "evidence_truncated": _evidence_truncated,
-    "ambiguous_selection": _ambiguous_selection,
-    "stopped_with_finished": _stopped_with_finished,
-    "unique_finished_evidence": _unique_finished_evidence,
-    "awaiting_system_crond": _awaiting_system_crond,
-    "no_spawn_evidence": _no_spawn_evidence,
-    "no_terminal_evidence": _no_terminal_evidence,
-    "illegal_combination": _illegal_combination,
-}
-
-
-def _on_legacy_facts(own: LegacyPredicate) -> Callable[[object], bool]:
-    def predicate(facts: object) -> bool:
-        return isinstance(facts, LegacyFacts) and own(facts)
-
-    return predicate
-
+from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
+from ._tables import Edge, MachineSpec
 
 # --- The table -----------------------------------------------------------------------------
 
@@ -446,53 +308,3 @@ def classify_legacy(f: LegacyFacts) -> LegacyDecision:
     decided = decide_legacy(f)
     assert isinstance(decided, LegacyDecision)
     return decided
-
-
-# --- Evidence selection (spec 05 "Evidence selection") ----------------------------------------
-
-
-@dataclass(frozen=True)
-class InstanceEvidence:
-    """One RunningInstances row as the adapter hands it over: no raw log path, ever."""
-
-    pid: int | None
-    log_id: str | None  # opaque `legacy-log:` id
-    status: InstanceStatus
-    finished_at_ms: int | None
-    exit_code: int | None
-
-
-def select_evidence(
-    attempt_pid: int | None,
-    attempt_log_id: str | None,
-    rows: Sequence[InstanceEvidence],
-) -> tuple[Selection, InstanceEvidence | None]:
-    """spec 05 "Evidence selection", exactly."""
-    if attempt_pid is not None and attempt_log_id is not None:
-        both = [r for r in rows if r.pid == attempt_pid and r.log_id == attempt_log_id]
-        by_log = [r for r in rows if r.log_id == attempt_log_id]
-        by_pid = [r for r in rows if r.pid == attempt_pid]
-        if len(both) == 1:
-            return "matched", both[0]
-        if len(both) > 1 or len(by_log) > 1 or len(by_pid) > 1:
-            return "ambiguous", None
-        if by_log and by_pid and by_log[0] is not by_pid[0]:
-            return "ambiguous", None
-        if len(by_log) == 1:
-            return "matched", by_log[0]
-        if len(by_pid) == 1:
-            return "matched", by_pid[0]
-        return "none", None
-    if attempt_pid is not None or attempt_log_id is not None:
-        hits = [
-            r
-            for r in rows
-            if (attempt_pid is not None and r.pid == attempt_pid)
-            or (attempt_log_id is not None and r.log_id == attempt_log_id)
-        ]
-        if len(hits) == 1:
-            return "matched", hits[0]
-        return ("ambiguous", None) if hits else ("none", None)
-    if len(rows) == 1:
-        return "matched", rows[0]
-    return ("ambiguous", None) if rows else ("none", None)

@@ -31,6 +31,17 @@ _EXPORTS: dict[str, str] = {
     "capture_handle": "reconciler.node._identity",
     "format_handle": "reconciler.node._identity",
     "parse_handle": "reconciler.node._identity",
+    "launch": "reconciler.node._launcher",
+    "Launched": "reconciler.node._launcher",
+    "LaunchRefused": "reconciler.node._launcher",
+    "LaunchFailed": "reconciler.node._launcher",
+    "reconcile": "reconciler.primary._pass",
+    "run_shadow": "reconciler.shadow._entry",
+    "ShadowResult": "reconciler.shadow._entry",
+    "run_pass": "reconciler.shadow._pass",
+    "PassPorts": "reconciler.shadow._ports",
+    "PassHooks": "reconciler.shadow._ports",
+    "ProfileError": "reconciler._profiles",
     "main": "reconciler.cli._main",
 }
 

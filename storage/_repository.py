@@ -10,16 +10,33 @@ whole advance back: no orphan event, no Run update without its event.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, Step, attempt_machine, run_machine
 
+from ._changes import (
+    _ATTEMPT_SETTABLE,
+    _RUN_SETTABLE,
+    _check_actor,
+    _check_expected,
+    _check_fields,
+    _check_time,
+    _replace_attempt,
+    _replace_run,
+)
+from ._changes import ACTORS as ACTORS
+from ._changes import NON_MOVING_EVENTS as NON_MOVING_EVENTS
+from ._changes import Actor as Actor
+from ._changes import Advanced as Advanced
+from ._changes import AttemptChange as AttemptChange
+from ._changes import Change as Change
+from ._changes import Expect as Expect
+from ._changes import RunChange as RunChange
 from ._connection import in_transaction
-from ._errors import Conflict, DuplicateEvent, InvalidField, NotFound
+from ._errors import Conflict, InvalidField
+from ._row_statements import RowStatements
 from ._rows import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
@@ -27,108 +44,14 @@ from ._rows import (
     AttemptRow,
     EventRow,
     RunRow,
-    uuid7,
 )
 
-ACTORS = frozenset(
-    {
-        "user",
-        "api_app",
-        "trigger",
-        "agent",
-        "mcp_client",
-        "worker",
-        "executor",
-        "system",
-        "legacy_shell",
-        "scheduler",
-        "reconciler",
-        "compatibility",
-    }
-)
-# spec 01 "Events": the names that record something without moving a state. Every other name
-# of the spec's list is `run.<status>` / `attempt.<status>`, written only along an edge.
-NON_MOVING_EVENTS = frozenset(
-    {"attempt.late_callback_ignored", "run.reconciled", "run.cancel_requested"}
-)
-# spec 01 "Field rules": error fields only on these targets.
-_ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
-_RUN_SETTABLE = frozenset(
-    {
-        "queued_at_ms",
-        "started_at_ms",
-        "finished_at_ms",
-        "cancel_requested_at_ms",
-        "cancel_reason",
-        "error_code",
-        "error_summary",
-    }
-)
-_ATTEMPT_SETTABLE = frozenset(
-    {
-        "executor_handle",
-        "pid",
-        "callback_token_hash",
-        "callback_sequence",
-        "started_at_ms",
-        "finished_at_ms",
-        "exit_code",
-        "error_code",
-        "error_summary",
-        "log_artifact_id",
-    }
-)
+# The default actors of a new Run / Attempt (frozen, so one instance serves every call).
+_USER = Actor("user")
+_SCHEDULER = Actor("scheduler")
 
 
-@dataclass(frozen=True)
-class Actor:
-    type: str
-    id: str | None = None
-
-
-@dataclass(frozen=True)
-class RunChange:
-    """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
-
-    trigger: str
-    evidence: object = None
-    set: Mapping[str, object] = field(default_factory=dict)
-    payload: Mapping[str, object] = field(default_factory=dict)
-    dedupe_key: str | None = None
-
-
-@dataclass(frozen=True)
-class AttemptChange:
-    """One Attempt edge of the Run's Attempt ``attempt_id``."""
-
-    attempt_id: str
-    trigger: str
-    evidence: object = None
-    set: Mapping[str, object] = field(default_factory=dict)
-    payload: Mapping[str, object] = field(default_factory=dict)
-    dedupe_key: str | None = None
-
-
-Change = RunChange | AttemptChange
-
-
-@dataclass(frozen=True)
-class Expect:
-    """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
-
-    run: Mapping[str, object] = field(default_factory=dict)
-    attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Advanced:
-    run_id: str
-    version: int
-    steps: tuple[Step, ...]
-    events: tuple[str, ...]
-
-
-class Repository:
+class Repository(RowStatements):
     """All reads and writes of Runs, RunAttempts, RunEvents and the receipt journal."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -183,7 +106,7 @@ class Repository:
         task_name: str | None = None,
         trigger_type: str = "manual",
         legacy_cron_id: int | None = None,
-        actor: Actor = Actor("user"),
+        actor: Actor = _USER,
     ) -> Advanced:
         """Insert a Run in `created` with its `run.created` event (version 1)."""
         _check_actor(actor)
@@ -233,7 +156,7 @@ class Repository:
         attempt: int | None = None,
         pid: int | None = None,
         log_artifact_id: str | None = None,
-        actor: Actor = Actor("scheduler"),
+        actor: Actor = _SCHEDULER,
     ) -> Advanced:
         """Insert a `claimed` Attempt with its `attempt.claimed` event (one version)."""
         _check_actor(actor)
@@ -480,159 +403,3 @@ class Repository:
         return in_transaction(self.conn, work)
 
     # --- primitives (inside a transaction) ----------------------------------------------------
-
-    def _run_for_update(self, c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
-        found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-        if found is None:
-            raise NotFound("run", run_id)
-        run = RunRow.of(found)
-        if run.version != expected_version:
-            raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
-        return run
-
-    def _attempt_of_run(self, c: sqlite3.Connection, run_id: str, attempt_id: str) -> AttemptRow:
-        found = c.execute(
-            f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ? AND run_id = ?',
-            (attempt_id, run_id),
-        ).fetchone()
-        if found is None:
-            raise NotFound("attempt", attempt_id)
-        return AttemptRow.of(found)
-
-    def _bump_run(
-        self, c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
-    ) -> tuple[int, int]:
-        """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-        assignments = ["version = version + 1", "event_sequence = event_sequence + 1"]
-        columns = dict(sets) if status is None else {"status": status, **sets}
-        more, params = _set_clause(columns)
-        assignments += more
-        # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
-        cur = c.execute(
-            f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? '
-            "AND status = ?",
-            (*params, run.id, run.version, run.status),
-        )
-        if cur.rowcount != 1:
-            raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
-        return run.version + 1, run.event_sequence + 1
-
-    def _cas_attempt(
-        self, c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
-    ) -> None:
-        assignments, params = _set_clause({"status": status, **sets})
-        # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
-        cur = c.execute(
-            f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
-            "WHERE id = ? AND status = ? AND callback_sequence = ?",
-            (*params, att.id, att.status, att.callback_sequence),
-        )
-        if cur.rowcount != 1:
-            raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
-
-    def _insert_event(
-        self,
-        c: sqlite3.Connection,
-        run_id: str,
-        sequence: int,
-        event_type: str,
-        actor: Actor,
-        attempt_id: str | None,
-        payload: Mapping[str, object],
-        dedupe_key: str | None,
-        at_ms: int,
-    ) -> str:
-        event_id = uuid7()
-        if dedupe_key is None:
-            # spec 01 rule 5: every event carries a dedupe key, unique per Run.
-            dedupe_key = f"{event_type}:{sequence}"
-        try:
-            c.execute(
-                'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
-                "actor_id, attempt_id, payload, created_at_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    event_id,
-                    run_id,
-                    sequence,
-                    event_type,
-                    dedupe_key,
-                    actor.type,
-                    actor.id,
-                    attempt_id,
-                    json.dumps(dict(payload), separators=(",", ":"), sort_keys=True),
-                    at_ms,
-                ),
-            )
-        except sqlite3.IntegrityError as exc:
-            if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
-                raise DuplicateEvent(run_id, dedupe_key) from exc
-            raise
-        return event_id
-
-
-def _index_of(exc: sqlite3.IntegrityError, c: sqlite3.Connection, run_id: str, key: str) -> str:
-    hit = c.execute(
-        'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, key)
-    ).fetchone()
-    return "dedupe" if hit else str(exc)
-
-
-def _check_actor(actor: Actor) -> None:
-    if actor.type not in ACTORS:
-        raise InvalidField(
-            f"unknown actor type {actor.type!r}; use one of spec 01's actors: "
-            + ", ".join(sorted(ACTORS))
-        )
-
-
-def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[Any]]:
-    """`col = ?` assignments and their parameters; status first, then columns sorted (the
-    column names come from the allow-lists above, never from input)."""
-    order = sorted(columns, key=lambda c: (c != "status", c))
-    return [f"{c} = ?" for c in order], [columns[c] for c in order]
-
-
-def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:
-    for name, value in fields.items():
-        if not hasattr(row, name):
-            raise InvalidField(f"cannot expect {what} field {name!r}: qlfsm does not read it")
-        if getattr(row, name) != value:
-            raise Conflict(what, ident, f"{name}={value!r} (now {getattr(row, name)!r})")
-
-
-def _check_fields(
-    what: str, dest: str, sets: Mapping[str, object], allowed: frozenset[str]
-) -> None:
-    unknown = sorted(set(sets) - allowed)
-    if unknown:
-        raise InvalidField(f"{what} columns {unknown} cannot be set along an edge")
-    if ("error_code" in sets or "error_summary" in sets) and dest not in _ERROR_TARGETS:
-        raise InvalidField(f"error fields are only set on {sorted(_ERROR_TARGETS)}, not {dest}")
-    code = sets.get("error_code")
-    if code is not None and (not isinstance(code, str) or len(code) > 128):
-        raise InvalidField("error_code must be a string of at most 128 characters")
-    summary = sets.get("error_summary")
-    if summary is not None and (not isinstance(summary, str) or len(summary) > 1024):
-        raise InvalidField("error_summary must be a string of at most 1024 characters")
-
-
-def _check_time(at_ms: int, created: int, started: int | None, what: str) -> None:
-    if at_ms < created or (started is not None and at_ms < started):
-        raise InvalidField(f"at_ms {at_ms} is earlier than the {what}'s created/started time")
-
-
-def _replace_run(
-    run: RunRow, status: str, version: int, sequence: int, sets: Mapping[str, object]
-) -> RunRow:
-    values = dict(run.__dict__)
-    values.update(sets)
-    values.update(status=status, version=version, event_sequence=sequence)
-    return RunRow(**values)
-
-
-def _replace_attempt(att: AttemptRow, status: str, sets: Mapping[str, object]) -> AttemptRow:
-    values = dict(att.__dict__)
-    values.update(sets)
-    values["status"] = status
-    return AttemptRow(**values)

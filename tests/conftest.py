@@ -19,7 +19,7 @@ from _support import init_db
 from hypothesis import settings
 from test_shadow_support import LegacyDb
 
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from storage import Repository, connect
 
 settings.register_profile(

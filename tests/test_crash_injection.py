@@ -46,7 +46,7 @@ import pytest
 from test_primary_support import dead_handle, linux_only, make_candidate, receipt, sleepers
 from test_shadow_support import LegacyDb
 
-from reconciler.node._receipt_store import FileReceiptStore, receipt_path
+from reconciler.node import FileReceiptStore, receipt_path
 from storage import Repository, connect
 
 DEAD = 16

@@ -31,11 +31,9 @@ from test_primary_support import (
 )
 from test_shadow_support import LegacyDb, bulk_runs
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
-from reconciler.shadow._entry import run_shadow
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
+from reconciler.primary import reconcile
+from reconciler.shadow import run_shadow
 from storage import (
     LOCK_BUDGET_ENV,
     LOCK_BUDGET_S,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.node._identity import (
+from reconciler.node import (
     CaptureFailed,
     Evidence,
     FakeProcessTable,

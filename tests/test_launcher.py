@@ -27,12 +27,19 @@ from test_primary_support import (
     qlfsm,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider, inspect_handle, parse_handle
-from reconciler.node._launcher import LaunchFailed, LaunchRefused, launch
-from reconciler.node._receipt import decode_receipt
-from reconciler.node._receipt_store import FileReceiptStore, Found
-from reconciler.primary._pass import reconcile
+from reconciler.node import (
+    FakeClock,
+    FileReceiptStore,
+    Found,
+    LaunchFailed,
+    LaunchRefused,
+    ProcProvider,
+    decode_receipt,
+    inspect_handle,
+    launch,
+    parse_handle,
+)
+from reconciler.primary import reconcile
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only

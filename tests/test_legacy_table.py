@@ -32,7 +32,7 @@ from fsm import (
     legacy_machine,
     validate_spec,
 )
-from reconciler.shadow._pass import TRIGGER_OF
+from reconciler.shadow._writes import WRITERS
 
 # spec 05 "Per candidate", transcribed from the spec.
 SPEC_05_ROWS = ["1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]
@@ -201,8 +201,19 @@ def test_the_legacy_shadow_lifecycle_is_the_table_with_one_edge_per_row() -> Non
 
 
 def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
-    # The shadow pass still keeps its own copy of the trigger map: it must say the same.
-    assert dict(LEGACY_TRIGGERS) == TRIGGER_OF
+    # The legacy_shadow trigger of each outcome (fsm/_tables.py LEGACY_EDGES), the map the
+    # pass used to keep its own copy of; the pass now reads `decision.trigger` from the table.
+    assert dict(LEGACY_TRIGGERS) == {
+        "skipped": "skip",
+        "repaired": "repair",
+        "ambiguous": "hold",
+        "cancelled": "cancel",
+        "completed": "complete",
+        "pending": "wait",
+        "abandoned": "abandon",
+        "marked_lost": "mark_lost",
+        "failed": "fail",
+    }
     assert dict(LEGACY_WRITES) == {
         "skipped": None,
         "repaired": "repair",
@@ -218,6 +229,22 @@ def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
     assert d == LegacyDecision("9", "abandoned", "no_spawn_evidence")
     assert (d.trigger, d.write) == ("abandon", "abandon")
     assert LEGACY_ROWS["9"].cases[0].then == "abandoned"
+
+
+def test_every_write_kind_of_the_table_has_exactly_one_writer_in_the_pass() -> None:
+    kinds = {w for w in LEGACY_WRITES.values() if w is not None}
+    # One writer per kind (a mapping keyed by the kind), and no writer the table never asks for.
+    assert set(WRITERS) == kinds
+    assert len(set(WRITERS.values())) == len(WRITERS)
+
+
+def test_the_shadow_pass_keeps_no_trigger_map_of_its_own() -> None:
+    import reconciler.shadow._pass as shadow_pass
+    import reconciler.shadow._writes as shadow_writes
+
+    for module in (shadow_pass, shadow_writes):
+        assert not hasattr(module, "TRIGGER_OF")
+        assert "LEGACY_TRIGGERS" not in vars(module)
 
 
 def test_every_legacy_guard_holds_exactly_when_its_row_is_the_first_to_match() -> None:

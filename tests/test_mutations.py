@@ -29,8 +29,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from test_orderings_stateful import NodeOrderings
 
 import reconciler.primary._pass as primary_mod
-from reconciler.node._identity import Evidence
-from reconciler.primary._edges import RECEIPT_EXECUTOR
+from reconciler.node import Evidence
+from reconciler.primary import RECEIPT_EXECUTOR
 from storage import AttemptChange
 
 Mutation = Callable[[pytest.MonkeyPatch], None]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from _sim import World
 
+import reconciler.primary._pass as primary_mod
 import reconciler.shadow._pass as shadow_mod
 
 
@@ -72,5 +73,18 @@ def test_a_crash_between_the_two_legacy_commits_is_seen_as_torn_and_repaired_nex
 
 def test_the_harness_restores_the_real_functions_when_a_world_closes() -> None:
     real = shadow_mod.decide
+    probe = primary_mod.inspect_handle
     World(runtime=0).close()
     assert shadow_mod.decide is real
+    assert primary_mod.inspect_handle is probe
+
+
+def test_the_harness_plugs_the_shadow_fakes_in_through_the_ports_not_by_patching() -> None:
+    before = dict(vars(shadow_mod))
+    node = World(runtime=0, legacy=("lost",))
+    try:
+        assert dict(vars(shadow_mod)) == before  # nothing of the pass's module replaced
+        node.run_pass("shadow")
+        assert ("leg-0", "marked_lost") in [(rid, st) for _, rid, st in node.decisions]
+    finally:
+        node.close()

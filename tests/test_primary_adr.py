@@ -25,10 +25,15 @@ from test_primary_support import (
     sleepers,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, ProcProvider, capture_handle
-from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
-from reconciler.primary._pass import GRACE_MS, reconcile
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    MemoryReceiptStore,
+    ProcProvider,
+    capture_handle,
+)
+from reconciler.primary import GRACE_MS, reconcile
 from storage import Repository, connect
 
 

@@ -14,7 +14,7 @@ from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm,
 from reconciler.cli import _reconcile as _primary_cli
 from reconciler.cli._reconcile import check_receipt_root, primary_pass
 from reconciler.cli._util import FatalError, UsageError
-from reconciler.node._receipt_store import ReceiptRootError, validate_receipt_root
+from reconciler.node import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
 
 

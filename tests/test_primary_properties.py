@@ -17,10 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_primary_support import make_candidate, receipt
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, capture_handle
-from reconciler.node._receipt_store import MemoryReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import FakeClock, FakeProcessTable, MemoryReceiptStore, capture_handle
+from reconciler.primary import reconcile
 from storage import Repository, connect
 
 FATES = ("alive", "exited", "zombie", "reused", "bad_handle")

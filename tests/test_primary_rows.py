@@ -25,8 +25,7 @@ from test_primary_support import (
     status,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
+from reconciler.node import FakeClock, FileReceiptStore, MemoryReceiptStore
 from storage import Repository, journal_get, journal_register
 
 # --- rows 1-4: the database alone decides ------------------------------------------------------

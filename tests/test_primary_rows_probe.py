@@ -25,10 +25,8 @@ from test_primary_support import (
     status,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider, format_handle, parse_handle
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, format_handle, parse_handle
+from reconciler.primary import reconcile
 from storage import Repository
 
 # --- rows 8-11: evidence that is not enough ----------------------------------------------------

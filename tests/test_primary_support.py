@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import (
+from reconciler.node import (
+    FakeClock,
     ProcessProvider,
     ProcProvider,
     ProviderUnavailable,
+    Receipt,
+    ReceiptStore,
     capture_handle,
 )
-from reconciler.node._receipt import Receipt
-from reconciler.node._receipt_store import ReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.primary import reconcile
 from storage import Actor, AttemptChange, Repository, RunChange
 
 T0 = 1_700_000_000_000

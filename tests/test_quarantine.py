@@ -17,18 +17,18 @@ from test_primary_support import (
     run_pass,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._receipt import encode_receipt
-from reconciler.node._receipt_store import (
+from reconciler.node import (
     MAX_QUARANTINE_SLOTS,
+    FakeClock,
     FileReceiptStore,
     MemoryReceiptStore,
     QuarantineNotDone,
+    encode_receipt,
     parse_quarantine_ref,
     quarantine_ref,
     receipt_path,
 )
-from reconciler.primary._pass import QUARANTINE_KEEP_MS
+from reconciler.primary import QUARANTINE_KEEP_MS
 from storage import Repository, journal_get
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"

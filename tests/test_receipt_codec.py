@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.node._receipt import (
+from reconciler.node import (
     MAX_SAFE_INTEGER,
     InvalidReceipt,
     Receipt,

@@ -28,14 +28,14 @@ from test_primary_support import (
     status,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._receipt_store import (
+from reconciler.node import (
+    FakeClock,
     FileReceiptStore,
     MemoryReceiptStore,
     ReceiptRootError,
     quarantine_ref,
 )
-from reconciler.primary._pass import reconcile
+from reconciler.primary import reconcile
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only
@@ -343,7 +343,7 @@ def test_a_root_that_goes_wrong_before_the_final_verifier_revokes_a_retained_can
 
 
 def _live() -> Any:
-    from reconciler.node._identity import ProcProvider
+    from reconciler.node import ProcProvider
 
     return ProcProvider()
 

@@ -10,24 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.node._receipt import Receipt, encode_receipt
-from reconciler.node._receipt_store import (
+from reconciler.node import (
     FileReceiptStore,
     Found,
     Invalid,
     MemoryReceiptStore,
     Missing,
+    Receipt,
     ReceiptExists,
     ReceiptRootError,
     ReceiptStore,
     RootMissing,
     Unusable,
-    publish_bytes_at,
+    encode_receipt,
     quarantine_ref,
     receipt_path,
-    temp_path,
     validate_receipt_root,
 )
+from reconciler.node._receipt_store import publish_bytes_at, temp_path
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"
 RECEIPT = Receipt(1, "019f70c0-0000-7000-8000-000000000001", ATTEMPT, 1, "A" * 43, 3, 8, 0)

@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, bulk_runs
 
-from reconciler.node._clock import FakeClock
-from reconciler.shadow import _pass as _shadow_pass
-from reconciler.shadow._entry import run_shadow
+from reconciler.node import FakeClock
+from reconciler.shadow import PassPorts, run_shadow
 from storage import candidates_sql, legacy_candidates
 
 
-def shadow(db: LegacyDb, profile: str, resume: Any = None) -> Any:
+def shadow(db: LegacyDb, profile: str, resume: Any = None, ports: PassPorts | None = None) -> Any:
     return run_shadow(
         db.path,
         profile=profile,
@@ -26,6 +25,7 @@ def shadow(db: LegacyDb, profile: str, resume: Any = None) -> Any:
         environ={},
         resume_cursor=resume,
         clock=FakeClock(T0_MS + 10**6),
+        ports=ports,
     )
 
 
@@ -169,7 +169,7 @@ def test_writes_during_the_pass_do_not_shift_later_pages(db: LegacyDb) -> None:
 
 
 def test_a_cursor_that_does_not_advance_stops_the_pass_as_cursor_stalled(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+    db: LegacyDb,
 ) -> None:
     bulk_runs(db.conn, 40)
     real = legacy_candidates
@@ -177,8 +177,7 @@ def test_a_cursor_that_does_not_advance_stops_the_pass_as_cursor_stalled(
     def same_page(conn: Any, origins: Any, after: Any, page: int) -> Any:
         return real(conn, origins, None, page)
 
-    monkeypatch.setattr(_shadow_pass, "legacy_candidates", same_page)
-    result = shadow(db, "standalone")
+    result = shadow(db, "standalone", ports=PassPorts(candidates=same_page))
     cov = coverage(result)
     assert (cov["pages"], cov["stopReason"], cov["remaining"]) == (2, "cursor_stalled", True)
     assert cov["resumeAvailable"] is False and result.cursor is None

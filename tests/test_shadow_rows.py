@@ -9,17 +9,23 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb
 
-from reconciler.node._clock import FakeClock
+from reconciler.node import FakeClock
+from reconciler.shadow import PassHooks, PassPorts, run_shadow
 from reconciler.shadow import _pass as _shadow_pass
-from reconciler.shadow._entry import run_shadow
 from storage import LegacyCandidate, Repository, connect
 
 FINISHED_S = T0_MS // 1000 + 90
 LOG = "/ql/data/log/job_a/2026-01-01-00-00-00.log"
 
 
-def shadow(db: LegacyDb, origins: str = "manual,scheduled_node,scheduled_system") -> Any:
-    return run_shadow(db.path, origins=origins, environ={}, clock=FakeClock(T0_MS + 10_000))
+def shadow(
+    db: LegacyDb,
+    origins: str = "manual,scheduled_node,scheduled_system",
+    ports: PassPorts | None = None,
+) -> Any:
+    return run_shadow(
+        db.path, origins=origins, environ={}, clock=FakeClock(T0_MS + 10_000), ports=ports
+    )
 
 
 def outcomes(result: Any) -> dict[str, int]:
@@ -359,19 +365,19 @@ class SimulatedCrash(BaseException):
     """The process dies: not an Exception, so nothing on the way catches it."""
 
 
+class CrashBetweenCommits(PassHooks):
+    def between_commits(self) -> None:
+        raise SimulatedCrash()
+
+
 def test_a_crash_between_the_attempt_and_run_commits_is_repaired_on_the_next_start(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+    db: LegacyDb,
 ) -> None:
     made = db.run(origin="scheduled_node")
 
-    def crash() -> None:
-        raise SimulatedCrash()
-
-    monkeypatch.setattr(_shadow_pass, "_between_commits", crash)
     with pytest.raises(SimulatedCrash):
-        shadow(db)
+        shadow(db, ports=PassPorts(hooks=CrashBetweenCommits()))
     assert db.status(made) == ("running", ["lost"])  # the Attempt committed, the Run did not
-    monkeypatch.undo()
     result = shadow(db)
     assert outcomes(result) == {"repaired": 1}
     assert db.status(made) == ("lost", ["lost"])
@@ -385,14 +391,10 @@ def test_a_crash_between_the_attempt_and_run_commits_is_repaired_on_the_next_sta
 
 
 def test_a_crash_after_abandoning_the_attempt_is_repaired_to_cancelled(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+    db: LegacyDb,
 ) -> None:
     made = db.run(status="queued", attempts=("claimed",))
-    monkeypatch.setattr(
-        _shadow_pass, "_between_commits", lambda: (_ for _ in ()).throw(SimulatedCrash())
-    )
     with pytest.raises(SimulatedCrash):
-        shadow(db)
-    monkeypatch.undo()
+        shadow(db, ports=PassPorts(hooks=CrashBetweenCommits()))
     assert outcomes(shadow(db)) == {"repaired": 1}
     assert db.status(made) == ("cancelled", ["cancelled"])

@@ -78,7 +78,7 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     calls: list[str] = []
     import reconciler.cli._reconcile as primary_cli
     import storage
-    from reconciler.shadow._entry import run_shadow as real_shadow
+    from reconciler.shadow import run_shadow as real_shadow
 
     real_norm, real_primary = storage.normalize_legacy, primary_cli.primary_pass
 

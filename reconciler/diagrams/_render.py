@@ -9,164 +9,32 @@ choice of ``dot`` are described in ``reconciler/cli/_diagrams.py``.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
-import re
-import shutil
-import subprocess
-import sysconfig
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fsm import ALL_SPECS, MachineSpec, transitions_config
+from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
+from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER
+from reconciler.diagrams._dot import DiagramsError as DiagramsError
+from reconciler.diagrams._dot import find_dot as find_dot
+from reconciler.diagrams._dot import source_digest as source_digest
+from reconciler.diagrams._dot import svg_of
+from reconciler.diagrams._looks import (
+    _AWAITING_FILL,
+    _DECISION_COLOR,
+    _FONT,
+    _MUTED_COLOR,
+    _TERMINAL_FILL,
+    _Look,
+    _look,
+)
 from reconciler.diagrams._readme import readme_text
-
-PINNED_RENDERER = "graphviz-pure"
-INSTALL_HINT = "pip install 'graphviz-pure==0.2.2' (or: apt-get install -y graphviz)"
 
 # The node that carries the initial-state arrow; never a state of any machine.
 _START = "__start__"
-
-# --- Presentation --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Group:
-    """A cluster of states drawn together (presentation only: the check ignores clusters)."""
-
-    key: str
-    label: str
-    states: tuple[str, ...]
-    same_rank: bool = False
-
-
-@dataclass(frozen=True)
-class _Look:
-    title: str
-    groups: tuple[_Group, ...] = ()
-    # States drawn with a dashed border: not terminal, but waiting for someone's decision.
-    awaiting: frozenset[str] = frozenset()
-    # The main path, drawn as straight as dot allows so the eye finds it first.
-    spine: tuple[str, ...] = ()
-    # Lifecycle edges into these states are drawn light: ADR-0001 allows them from nearly
-    # every state, and at full weight they hide the main path.
-    muted_into: frozenset[str] = frozenset()
-    ranksep: str = "0.6"
-    # The record whose decision table the guarded edges come from.
-    decisions: str = "ADR-0068"
-    # A decision machine (spec 07): boxes are the evidence it waits for, edges are its rows.
-    decision_machine: bool = False
-    # A second line under a state's name (a decision's summary outcome).
-    notes: tuple[tuple[str, str], ...] = ()
-    # Guarded edges drawn light: the exception row, which leaves every evidence state.
-    muted_guards: frozenset[str] = frozenset()
-    # How the legend explains a double border.
-    terminal_mark: str = "double border: terminal"
-
-
-_LOOKS: dict[str, _Look] = {
-    "run": _Look(
-        title="Run (ADR-0001 lifecycle + ADR-0068 decisions)",
-        groups=(
-            _Group(
-                "terminal",
-                "terminal (ADR-0001)",
-                ("succeeded", "failed", "cancelled", "timed_out"),
-                same_rank=True,
-            ),
-        ),
-        # spec 01: lost is NOT terminal, it awaits a retry-policy decision.
-        awaiting=frozenset({"lost"}),
-        spine=("created", "queued", "dispatching", "running", "succeeded"),
-        muted_into=frozenset({"cancelled", "timed_out"}),
-    ),
-    "attempt": _Look(
-        title="Attempt (ADR-0001 lifecycle + ADR-0068 decisions)",
-        groups=(
-            _Group(
-                "terminal",
-                "terminal, immutable (ADR-0001)",
-                ("succeeded", "failed", "cancelled", "timed_out", "lost"),
-                same_rank=True,
-            ),
-        ),
-        spine=("claimed", "starting", "running", "succeeded"),
-        muted_into=frozenset({"cancelled", "timed_out"}),
-    ),
-    "legacy_shadow": _Look(
-        title="Legacy-shadow candidate (ADR-0448 decisions)",
-        groups=(
-            _Group(
-                "writes",
-                "writes Attempt/Run",
-                ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
-            ),
-            # spec 05: "Ambiguous, skipped and failed never write anything"; pending neither.
-            _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
-        ),
-        ranksep="1.4",
-        decisions="ADR-0448",
-    ),
-    "primary_decision": _Look(
-        title="ADR-0068 decision (spec 04: the evidence order, every row an edge)",
-        # spec 04 "Summary": the outcome each decision counts as (unresolved and failed block
-        # the start). Written under the name rather than drawn as clusters: a cluster's title
-        # collides with the labels of the short row-14 edges.
-        notes=(
-            ("completed", "recovered"),
-            ("lost", "recovered"),
-            ("retained", "remaining"),
-            ("quarantined", "unresolved"),
-        ),
-        spine=(
-            "read_run",
-            "read_receipt",
-            "probe",
-            "pay_grace",
-            "reread_receipt",
-            "recheck_run",
-            "lost",
-        ),
-        # Room for the labels of the evidence steps with a wider font than dot measured.
-        ranksep="1.0",
-        decisions="ADR-0068",
-        decision_machine=True,
-        muted_guards=frozenset({"error_raised"}),
-        terminal_mark="double border: the decision (in brackets: the summary outcome)",
-    ),
-    "legacy_decision": _Look(
-        title="ADR-0448 decision (spec 05: the evidence order, every row an edge)",
-        groups=(
-            _Group(
-                "writes",
-                "writes Attempt/Run",
-                ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
-            ),
-            _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
-        ),
-        spine=("read_run", "read_attempts", "read_evidence", "marked_lost"),
-        ranksep="1.2",
-        decisions="ADR-0448",
-        decision_machine=True,
-        muted_guards=frozenset({"error_raised"}),
-        terminal_mark="double border: the decision, a counter of the report",
-    ),
-}
-
-_FONT = "Helvetica"
-_DECISION_COLOR = "#1f4fbf"
-_MUTED_COLOR = "#9a9a9a"
-_TERMINAL_FILL = "#e8e8e8"
-_AWAITING_FILL = "#fff2cc"
-
-
-def _look(name: str) -> _Look:
-    return _LOOKS.get(name, _Look(title=name))
-
 
 # --- Rendering through transitions ---------------------------------------------------------
 
@@ -455,73 +323,6 @@ def mermaid_source(spec: MachineSpec) -> str:
     return "\n".join(line.rstrip() for line in str(graph.source).splitlines()) + "\n"
 
 
-# --- Which dot -----------------------------------------------------------------------------
-
-
-class DiagramsError(Exception):
-    """A failure to render or read diagrams, with a one-line message naming the fix."""
-
-
-def _lookup(name: str) -> str | None:
-    # A console script of this environment (graphviz-pure) is found even when the
-    # environment's bin/ is not on PATH, e.g. `/path/to/venv/bin/python -m reconciler`.
-    if os.sep not in name:
-        local = Path(sysconfig.get_path("scripts")) / name
-        if local.is_file() and os.access(local, os.X_OK):
-            return str(local)
-    return shutil.which(name)
-
-
-def find_dot(explicit: str | None = None) -> str:
-    """The ``dot`` program to run: --dot, QLFSM_DOT, graphviz-pure, then the system dot."""
-    wanted = explicit or os.environ.get("QLFSM_DOT")
-    if wanted:
-        found = _lookup(wanted)
-        if found is None:
-            raise DiagramsError(f"dot program {wanted!r} not found or not executable")
-        return found
-    for name in (PINNED_RENDERER, "dot"):
-        found = _lookup(name)
-        if found is not None:
-            return found
-    raise DiagramsError(f"no Graphviz dot found: {INSTALL_HINT}, or set QLFSM_DOT")
-
-
-def _run_dot(dot: str, source: str) -> str:
-    try:
-        done = subprocess.run(
-            [dot, "-Tsvg"],
-            input=source.encode(),
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-    except OSError as exc:
-        raise DiagramsError(f"cannot run {dot}: {exc.strerror or exc}") from exc
-    if done.returncode != 0 or done.stderr.strip():
-        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[0]
-        raise DiagramsError(f"{dot} failed (exit {done.returncode}): {first}")
-    return done.stdout.decode()
-
-
-def _svg(dot: str, source: str, dot_name: str) -> str:
-    svg = _run_dot(dot, source).replace("\r\n", "\n")
-    # Ties the picture to its source: the staleness test compares this digest to a fresh
-    # render's source, whichever dot drew it.
-    digest = hashlib.sha256(source.encode()).hexdigest()
-    stamp = f"<!-- qlfsm: drawn from {dot_name} sha256={digest} -->\n"
-    at = svg.find("<svg")
-    if at < 0:
-        raise DiagramsError(f"{dot} wrote no SVG")
-    return svg[:at] + stamp + svg[at:]
-
-
-def source_digest(svg_text: str) -> str | None:
-    """The sha256 of the dot source an SVG says it was drawn from (None when absent)."""
-    m = re.search(r"<!-- qlfsm: drawn from \S+ sha256=([0-9a-f]{64}) -->", svg_text)
-    return m.group(1) if m else None
-
-
 # --- render --------------------------------------------------------------------------------
 
 
@@ -545,7 +346,7 @@ def render(
     files = render_sources(specs)
     for spec in specs:
         name = f"{spec.name}.dot"
-        files[f"{spec.name}.svg"] = _svg(program, files[name], name)
+        files[f"{spec.name}.svg"] = svg_of(program, files[name], name)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name in sorted(files):

@@ -1,2 +1,65 @@
-"""ADR-0448: the legacy-shadow pass, its entry (switches, profile, fail-open, the audit record)
-and the ADR-0449 difference report."""
+"""ADR-0448: the legacy-shadow pass, its entry (switches, profile, fail-open, the audit record),
+its ports, and the ADR-0449 difference report.
+
+The public names are exported lazily: importing the package loads none of its modules.
+"""
+
+from __future__ import annotations
+
+# No `typing` at run time (see reconciler/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from reconciler.shadow._entry import ORIGINS_ENV as ORIGINS_ENV
+    from reconciler.shadow._entry import Origins as Origins
+    from reconciler.shadow._entry import ShadowResult as ShadowResult
+    from reconciler.shadow._entry import audit_record as audit_record
+    from reconciler.shadow._entry import parse_origins as parse_origins
+    from reconciler.shadow._entry import run_shadow as run_shadow
+    from reconciler.shadow._pass import PassOutcome as PassOutcome
+    from reconciler.shadow._pass import run_pass as run_pass
+    from reconciler.shadow._ports import CandidateSource as CandidateSource
+    from reconciler.shadow._ports import PassHooks as PassHooks
+    from reconciler.shadow._ports import PassPorts as PassPorts
+    from reconciler.shadow._report import BUDGETS as BUDGETS
+    from reconciler.shadow._report import Budget as Budget
+    from reconciler.shadow._report import ConservationViolation as ConservationViolation
+    from reconciler.shadow._report import PassCounts as PassCounts
+    from reconciler.shadow._report import build_metrics as build_metrics
+    from reconciler.shadow._report import build_report as build_report
+    from reconciler.shadow._report import check_conservation as check_conservation
+
+_EXPORTS: dict[str, str] = {
+    "ORIGINS_ENV": "reconciler.shadow._entry",
+    "Origins": "reconciler.shadow._entry",
+    "ShadowResult": "reconciler.shadow._entry",
+    "audit_record": "reconciler.shadow._entry",
+    "parse_origins": "reconciler.shadow._entry",
+    "run_shadow": "reconciler.shadow._entry",
+    "PassOutcome": "reconciler.shadow._pass",
+    "run_pass": "reconciler.shadow._pass",
+    "CandidateSource": "reconciler.shadow._ports",
+    "PassHooks": "reconciler.shadow._ports",
+    "PassPorts": "reconciler.shadow._ports",
+    "BUDGETS": "reconciler.shadow._report",
+    "Budget": "reconciler.shadow._report",
+    "ConservationViolation": "reconciler.shadow._report",
+    "PassCounts": "reconciler.shadow._report",
+    "build_metrics": "reconciler.shadow._report",
+    "build_report": "reconciler.shadow._report",
+    "check_conservation": "reconciler.shadow._report",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once resolved, a plain attribute
+    return value

@@ -31,6 +31,7 @@ from reconciler.shadow._report import (
 )
 
 if TYPE_CHECKING:
+    from reconciler.shadow._ports import PassPorts
     from storage import LockBudget
 
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
@@ -104,6 +105,7 @@ def run_shadow(
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
     lock: LockBudget | None = None,
+    ports: PassPorts | None = None,
 ) -> ShadowResult:
     """One ADR-0448 pass over ``db``; never raises (fail-open, ADR-0448 §9).
 
@@ -111,6 +113,7 @@ def run_shadow(
     which are read once from ``environ`` (default ``os.environ``). ``lock`` bounds the total
     wait for other processes' write locks (default ``QLFSM_LOCK_BUDGET_S`` from ``environ``,
     else 5 s); a lock past it ends the pass as ``state: failed``, ``errorType: Busy``.
+    ``ports`` (default: the real parts) are handed to the pass (``reconciler.shadow._ports``).
     """
     env = os.environ if environ is None else environ
     try:
@@ -135,6 +138,7 @@ def run_shadow(
             clock=clock,
             busy_timeout_s=busy_timeout_s,
             lock=lock if lock is not None else lock_budget_from_env(env),
+            ports=ports,
         )
         return ShadowResult(
             audit_record(prof, chosen.enabled, budget, outcome.counts, counts),

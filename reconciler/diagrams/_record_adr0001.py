@@ -1,0 +1,76 @@
+"""ADR-0001's lifecycle tables: Run (spec 01 "Run") and Attempt (spec 01 "Attempt
+(RunAttempt)"), with the ADR-0380 amendment ``lost -> retry_wait``.
+
+Transcribed by hand from the record, never imported from ``fsm`` (see ``_records.py``).
+"""
+
+from __future__ import annotations
+
+from reconciler.diagrams._record_rows import (
+    LifecycleRow,
+)
+
+# --- ADR-0001: Run (spec 01 "Run") --------------------------------------------------------
+
+ADR_0001_RUN_CITE = "ADR-0001 Run table"  # spec 01 §Run
+
+RUN_STATES: tuple[str, ...] = (
+    "created",
+    "queued",
+    "dispatching",
+    "running",
+    "waiting_approval",
+    "retry_wait",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "lost",
+)
+# spec 01: "lost is NOT terminal: it awaits a decision (requeue, fail or cancel)".
+RUN_TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+
+ADR_0001_RUN_TABLE: tuple[LifecycleRow, ...] = (
+    LifecycleRow("created", ("queued", "cancelled")),
+    LifecycleRow("queued", ("dispatching", "cancelled", "timed_out")),
+    LifecycleRow("dispatching", ("running", "retry_wait", "failed", "cancelled", "lost")),
+    LifecycleRow(
+        "running",
+        ("waiting_approval", "retry_wait", "succeeded", "failed", "cancelled", "timed_out", "lost"),
+    ),
+    LifecycleRow("waiting_approval", ("running", "cancelled", "timed_out")),
+    LifecycleRow("retry_wait", ("queued", "cancelled", "timed_out")),
+    # spec 01 (*): `lost -> retry_wait` is NOT in ADR-0001's table; the QingLong 3.0
+    # implementation added it for lost-run retry (ADR-0380). Marked as an amendment.
+    LifecycleRow("lost", ("queued", "failed", "cancelled"), amended=(("retry_wait", "ADR-0380"),)),
+    LifecycleRow("succeeded", ()),
+    LifecycleRow("failed", ()),
+    LifecycleRow("cancelled", ()),
+    LifecycleRow("timed_out", ()),
+)
+
+# --- ADR-0001: Attempt (spec 01 "Attempt (RunAttempt)") -----------------------------------
+
+ADR_0001_ATTEMPT_CITE = "ADR-0001 Attempt table"  # spec 01 §Attempt (RunAttempt)
+
+ATTEMPT_STATES: tuple[str, ...] = (
+    "claimed",
+    "starting",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "lost",
+)
+# spec 01: "Terminal (immutable): succeeded, failed, cancelled, timed_out, lost" -- unlike a
+# Run, a lost Attempt is final (a retry makes a new Attempt).
+ATTEMPT_TERMINAL: frozenset[str] = frozenset(
+    {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+)
+
+ADR_0001_ATTEMPT_TABLE: tuple[LifecycleRow, ...] = (
+    LifecycleRow("claimed", ("starting", "cancelled", "lost")),
+    LifecycleRow("starting", ("running", "failed", "cancelled", "timed_out", "lost")),
+    LifecycleRow("running", ("succeeded", "failed", "cancelled", "timed_out", "lost")),
+)

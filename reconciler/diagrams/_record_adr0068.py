@@ -1,0 +1,219 @@
+"""ADR-0068's decision table (spec 04 "Per candidate", rows 1..14, and the record's §2, §4),
+with each row's edges on the ADR-0068 decision machine and the evidence steps of §2.
+
+Transcribed by hand from the record, never imported from ``fsm`` (see ``_records.py``).
+"""
+
+from __future__ import annotations
+
+from reconciler.diagrams._record_rows import (
+    DecisionRow,
+    EdgeRef,
+    EvidenceStep,
+)
+
+# --- ADR-0068 decision table (spec 04 "Per candidate") -------------------------------------
+
+ADR_0068_CITE = "ADR-0068"
+
+# Row 5's receipt edges. The terminal mapping (spec 04, "Terminal mapping from a trusted
+# receipt"; ADR-0068 §4) can land on any of the four; the Attempt takes the same status.
+# A Run still `dispatching` / an Attempt still `claimed`/`starting` walks LEGAL edges through
+# `running` (guarded `trusted_receipt` all the way): ADR-0001 has no dispatching -> succeeded
+# (nor claimed -> succeeded) edge, and the reconciler never writes an illegal edge.
+_RECEIPT_TERMINALS: tuple[str, ...] = ("succeeded", "failed", "cancelled", "timed_out")
+
+_ROW_5_EDGES: tuple[EdgeRef, ...] = (
+    EdgeRef("run", "dispatching", "running", "trusted_receipt"),
+    *(EdgeRef("run", "running", dest, "trusted_receipt") for dest in _RECEIPT_TERMINALS),
+    EdgeRef("attempt", "claimed", "starting", "trusted_receipt"),
+    EdgeRef("attempt", "starting", "running", "trusted_receipt"),
+    *(EdgeRef("attempt", "running", dest, "trusted_receipt") for dest in _RECEIPT_TERMINALS),
+)
+
+# The ADR-0068 decision machine (spec 07: "the evidence order, every row of its table as an
+# edge"). Its states are the evidence of ADR-0068 §2, in the record's order ("receipt, then
+# process identity, then grace, then receipt again", spec 04), each named by what it waits
+# for; and the decisions, each counted as one summary outcome (spec 04 "Summary").
+PRIMARY_EVIDENCE_STATES: tuple[str, ...] = (
+    "read_run",  # §2 step 1: the Run and its latest Attempt
+    "read_receipt",  # §2 steps 2-4: exactly one receipt path
+    "probe",  # §2 step 5: the exact durable process identity
+    "pay_grace",  # §2 step 6: one grace after a trusted not_running
+    "reread_receipt",  # §2 step 6: the receipt again
+    "recheck_run",  # spec 04 row 13: "re-read the Run/Attempt, check nothing changed"
+)
+PRIMARY_DECISION_OUTCOMES: dict[str, str] = {
+    "completed": "recovered",  # terminalized by a trusted receipt
+    "lost": "recovered",  # terminalized as lost
+    "retained": "remaining",  # proven running (again by the final verifier)
+    "quarantined": "unresolved",  # an invalid receipt moved aside
+    "unresolved": "unresolved",
+    "failed": "failed",
+}
+
+
+def _p(source: str, dest: str, guard: str) -> EdgeRef:
+    return EdgeRef("primary_decision", source, dest, guard)
+
+
+ADR_0068_TABLE: tuple[DecisionRow, ...] = (
+    DecisionRow(
+        "1",
+        "more than one active Attempt",
+        "unresolved",
+        decides=(_p("read_run", "unresolved", "several_active_attempts"),),
+    ),
+    DecisionRow(
+        "2",
+        "Run gone, not runtime-owned, or status changed since the page",
+        "unresolved",
+        decides=(
+            _p("read_run", "unresolved", "run_gone"),
+            _p("read_run", "unresolved", "not_runtime_owned"),
+            _p("read_run", "unresolved", "status_changed"),
+        ),
+    ),
+    DecisionRow(
+        "3",
+        "no Attempt at all and Run `dispatching`",
+        "Run → `lost` (`RECOVERY_ATTEMPT_MISSING_BEFORE_START`), one `run.lost` event → recovered",
+        (EdgeRef("run", "dispatching", "lost", "attempt_missing_before_start"),),
+        decides=(_p("read_run", "lost", "attempt_missing_before_start"),),
+    ),
+    DecisionRow(
+        "3b",
+        "no active Attempt otherwise",
+        "unresolved",
+        decides=(_p("read_run", "unresolved", "no_active_attempt_otherwise"),),
+    ),
+    DecisionRow(
+        "4",
+        "latest Attempt not `claimed/starting/running`",
+        "unresolved",
+        decides=(_p("read_run", "unresolved", "latest_attempt_not_active"),),
+    ),
+    DecisionRow(
+        "5",
+        "trusted receipt (read exactly one path)",
+        "Attempt + Run → terminal by the receipt mapping, two events, one transaction; "
+        "then delete the receipt; then resolve the journal → recovered",
+        _ROW_5_EDGES,
+        note="A Run still `dispatching` (Attempt `claimed`/`starting`) walks the legal edges "
+        "through `running`, each guarded `trusted_receipt`: ADR-0001 has no "
+        "`dispatching -> succeeded` edge.",
+        decides=(_p("read_receipt", "completed", "trusted_receipt"),),
+    ),
+    DecisionRow(
+        "6",
+        "invalid receipt",
+        "quarantine (journal intent first, then move) → unresolved",
+        note="A receipt an earlier pass quarantined (its journal row says so) stays invalid: "
+        "unresolved, nothing written again (docs/decisions.md D-3a).",
+        decides=(
+            _p("read_receipt", "quarantined", "invalid_receipt"),
+            _p("read_receipt", "unresolved", "quarantined_earlier"),
+        ),
+    ),
+    DecisionRow(
+        "7",
+        "no receipt, Attempt `claimed`",
+        "Attempt + Run → `lost` (`RECOVERY_UNSTARTED_CLAIM`) WITHOUT probing any process "
+        "→ recovered",
+        (
+            EdgeRef("run", "dispatching", "lost", "unstarted_claim"),
+            EdgeRef("run", "running", "lost", "unstarted_claim"),
+            EdgeRef("attempt", "claimed", "lost", "unstarted_claim"),
+        ),
+        note="The candidate Run is `dispatching` or `running` (spec 04 §Candidates), so "
+        "both Run edges exist.",
+        decides=(_p("read_receipt", "lost", "unstarted_claim"),),
+    ),
+    DecisionRow(
+        "8",
+        "executor type not `local_process`, no handle, or pid not a positive integer",
+        "unresolved",
+        decides=(
+            _p("read_receipt", "unresolved", "executor_not_local_process"),
+            _p("read_receipt", "unresolved", "handle_missing"),
+            _p("read_receipt", "unresolved", "pid_invalid"),
+        ),
+    ),
+    DecisionRow(
+        "9",
+        "probe: `unknown / provider_unavailable`",
+        "failed",
+        decides=(_p("probe", "failed", "provider_unavailable"),),
+    ),
+    DecisionRow(
+        "10",
+        "probe: `unknown / invalid_handle` or `unsupported_platform`",
+        "unresolved",
+        decides=(_p("probe", "unresolved", "identity_unknown"),),
+    ),
+    DecisionRow(
+        "11",
+        "handle pid ≠ `RunAttempts.pid`",
+        "unresolved",
+        decides=(_p("probe", "unresolved", "handle_pid_mismatch"),),
+    ),
+    DecisionRow(
+        "12",
+        "probe: `running`",
+        "retained: Attempt `starting → running` and/or Run `dispatching → running` "
+        "if needed (evidence `durable_process_identity`) → remaining",
+        (
+            EdgeRef("run", "dispatching", "running", "exact_process_running"),
+            EdgeRef("attempt", "starting", "running", "exact_process_running"),
+        ),
+        decides=(_p("probe", "retained", "exact_process_running"),),
+    ),
+    DecisionRow(
+        "13",
+        "probe: `not_running`",
+        "one grace, then read the receipt again: trusted → as row 5; invalid → as "
+        "row 6; still none → re-read Run/Attempt unchanged, then Attempt + Run → "
+        "`lost` (`RECOVERY_PROCESS_NOT_RUNNING`) → recovered",
+        (
+            EdgeRef("run", "dispatching", "lost", "not_running_after_grace"),
+            EdgeRef("run", "running", "lost", "not_running_after_grace"),
+            EdgeRef("attempt", "starting", "lost", "not_running_after_grace"),
+            EdgeRef("attempt", "running", "lost", "not_running_after_grace"),
+        ),
+        note="A receipt found on the second read takes row 5's edges (listed under row 5).",
+        decides=(
+            _p("probe", "pay_grace", "trusted_not_running"),
+            _p("pay_grace", "reread_receipt", "grace_elapsed"),
+            _p("reread_receipt", "completed", "trusted_receipt"),
+            _p("reread_receipt", "quarantined", "invalid_receipt"),
+            _p("reread_receipt", "recheck_run", "receipt_still_missing"),
+            _p("recheck_run", "unresolved", "changed_on_recheck"),
+            _p("recheck_run", "lost", "not_running_after_grace"),
+        ),
+    ),
+    DecisionRow(
+        "14",
+        "any exception while handling the candidate",
+        "failed (the transaction rolls back)",
+        # "any exception while handling the candidate": in whichever evidence state.
+        decides=tuple(_p(s, "failed", "error_raised") for s in PRIMARY_EVIDENCE_STATES),
+    ),
+)
+
+# ADR-0068 §2's evidence order between the rows: the receipt is read only when rows 1-4 did
+# not decide; the process is probed only when rows 5-8 did not.
+ADR_0068_STEPS: tuple[EvidenceStep, ...] = (
+    EvidenceStep(
+        "step 2.2",
+        "exactly one active Attempt, the latest: read its one receipt path",
+        "ADR-0068 §2 step 2",
+        _p("read_run", "read_receipt", "one_active_latest_attempt"),
+    ),
+    EvidenceStep(
+        "step 2.5",
+        "no receipt, Attempt `starting/running` with a local-process handle and pid: probe "
+        "the exact durable identity",
+        "ADR-0068 §2 step 5",
+        _p("read_receipt", "probe", "durable_identity_stored"),
+    ),
+)

@@ -1,0 +1,83 @@
+"""The shapes of the records' rows (spec 07 "The tables"): what ``_records.py`` and the
+per-record modules are made of."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LifecycleRow:
+    """One line of an ADR-0001 "from | allowed to" table."""
+
+    source: str
+    allowed: tuple[str, ...]
+    # Destinations added after ADR-0001 by a later record, with that record's id.
+    amended: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EdgeRef:
+    """A state move that a decision row produces on one machine."""
+
+    machine: str  # "run" | "attempt" | "legacy_shadow" | "primary_decision" | "legacy_decision"
+    source: str
+    dest: str
+    guard: str
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One row of a reconciler's decision table: facts, outcome, and the edges it moves."""
+
+    row: str
+    facts: str
+    outcome: str
+    edges: tuple[EdgeRef, ...] = ()
+    # Why the row's edges are these ones, when the record alone does not make it obvious.
+    note: str = ""
+    # The row on its record's decision machine (spec 07): one edge per place the row decides,
+    # from the evidence state it is tried in to what follows (more evidence or the decision).
+    decides: tuple[EdgeRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class EvidenceStep:
+    """A step of a record's evidence order that is not a row of its table (spec 07: the
+    decision machine shows "the evidence order"): where it leads, and on which facts."""
+
+    step: str  # the record's section, e.g. "step 2.2" for ADR-0068 §2 step 2
+    facts: str
+    cites: str
+    edge: EdgeRef
+
+
+@dataclass(frozen=True)
+class ExpectedEdge:
+    """An edge the diagram of one machine must show, and the record row it comes from."""
+
+    source: str
+    dest: str
+    guard: str | None
+    cites: str
+    # On a decision machine the label must also name the row (``row 13``) or step (``step 2.2``).
+    label: str | None = None
+
+    def show(self) -> str:
+        guard = f" [{self.guard}]" if self.guard is not None else ""
+        return f"{self.source} -> {self.dest}{guard}"
+
+
+@dataclass(frozen=True)
+class MachineRecord:
+    """Everything the records say one machine's diagram must show."""
+
+    machine: str
+    title: str
+    states: tuple[str, ...]
+    initial: str
+    terminal: frozenset[str]
+    states_cite: str
+    edges: tuple[ExpectedEdge, ...]
+    # A decision machine: each edge's label must carry its row id, checked like its guard.
+    labelled: bool = False

@@ -1,0 +1,201 @@
+"""The receipt store's file operations (spec 03): opening the root and shard without following
+links, creating them, and publishing bytes atomically (temp, fsync, link)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+
+from reconciler.node._receipt_layout import (
+    _CREATE_TEMP,
+    _OPEN_DIR,
+    ReceiptExists,
+    ReceiptRootError,
+    Unusable,
+    _require_id,
+    receipt_name,
+    shard_path,
+    validate_receipt_root,
+)
+
+
+def _fsync_dir_best_effort(dir_fd: int) -> None:
+    # Some filesystems cannot fsync a directory; restart safety does not depend on it.
+    with contextlib.suppress(OSError):
+        os.fsync(dir_fd)
+
+
+def _open_or_make_dir(path: str) -> int:
+    """An O_NOFOLLOW descriptor of directory `path`, creating it 0700 if it is missing."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    return os.open(path, _OPEN_DIR)
+
+
+def publish_bytes_in(dir_fd: int, final_name: str, temporary_name: str, data: bytes) -> None:
+    """Publish `data` once as `final_name` in the directory `dir_fd` (spec 03 "Publish once").
+
+    Exclusive 0600 temp file, fsync, hard link to the final name (an existing receipt is kept:
+    ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
+    """
+    fd = os.open(temporary_name, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(
+                temporary_name,
+                final_name,
+                src_dir_fd=dir_fd,
+                dst_dir_fd=dir_fd,
+                follow_symlinks=False,
+            )
+        except FileExistsError:
+            raise ReceiptExists(final_name.removesuffix(".json")) from None
+    finally:
+        # A leftover temp is harmless: readers only ever open the final name.
+        with contextlib.suppress(OSError):
+            os.unlink(temporary_name, dir_fd=dir_fd)
+    _fsync_dir_best_effort(dir_fd)
+
+
+def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
+    """`publish_bytes_in` for two absolute paths in one directory (the wrapper's env form)."""
+    directory = os.path.dirname(target)
+    if not os.path.isabs(target) or os.path.dirname(temporary) != directory:
+        raise ValueError("receipt target and temporary must be absolute paths in one directory")
+    dir_fd = _open_or_make_dir(directory)
+    try:
+        publish_bytes_in(dir_fd, os.path.basename(target), os.path.basename(temporary), data)
+    finally:
+        os.close(dir_fd)
+
+
+def _what_is(path: str) -> str:
+    """What stands at ``path`` when it is not a real directory (for a one-line message)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "below a path component that is not a directory"
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"a symbolic link (to {target!r})"
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a directory"
+
+
+def root_error(root: str) -> str:
+    """The one-line configuration error for a root that exists but is not a real directory."""
+    return (
+        f"receipt root {root!r} is {_what_is(root)}, not a directory: point the receipt root at "
+        "the launcher's receipt directory (a real directory, not a link)"
+    )
+
+
+def _unusable(kind: str, path: str) -> Unusable:
+    try:
+        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        is_link = False
+    return Unusable(f"{kind}_is_symlink" if is_link else f"{kind}_not_directory", path)
+
+
+def _not_a_dir(error: OSError) -> bool:
+    # Linux answers ENOTDIR, not ELOOP, for O_DIRECTORY|O_NOFOLLOW on a symlink.
+    return error.errno in (errno.ENOTDIR, errno.ELOOP)
+
+
+def _open_dirs_in(dir_fd: int, names: list[str], *, create: bool) -> int | None:
+    """An O_NOFOLLOW descriptor of ``dir_fd``/names[0]/names[1]/..., each a real directory
+    (created 0700 when ``create``); None when one is missing and not ``create``."""
+    current = dir_fd
+    try:
+        for name in names:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=current)
+            try:
+                opened = os.open(name, _OPEN_DIR, dir_fd=current)
+            except FileNotFoundError:
+                if create:
+                    raise
+                if current != dir_fd:
+                    os.close(current)
+                return None
+            if current != dir_fd:
+                os.close(current)
+            current = opened
+    except BaseException:
+        if current != dir_fd:
+            os.close(current)
+        raise
+    return current if current != dir_fd else os.dup(dir_fd)
+
+
+def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
+    """The launcher's side, BEFORE its first commit: create the root (with its parents) and the
+    Attempt's shard, 0700, and check that both are real directories and that nothing stands at
+    the receipt's name yet (the wrapper could not publish over it). ReceiptRootError names the
+    problem and the fix; ReceiptExists when the receipt name is taken."""
+    root = validate_receipt_root(root)
+    shard = _require_id(attempt_id)[:2]
+    shard_at = shard_path(root, attempt_id)
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # something that is not a directory stands there: named just below
+    except OSError as error:
+        raise ReceiptRootError(
+            f"cannot create receipt root {root!r} ({error.strerror}): create it as a directory "
+            "(mode 0700) or choose a writable place for it"
+        ) from None
+    try:
+        root_fd = os.open(root, _OPEN_DIR)
+    except OSError as error:
+        if _not_a_dir(error):
+            raise ReceiptRootError(root_error(root)) from None
+        raise ReceiptRootError(
+            f"cannot open receipt root {root!r} ({error.strerror}): make it a readable directory"
+        ) from None
+    try:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(shard, 0o700, dir_fd=root_fd)
+            shard_fd = os.open(shard, _OPEN_DIR, dir_fd=root_fd)
+        except OSError as error:
+            if _not_a_dir(error):
+                raise ReceiptRootError(
+                    f"receipt shard {shard_at!r} is {_what_is(shard_at)}, not a directory: move "
+                    "it out of the receipt root (the launcher creates the shards)"
+                ) from None
+            raise ReceiptRootError(
+                f"cannot create receipt shard {shard_at!r} ({error.strerror}): make the receipt "
+                "root writable"
+            ) from None
+        try:
+            os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        finally:
+            os.close(shard_fd)
+        raise ReceiptExists(attempt_id)
+    finally:
+        os.close(root_fd)

@@ -1,0 +1,207 @@
+"""The receipt store's layout (spec 03 "Receipt file store"): limits, names and paths computed
+from a validated Attempt ID, quarantine references, what a read answers, and the port."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from reconciler.node._receipt import (
+    MAX_RECEIPT_BYTES,
+    InvalidReceipt,
+    Receipt,
+    decode_receipt,
+    validate_id,
+)
+
+MAX_ROOT_BYTES: Final = 4096
+QUARANTINE_DIR: Final = ".quarantine"
+# Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in
+# the execution-id alphabet, so a name maps back to exactly one Attempt and slot). Bounded so
+# that finding a free slot never turns into a scan.
+MAX_QUARANTINE_SLOTS: Final = 1000
+_OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO planted at the receipt's name must not hang the reconciler.
+_OPEN_RECEIPT: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CREATE_TEMP: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class ReceiptRootError(ValueError):
+    """The configured receipt root is unusable; the message says what to fix (one line)."""
+
+
+class QuarantineNotDone(OSError):
+    """The invalid receipt was NOT moved (nothing was linked into `.quarantine`): the caller
+    withdraws its journal intent. An error after the link (the copy exists) is a plain OSError."""
+
+
+class ReceiptExists(Exception):
+    """A receipt is already published for this Attempt; it was kept (publish once)."""
+
+    def __init__(self, attempt_id: str) -> None:
+        super().__init__(f"a receipt already exists for Attempt {attempt_id}")
+        self.attempt_id = attempt_id
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    receipt: Receipt
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Something is at the path but it is not a trusted-format receipt; quarantine it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RootMissing:
+    """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
+    launched one it is a configuration error (the launcher creates the root before spawning)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """The root or the Attempt's shard exists but is not a real directory: a configuration
+    problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,
+    `root_is_symlink`, `shard_not_directory`, `shard_is_symlink`; ``path`` names it."""
+
+    reason: str
+    path: str
+
+
+ReadResult = Missing | Found | Invalid | RootMissing | Unusable
+
+
+def validate_receipt_root(path: str) -> str:
+    """The normalised root, or ReceiptRootError. Pure: never touches the filesystem."""
+    if not isinstance(path, str) or not path:
+        raise ReceiptRootError("receipt root is empty: set it to an absolute directory path")
+    if "\0" in path:
+        raise ReceiptRootError("receipt root contains a NUL byte: remove it")
+    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
+        raise ReceiptRootError(
+            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+        )
+    if not path.startswith("/"):
+        raise ReceiptRootError(f"receipt root {path!r} is relative: use an absolute path")
+    normalised = os.path.normpath(path)
+    if normalised.strip("/") == "":
+        raise ReceiptRootError("receipt root is '/': use a dedicated directory below it")
+    return normalised
+
+
+def _require_id(attempt_id: str) -> str:
+    if not validate_id(attempt_id):
+        raise ValueError("attempt id is not a portable execution ID")
+    return attempt_id
+
+
+def receipt_name(attempt_id: str) -> str:
+    return f"{_require_id(attempt_id)}.json"
+
+
+def shard_path(root: str, attempt_id: str) -> str:
+    return os.path.join(root, _require_id(attempt_id)[:2])
+
+
+def receipt_path(root: str, attempt_id: str) -> str:
+    """`<root>/<attemptId[0:2]>/<attemptId>.json` (spec 03 "Path")."""
+    return os.path.join(shard_path(root, attempt_id), receipt_name(attempt_id))
+
+
+def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
+    nonce = secrets.token_hex(16) if nonce_hex is None else nonce_hex
+    if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
+        raise ValueError("temp nonce must be 32 lower-case hex digits")
+    return f".{_require_id(attempt_id)}.{nonce}.tmp"
+
+
+def temp_path(root: str, attempt_id: str, nonce_hex: str | None = None) -> str:
+    """`<shard>/.<attemptId>.<32 hex>.tmp`, the private file a publisher links from."""
+    return os.path.join(shard_path(root, attempt_id), temp_name(attempt_id, nonce_hex))
+
+
+def quarantine_ref(attempt_id: str, slot: int = 1) -> str:
+    """The quarantine name of an Attempt's ``slot``-th invalid receipt, relative to the root.
+
+    Slot 1 is spec 03's `.quarantine/<attemptId[0:2]>/<attemptId>.json`; a later invalid receipt
+    of the same Attempt never replaces an earlier copy and goes to
+    `.quarantine/<attemptId[0:2]>/<attemptId>+<slot>.json` (D-3c)."""
+    if not 1 <= slot <= MAX_QUARANTINE_SLOTS:
+        raise ValueError(f"quarantine slot must be 1..{MAX_QUARANTINE_SLOTS}")
+    suffix = ".json" if slot == 1 else f"+{slot}.json"
+    return f"{QUARANTINE_DIR}/{_require_id(attempt_id)[:2]}/{attempt_id}{suffix}"
+
+
+def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
+    """(attempt id, slot) of a name made by :func:`quarantine_ref`, else None."""
+    parts = ref.split("/") if isinstance(ref, str) else []
+    if len(parts) != 3 or parts[0] != QUARANTINE_DIR or not parts[2].endswith(".json"):
+        return None
+    stem = parts[2].removesuffix(".json")
+    attempt_id, plus, number = stem.partition("+")
+    slot = 1
+    if plus:
+        # Short ASCII digits without a leading zero: a hostile journal value ("²", 5000 digits)
+        # must not reach int(), and each slot has exactly one name.
+        if not (number.isascii() and number.isdigit()) or len(number) > 4 or number[0] == "0":
+            return None
+        slot = int(number)
+        if slot < 2:
+            return None
+    if not validate_id(attempt_id) or parts[1] != attempt_id[:2] or slot > MAX_QUARANTINE_SLOTS:
+        return None
+    return attempt_id, slot
+
+
+class ReceiptStore(Protocol):
+    """The port the reconciler reads receipts through.
+
+    `check_root` is asked once per pass before anything is written: True when the root is a real
+    directory, False when it does not exist, ReceiptRootError when it exists but is not a real
+    directory. `quarantine_target` names the slot an invalid receipt will be moved to (a free
+    one, or the one an interrupted move already linked); the caller records the journal intent
+    (state `quarantined`, that `quarantine_ref`, `purge_after_ms`) BEFORE `quarantine` moves the
+    file (spec 03), and withdraws it when `quarantine` raises QuarantineNotDone.
+    `holds_quarantine` says whether a journal row's quarantined copy exists. `delete` is for a
+    trusted receipt AFTER its terminal transition committed.
+    """
+
+    root: str
+
+    def check_root(self) -> bool: ...
+
+    def read(self, attempt_id: str) -> ReadResult: ...
+
+    def publish(self, receipt: Receipt) -> None: ...
+
+    def quarantine_target(self, attempt_id: str, previous_ref: str | None = None) -> str: ...
+
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str: ...
+
+    def holds_quarantine(self, ref: str) -> bool: ...
+
+    def delete(self, attempt_id: str) -> None: ...
+
+    def quarantine_ref(self, attempt_id: str) -> str: ...
+
+
+def _judge(attempt_id: str, data: bytes) -> ReadResult:
+    if len(data) > MAX_RECEIPT_BYTES:
+        return Invalid("too_large")
+    try:
+        receipt = decode_receipt(data)
+    except InvalidReceipt as error:
+        return Invalid(error.reason)
+    if receipt.attempt_id != attempt_id:
+        return Invalid("attempt_id_mismatch")
+    return Found(receipt)

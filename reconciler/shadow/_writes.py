@@ -1,0 +1,293 @@
+"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10): one writer per write kind of
+``fsm``'s table (``LegacyDecision.write``). Error codes, actors and dedupe keys are node facts
+(QingLong's writer H and start-up reconciler G) and live here, not in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fsm import RUN_TERMINAL, attempt_machine, run_machine
+from reconciler.node._clock import Clock
+from reconciler.shadow._ports import PassHooks
+from storage import (
+    ActiveAttempt,
+    Actor,
+    AttemptChange,
+    AttemptRow,
+    Change,
+    Expect,
+    LatestAttempt,
+    Repository,
+    RunChange,
+    RunRow,
+)
+
+# /tmp/facts/recovery.md §4: actors, error codes and summaries of QingLong's writer (H) and
+# start-up reconciler (G).
+RECONCILER = Actor("reconciler")  # G: `{ type: 'reconciler' }`, no actor id
+COMPATIBILITY = Actor("compatibility")  # H: the shadow writer, no actor id
+LOST = ("LEGACY_RECONCILE_OWNER_LOST", "Legacy worker restarted without terminal evidence")
+ABANDONED = (
+    "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED",
+    "Legacy owner restarted before spawn was observed",
+)
+CANCELLED = ("LEGACY_EXECUTION_CANCELLED", "Legacy execution was cancelled")
+NON_ZERO = ("LEGACY_EXIT_NON_ZERO", "Legacy process exited without success")
+_ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
+
+
+@dataclass(frozen=True)
+class Context:
+    run: RunRow | None = None
+    attempt: ActiveAttempt | None = None
+    latest: LatestAttempt | None = None
+    evidence_at_ms: int | None = None
+    matched_status: str | None = None
+    exit_code: int | None = None
+
+
+def _at(run: RunRow, *times: int | None, now: int) -> int:
+    # QingLong's atOrAfter: never earlier than any time the aggregate already carries.
+    return max([now, run.created_at_ms, run.started_at_ms or 0, *(t or 0 for t in times)])
+
+
+def _errors(dest: str, code: tuple[str, str] | None) -> dict[str, object]:
+    if code is None or dest not in _ERROR_TARGETS:
+        return {}
+    return {"error_code": code[0], "error_summary": code[1]}
+
+
+def _expect(run: RunRow, att: ActiveAttempt) -> Expect:
+    # The fields the decision used, re-checked inside each transaction (spec 01 rules 1-4).
+    return Expect(
+        run={"status": run.status, "execution_owner": "legacy"},
+        attempts={
+            att.id: {
+                "status": att.status,
+                "callback_sequence": att.callback_sequence,
+                "pid": att.pid,
+                "log_artifact_id": att.log_artifact_id,
+            }
+        },
+    )
+
+
+def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    """Row 2 (G `repairTerminalAttempt`): one Run edge to the latest Attempt's status."""
+    run, latest = ctx.run, ctx.latest
+    assert run is not None and latest is not None
+    target = latest.status
+    at = _at(run, latest.finished_at_ms, now=clock.now_ms())
+    sets: dict[str, object] = {}
+    if target in RUN_TERMINAL:
+        sets["finished_at_ms"] = at
+    if target in _ERROR_TARGETS and latest.error_code is not None:
+        sets["error_code"] = latest.error_code
+        if latest.error_summary is not None:
+            sets["error_summary"] = latest.error_summary
+    change = RunChange(
+        run_machine().lifecycle_trigger(run.status, target),
+        set=sets,
+        payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
+        dedupe_key=f"legacy-startup-repair:{latest.id}:{target}",
+    )
+    repo.advance(
+        run.id,
+        run.version,
+        [change],
+        actor=RECONCILER,
+        at_ms=at,
+        expect=Expect(attempts={latest.id: {"status": latest.status}}),
+    )
+
+
+def _two_step(
+    repo: Repository,
+    ctx: Context,
+    clock: Clock,
+    hooks: PassHooks,
+    target: str,
+    code: tuple[str, str],
+    dedupe: str,
+) -> None:
+    """Rows 9/10 (G `abandon` / `markLost`): Attempt, commit; then Run, commit. A crash in
+    between leaves a terminal Attempt under an active Run, which row 2 heals next start."""
+    run, att = ctx.run, ctx.attempt
+    assert run is not None and att is not None
+    at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
+    first = repo.advance(
+        run.id,
+        run.version,
+        [
+            AttemptChange(
+                att.id,
+                attempt_machine().lifecycle_trigger(att.status, target),
+                set=_errors(target, code),
+                dedupe_key=f"{dedupe}-attempt:{att.id}",
+            )
+        ],
+        actor=RECONCILER,
+        at_ms=at,
+        expect=_expect(run, att),
+    )
+    hooks.between_commits()
+    run_sets: dict[str, object] = _errors(target, code)
+    if target in RUN_TERMINAL:
+        run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
+    repo.advance(
+        run.id,
+        first.version,
+        [
+            RunChange(
+                run_machine().lifecycle_trigger(run.status, target),
+                set=run_sets,
+                payload={"error_code": code[0]},
+                dedupe_key=f"{dedupe}-run:{att.id}",
+            )
+        ],
+        actor=RECONCILER,
+        at_ms=at,
+        expect=Expect(run={"status": run.status}),
+    )
+
+
+class _Chain:
+    """Builds one shadow-writer transaction (H): each edge one event, dedupe
+    ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload."""
+
+    def __init__(self, run: RunRow, attempt: AttemptRow) -> None:
+        self.run_status = run.status
+        self.attempt_status = attempt.status
+        self.attempt_id = attempt.id
+        self.sequence = run.event_sequence
+        self.changes: list[Change] = []
+
+    def run(self, dest: str, sets: dict[str, object], extra: dict[str, object]) -> None:
+        self.sequence += 1
+        self.changes.append(
+            RunChange(
+                run_machine().lifecycle_trigger(self.run_status, dest),
+                set=sets,
+                payload={**extra, "shadow": True},
+                dedupe_key=f"shadow:{self.sequence}:run.{dest}",
+            )
+        )
+        self.run_status = dest
+
+    def attempt(self, dest: str, sets: dict[str, object], extra: dict[str, object]) -> None:
+        self.sequence += 1
+        self.changes.append(
+            AttemptChange(
+                self.attempt_id,
+                attempt_machine().lifecycle_trigger(self.attempt_status, dest),
+                set=sets,
+                payload={**extra, "shadow": True},
+                dedupe_key=f"shadow:{self.sequence}:attempt.{dest}",
+            )
+        )
+        self.attempt_status = dest
+
+
+def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
+    run, active = ctx.run, ctx.attempt
+    assert run is not None and active is not None
+    attempt = repo.get_attempt(active.id)
+    if attempt is None:
+        raise LookupError("attempt vanished")
+    return run, attempt
+
+
+def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
+    reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
+    run, attempt = _rows(repo, ctx)
+    assert ctx.attempt is not None
+    at = _at(
+        run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
+    )
+    chain = _Chain(run, attempt)
+    extra: dict[str, object] = {"legacy_cancel_reason": "reconcile"}
+    chain.attempt("cancelled", _errors("cancelled", CANCELLED), extra)
+    chain.run("cancelled", {"finished_at_ms": at, **_errors("cancelled", CANCELLED)}, extra)
+    repo.advance(
+        run.id,
+        run.version,
+        chain.changes,
+        actor=COMPATIBILITY,
+        at_ms=at,
+        expect=_expect(run, ctx.attempt),
+    )
+
+
+def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
+    transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
+    attempt.running, run.running, attempt.<t>, run.<t> (/tmp/facts/recovery.md §4)."""
+    run, attempt = _rows(repo, ctx)
+    assert ctx.attempt is not None
+    at = _at(
+        run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
+    )
+    succeeded = ctx.matched_status == "succeeded"
+    terminal = "succeeded" if succeeded else "failed"
+    # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
+    exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
+    chain = _Chain(run, attempt)
+    if chain.run_status == "created":
+        chain.run("queued", {"queued_at_ms": at}, {})
+    if chain.run_status == "queued":
+        chain.run("dispatching", {}, {})
+    if chain.attempt_status == "claimed":
+        chain.attempt("starting", {}, {})
+    if chain.attempt_status == "starting":
+        chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
+    if chain.run_status == "dispatching":
+        chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
+    code = None if succeeded else NON_ZERO
+    chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
+    chain.run(
+        terminal,
+        {"finished_at_ms": at, **_errors(terminal, code)},
+        {"legacy_exit_code": exit_code},
+    )
+    repo.advance(
+        run.id,
+        run.version,
+        chain.changes,
+        actor=COMPATIBILITY,
+        at_ms=at,
+        expect=_expect(run, ctx.attempt),
+    )
+
+
+Writer = Callable[[Repository, Context, Clock, PassHooks], None]
+
+
+def _abandon(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    _two_step(repo, ctx, clock, hooks, "cancelled", ABANDONED, "legacy-startup-abandoned")
+
+
+def _mark_lost(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    _two_step(repo, ctx, clock, hooks, "lost", LOST, "legacy-startup-lost")
+
+
+# fsm's write kinds (``LEGACY_WRITES``) -> the one writer of each. Pending, ambiguous, skipped
+# and failed have no write kind: they write nothing (spec 05).
+WRITERS: Mapping[str, Writer] = {
+    "repair": _repair,
+    "cancel": _cancel,
+    "complete": _complete,
+    "abandon": _abandon,
+    "mark_lost": _mark_lost,
+}
+
+
+def write(repo: Repository, kind: str | None, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+    """Commit what the decided row says (``kind`` is ``LegacyDecision.write``)."""
+    if kind is not None:
+        WRITERS[kind](repo, ctx, clock, hooks)
+
+
+__all__ = ["WRITERS", "Context", "Writer", "write"]

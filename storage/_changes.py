@@ -1,0 +1,181 @@
+"""What a Repository write is made of (spec 01): the actors, the changes a caller hands over,
+the expectations re-checked inside the transaction, and the checks on them."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fsm import Step
+
+from ._errors import Conflict, InvalidField
+from ._rows import (
+    AttemptRow,
+    RunRow,
+)
+
+ACTORS = frozenset(
+    {
+        "user",
+        "api_app",
+        "trigger",
+        "agent",
+        "mcp_client",
+        "worker",
+        "executor",
+        "system",
+        "legacy_shell",
+        "scheduler",
+        "reconciler",
+        "compatibility",
+    }
+)
+# spec 01 "Events": the names that record something without moving a state. Every other name
+# of the spec's list is `run.<status>` / `attempt.<status>`, written only along an edge.
+NON_MOVING_EVENTS = frozenset(
+    {"attempt.late_callback_ignored", "run.reconciled", "run.cancel_requested"}
+)
+# spec 01 "Field rules": error fields only on these targets.
+_ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
+_RUN_SETTABLE = frozenset(
+    {
+        "queued_at_ms",
+        "started_at_ms",
+        "finished_at_ms",
+        "cancel_requested_at_ms",
+        "cancel_reason",
+        "error_code",
+        "error_summary",
+    }
+)
+_ATTEMPT_SETTABLE = frozenset(
+    {
+        "executor_handle",
+        "pid",
+        "callback_token_hash",
+        "callback_sequence",
+        "started_at_ms",
+        "finished_at_ms",
+        "exit_code",
+        "error_code",
+        "error_summary",
+        "log_artifact_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Actor:
+    type: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
+
+    trigger: str
+    evidence: object = None
+    set: Mapping[str, object] = field(default_factory=dict)
+    payload: Mapping[str, object] = field(default_factory=dict)
+    dedupe_key: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptChange:
+    """One Attempt edge of the Run's Attempt ``attempt_id``."""
+
+    attempt_id: str
+    trigger: str
+    evidence: object = None
+    set: Mapping[str, object] = field(default_factory=dict)
+    payload: Mapping[str, object] = field(default_factory=dict)
+    dedupe_key: str | None = None
+
+
+Change = RunChange | AttemptChange
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
+
+    run: Mapping[str, object] = field(default_factory=dict)
+    attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Advanced:
+    run_id: str
+    version: int
+    steps: tuple[Step, ...]
+    events: tuple[str, ...]
+
+
+def _index_of(exc: sqlite3.IntegrityError, c: sqlite3.Connection, run_id: str, key: str) -> str:
+    hit = c.execute(
+        'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, key)
+    ).fetchone()
+    return "dedupe" if hit else str(exc)
+
+
+def _check_actor(actor: Actor) -> None:
+    if actor.type not in ACTORS:
+        raise InvalidField(
+            f"unknown actor type {actor.type!r}; use one of spec 01's actors: "
+            + ", ".join(sorted(ACTORS))
+        )
+
+
+def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[Any]]:
+    """`col = ?` assignments and their parameters; status first, then columns sorted (the
+    column names come from the allow-lists above, never from input)."""
+    order = sorted(columns, key=lambda c: (c != "status", c))
+    return [f"{c} = ?" for c in order], [columns[c] for c in order]
+
+
+def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:
+    for name, value in fields.items():
+        if not hasattr(row, name):
+            raise InvalidField(f"cannot expect {what} field {name!r}: qlfsm does not read it")
+        if getattr(row, name) != value:
+            raise Conflict(what, ident, f"{name}={value!r} (now {getattr(row, name)!r})")
+
+
+def _check_fields(
+    what: str, dest: str, sets: Mapping[str, object], allowed: frozenset[str]
+) -> None:
+    unknown = sorted(set(sets) - allowed)
+    if unknown:
+        raise InvalidField(f"{what} columns {unknown} cannot be set along an edge")
+    if ("error_code" in sets or "error_summary" in sets) and dest not in _ERROR_TARGETS:
+        raise InvalidField(f"error fields are only set on {sorted(_ERROR_TARGETS)}, not {dest}")
+    code = sets.get("error_code")
+    if code is not None and (not isinstance(code, str) or len(code) > 128):
+        raise InvalidField("error_code must be a string of at most 128 characters")
+    summary = sets.get("error_summary")
+    if summary is not None and (not isinstance(summary, str) or len(summary) > 1024):
+        raise InvalidField("error_summary must be a string of at most 1024 characters")
+
+
+def _check_time(at_ms: int, created: int, started: int | None, what: str) -> None:
+    if at_ms < created or (started is not None and at_ms < started):
+        raise InvalidField(f"at_ms {at_ms} is earlier than the {what}'s created/started time")
+
+
+def _replace_run(
+    run: RunRow, status: str, version: int, sequence: int, sets: Mapping[str, object]
+) -> RunRow:
+    values = dict(run.__dict__)
+    values.update(sets)
+    values.update(status=status, version=version, event_sequence=sequence)
+    return RunRow(**values)
+
+
+def _replace_attempt(att: AttemptRow, status: str, sets: Mapping[str, object]) -> AttemptRow:
+    values = dict(att.__dict__)
+    values.update(sets)
+    values["status"] = status
+    return AttemptRow(**values)

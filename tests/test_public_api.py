@@ -1,0 +1,66 @@
+"""The public Python API: `reconciler` and each of its subpackages export their public names
+lazily — every exported name resolves, and importing a package loads none of its modules."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGES = (
+    "reconciler",
+    "reconciler.node",
+    "reconciler.primary",
+    "reconciler.shadow",
+    "reconciler.diagrams",
+    "reconciler.cli",
+)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_name_of_a_package_resolves_to_the_object_of_its_module(
+    package: str,
+) -> None:
+    pkg = importlib.import_module(package)
+    table: dict[str, str] = pkg._EXPORTS
+    assert pkg.__all__ == sorted(table)
+    for name, module in table.items():
+        assert getattr(pkg, name) is getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_importing_a_package_loads_none_of_its_modules_nor_typing(package: str) -> None:
+    code = (
+        f"import sys, {package}\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('reconciler', 'fsm', 'storage'))"
+        " or m in ('typing', 'argparse', 'json')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    parents = [package.split(".")[0]] + ([package] if "." in package else [])
+    assert out.strip() == repr(sorted(parents))
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_the_package() -> None:
+    import reconciler.shadow
+
+    with pytest.raises(AttributeError, match=r"'reconciler\.shadow' has no attribute 'nope'"):
+        reconciler.shadow.nope  # noqa: B018
+
+
+def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
+    import reconciler
+    from reconciler.node import _identity, _launcher, _receipt
+    from reconciler.primary import _pass as primary_pass
+    from reconciler.shadow import _entry, _pass
+
+    assert reconciler.reconcile is primary_pass.reconcile
+    assert reconciler.run_shadow is _entry.run_shadow
+    assert reconciler.run_pass is _pass.run_pass
+    assert reconciler.launch is _launcher.launch
+    assert reconciler.encode_receipt is _receipt.encode_receipt
+    assert reconciler.parse_handle is _identity.parse_handle
+    assert issubclass(reconciler.ProfileError, ValueError)

@@ -117,12 +117,17 @@ def render(data: Mapping[str, Any]) -> str:
     for s, line in zip(data["steps"], rendered[2:], strict=True):
         lines.append(line)
         lines.extend(f"    {n}" for n in notes[s["sequence"]])
-    if not any(s["row"] for s in data["steps"]) and run["status"] in ("dispatching", "running"):
+    if not any(s["row"] for s in data["steps"]) and run["status"] in (
+        "queued",
+        "dispatching",
+        "running",
+    ):
         lines.append("")
         lines.append(
-            "no recovery decision is recorded: a start-up pass writes nothing for a run it "
-            "leaves unresolved; its row and reason are in the output of `qlfsm startup` / "
-            "`qlfsm reconcile`"
+            "no start-up decision moved this run: a pass writes an event only when it moves a "
+            "state (a live process kept running, or a run left unresolved or pending, leaves "
+            "none); the last pass's row and reason for it are in the output of "
+            "`qlfsm startup` / `qlfsm reconcile`"
         )
     return "\n".join(lines)
 
@@ -132,16 +137,16 @@ def _notes(step: Mapping[str, Any]) -> list[str]:
     decision = step.get("decision")
     if step.get("row") is not None:
         # The row's words from spec 04 are in the JSON (`row_facts`); here the row and reason.
+        record = clean(step.get("record"))
         if step.get("row_recorded") and isinstance(decision, Mapping):
             reason = clean(decision.get("reason"))
-            record = clean(decision.get("record", "ADR-0068"))
             out.append(f"decision: {record} row {clean(step['row'])}: {reason}")
             evidence = decision.get("evidence")
             if isinstance(evidence, Mapping):
                 out.append(f"evidence: {describe_evidence(evidence)}")
         else:
             out.append(
-                f"decision: ADR-0068 row {clean(step['row'])} (inferred from what the event "
+                f"decision: {record} row {clean(step['row'])} (inferred from what the event "
                 "records; it was written without its evidence)"
             )
     resolution = step.get("resolution")

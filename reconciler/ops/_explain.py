@@ -17,8 +17,10 @@ When several triggers remain, the event type stands in for the trigger.
 
 A recovery decision is the allow-listed payload key ``decision`` the ADR-0068 pass writes on
 each of its edges: ``{"record", "row", "reason", "evidence": {...}}``. Events written before
-that key existed are shown as they are; for them the row is *inferred* from the error code and
-no evidence is claimed. An operator's decision (``qlfsm resolve``) is the key ``resolution``.
+that key existed are shown as they are; for them the row is *inferred* from what the event
+records (spec 04's error codes and evidence words; for the legacy shadow, ADR-0448's error
+codes and QingLong's shadow-writer marks) and no evidence is claimed. An operator's decision
+(``qlfsm resolve``) is the key ``resolution``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fsm import ATTEMPT_SPEC, PRIMARY_TABLE, RUN_SPEC, MachineSpec
+from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
 from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow
 
 DECISION_KEY = "decision"
@@ -48,11 +50,25 @@ ROW_BY_EVIDENCE: Mapping[str, str] = {
     "completion_receipt": "5",
     "durable_process_identity": "12",
 }
+# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes. Rows 9/10 are the
+# `reconciler` actor's (no id) with their error codes; rows 6/7 are the shadow writer's
+# (`compatibility`, `shadow: true` in every payload; row 6 carries `legacy_cancel_reason`);
+# row 2's repair edge has its own dedupe key.
+LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
+    "LEGACY_RECONCILE_OWNER_LOST": "10",
+    "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED": "9",
+}
+LEGACY_REPAIR_DEDUPE = "legacy-startup-repair:"
+ADR0068 = "ADR-0068"
+ADR0448 = "ADR-0448"
 # Payload keys every edge event carries (spec 02); the rest is shown as the event's details.
 _EDGE_KEYS = frozenset({"from_status", "to_status", "version", "attempt_id"})
 
 SPECS: Mapping[str, MachineSpec] = {"run": RUN_SPEC, "attempt": ATTEMPT_SPEC}
-ROW_FACTS: Mapping[str, str] = {r.row: r.facts for r in PRIMARY_TABLE.rows}
+ROW_FACTS: Mapping[tuple[str, str], str] = {
+    **{(ADR0068, r.row): r.facts for r in PRIMARY_TABLE.rows},
+    **{(ADR0448, r.row): r.facts for r in LEGACY_TABLE.rows},
+}
 
 
 class UnknownRun(LookupError):
@@ -78,7 +94,8 @@ class Step:
     dest: str | None
     trigger: str  # from the tables, or the event type when they do not name one
     trigger_from_tables: bool
-    row: str | None  # the ADR-0068 row of a recovery decision
+    record: str | None  # whose table decided: "ADR-0068" | "ADR-0448" | None
+    row: str | None  # that table's row
     row_recorded: bool  # True: from the event's `decision` key; False: inferred or none
     decision: Mapping[str, Any] | None
     resolution: Mapping[str, Any] | None
@@ -104,9 +121,14 @@ class Step:
             "to": self.dest,
             "trigger": self.trigger,
             "trigger_from_tables": self.trigger_from_tables,
+            "record": self.record,
             "row": self.row,
             "row_recorded": self.row_recorded,
-            "row_facts": ROW_FACTS.get(self.row) if self.row is not None else None,
+            "row_facts": (
+                ROW_FACTS.get((self.record, self.row))
+                if self.record is not None and self.row is not None
+                else None
+            ),
             "decision": dict(self.decision) if self.decision is not None else None,
             "resolution": dict(self.resolution) if self.resolution is not None else None,
             "payload": dict(self.payload),
@@ -218,7 +240,10 @@ def place(owner: str, events: list[EventRow]) -> list[Step]:
         resolution = payload.get(RESOLUTION_KEY)
         resolution = resolution if isinstance(resolution, dict) else None
         actor = (e.actor_type, e.actor_id)
-        row, recorded = _row(decision, payload, actor)
+        if owner == "legacy":
+            record, row, recorded = _legacy_row(decision, payload, actor, e.dedupe_key)
+        else:
+            record, row, recorded = _row(decision, payload, actor)
         trigger: str | None = None
         if machine is not None and source is not None and dest is not None:
             adr0068 = (
@@ -243,6 +268,7 @@ def place(owner: str, events: list[EventRow]) -> list[Step]:
                 dest=dest,
                 trigger=trigger or e.type,
                 trigger_from_tables=trigger is not None,
+                record=record,
                 row=row,
                 row_recorded=recorded,
                 decision=decision,
@@ -266,24 +292,54 @@ def _moves(event_type: str) -> tuple[str | None, str | None]:
     return machine, state
 
 
+Row = tuple[str | None, str | None, bool]  # (record, row, recorded in a `decision` key)
+
+
+def _recorded(decision: Mapping[str, Any] | None, default: str) -> Row | None:
+    if decision is not None and isinstance(decision.get("row"), str):
+        record = decision.get("record")
+        return (record if isinstance(record, str) else default), str(decision["row"]), True
+    return None
+
+
 def _row(
     decision: Mapping[str, Any] | None, payload: Mapping[str, Any], actor: tuple[str, str | None]
-) -> tuple[str | None, bool]:
-    if decision is not None and isinstance(decision.get("row"), str):
-        return str(decision["row"]), True
+) -> Row:
+    """The ADR-0068 row of a runtime run's event: recorded, else inferred, else none."""
+    recorded = _recorded(decision, ADR0068)
+    if recorded is not None:
+        return recorded
     code = payload.get("error_code")
     if isinstance(code, str) and code in ROW_BY_ERROR_CODE and actor == RECONCILER_ACTOR:
-        return ROW_BY_ERROR_CODE[code], False
+        return ADR0068, ROW_BY_ERROR_CODE[code], False
     evidence = payload.get("evidence")
-    if (
-        isinstance(evidence, str)
-        and evidence in ROW_BY_EVIDENCE
-        and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR))
-    ):
-        return ROW_BY_EVIDENCE[evidence], False
+    ours = actor in (RECONCILER_ACTOR, RECEIPT_ACTOR)
+    if isinstance(evidence, str) and evidence in ROW_BY_EVIDENCE and ours:
+        return ADR0068, ROW_BY_EVIDENCE[evidence], False
     if actor == RECEIPT_ACTOR:
-        return "5", False
-    return None, False
+        return ADR0068, "5", False
+    return None, None, False
+
+
+def _legacy_row(
+    decision: Mapping[str, Any] | None,
+    payload: Mapping[str, Any],
+    actor: tuple[str, str | None],
+    dedupe_key: str | None,
+) -> Row:
+    """The ADR-0448 row of a legacy run's event: recorded, else inferred, else none."""
+    recorded = _recorded(decision, ADR0448)
+    if recorded is not None:
+        return recorded
+    code = payload.get("error_code")
+    if actor == ("reconciler", None):
+        if isinstance(code, str) and code in LEGACY_ROW_BY_ERROR_CODE:
+            return ADR0448, LEGACY_ROW_BY_ERROR_CODE[code], False
+        if dedupe_key is not None and dedupe_key.startswith(LEGACY_REPAIR_DEDUPE):
+            return ADR0448, "2", False
+    if actor == ("compatibility", None) and payload.get("shadow") is True:
+        return ADR0448, "6" if "legacy_cancel_reason" in payload else "7", False
+    return None, None, False
 
 
 def edge_trigger(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from _support import T0
+
 from fsm import PrimaryFacts
 from storage import Actor, AttemptChange, Repository, RunChange
 

@@ -76,7 +76,7 @@ def decided(data: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_demo_ends_by_explaining_the_run_it_marked_lost(
     demo: tuple[Path, dict[str, str], str],
 ) -> None:
-    db, labels, out = demo
+    _db, labels, out = demo
     rotate = labels["rotate (SIGKILLed)"]
     tail = out[out.index("5. why was 'rotate (SIGKILLed)' marked lost?") :]
     assert f"--run {rotate}" in tail

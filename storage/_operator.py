@@ -81,9 +81,15 @@ PENDING_PAGE_SQL = (
     "WHERE j.state = 'pending' AND (j.updated_at_ms, j.attempt_id) > (?, ?) "
     "ORDER BY j.updated_at_ms, j.attempt_id LIMIT ?"
 )
+# SQLite prefers the `state` index for this one and sorts (the partial index's WHERE is not
+# weighed): `INDEXED BY` names QingLong's own purge index (its migration 0003), so a page is an
+# in-order range of the rows that are due. A database without that index gets the same
+# statement without the hint (sorted, still correct) rather than an error.
+_PURGE_INDEX = "ql3_local_receipt_journal_purge_idx"
 QUARANTINED_PAGE_SQL = (
     "SELECT j.attempt_id, j.run_id, j.quarantine_ref, j.purge_after_ms, a.status "
-    'FROM "LocalCompletionReceiptJournal" j LEFT JOIN "RunAttempts" a ON a.id = j.attempt_id '
+    f'FROM "LocalCompletionReceiptJournal" j INDEXED BY {_PURGE_INDEX} '
+    'LEFT JOIN "RunAttempts" a ON a.id = j.attempt_id '
     "WHERE j.state = 'quarantined' AND j.purge_after_ms <= ? "
     "AND (j.purge_after_ms, j.attempt_id) > (?, ?) "
     "ORDER BY j.purge_after_ms, j.attempt_id LIMIT ?"
@@ -106,7 +112,14 @@ def pending_page(
 def quarantined_page(
     conn: sqlite3.Connection, now_ms: int, after: tuple[int, str], limit: int
 ) -> tuple[list[QuarantinedRow], bool]:
-    rows = conn.execute(QUARANTINED_PAGE_SQL, (now_ms, after[0], after[1], limit + 1)).fetchall()
+    params = (now_ms, after[0], after[1], limit + 1)
+    try:
+        rows = conn.execute(QUARANTINED_PAGE_SQL, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if _PURGE_INDEX not in str(exc):
+            raise
+        plain = QUARANTINED_PAGE_SQL.replace(f" INDEXED BY {_PURGE_INDEX}", "")
+        rows = conn.execute(plain, params).fetchall()
     found = [QuarantinedRow(str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4]) for r in rows]
     return found[:limit], len(found) > limit
 

@@ -357,8 +357,8 @@ def test_a_missing_root_touches_nothing_and_a_root_that_is_a_file_is_a_usage_err
 def test_a_leftover_receipt_without_a_journal_row_is_not_found(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
-    # The documented limit (docs/decisions.md D-10): no directory is listed, so a receipt of an
-    # ended Attempt whose journal row is gone stays where it is.
+    # The documented limit (docs/decisions.md "Operator commands: sweep"): no directory is
+    # listed, so a receipt of an ended Attempt whose journal row is gone stays where it is.
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
     resolve(
         conn, "run-1", "lost", "x", force=False, provider=ProcProvider(), clock=FakeClock(),

@@ -3,7 +3,7 @@
 Read-only. Each event that moves a state is one edge of the Run or the Attempt machine
 (spec 01 "Events"); its trigger is taken from the tables in ``fsm/_tables.py`` by
 ``(machine, from, to)`` where that names one trigger, narrowed by what the event itself
-records (docs/decisions.md D-8):
+records (docs/decisions.md "Operator commands: explain"):
 
 - only the ADR-0068 pass walks the guarded (decision) edges, and it writes as the actors of
   spec 04 "Writes" (`reconciler`/`local-startup`, `executor`/`completion-receipt`) or with a

@@ -12,7 +12,8 @@ Gather, decide, commit (the sans-I/O rule of the reconcilers, applied to an oper
    each active Attempt's edge, then the Run's (spec 01: an Attempt may not move once its Run is
    terminal), each with its event. The actor is `user` with the id `operator` (or
    `operator:<login>`), and every event carries the allow-listed key ``resolution``:
-   ``{"to", "reason", "force", "process", "probe_reason"}`` (docs/decisions.md D-9).
+   ``{"to", "reason", "force", "process", "probe_reason"}``
+   (docs/decisions.md "Operator commands: resolve").
 
 The operator's reason is free text, bounded and free of control characters; it is stored in
 the events and the error summary, so it must not hold secrets (docs/operations.md).

@@ -8,7 +8,8 @@ Two leftovers (spec 03; QingLong 3.0 has a cleanup scanner for the same):
 - a `quarantined` journal row past its `purge_after_ms`, with its quarantined copies.
 
 The journal rows say which Attempts to look at: no directory is ever listed (spec 03), so a
-receipt file of an ended Attempt that has NO journal row is not found (docs/decisions.md D-10).
+receipt file of an ended Attempt that has NO journal row is not found
+(docs/decisions.md "Operator commands: sweep").
 
 Per row the order is fixed, and each step is idempotent: the file(s) first, through the
 receipt store (no symbolic link followed), then the row, by a compare-and-set delete that also

@@ -308,3 +308,22 @@ def test_every_target_each_state_allows_is_accepted(repo: Repository, db_path: P
         assert done is not None and done.status == to
     # claimed: lost, cancelled; starting and running: all three.
     assert len(cases) == 2 + 2 * len(RESOLVE_TARGETS)
+
+
+def test_every_active_attempt_moves_with_the_run(repo: Repository, db_path: Path) -> None:
+    # spec 04 row 1 (more than one active Attempt) blocks start-up for good: resolve moves
+    # them all, then the Run, in one transaction.
+    version = make_run(repo, "run-1", "dispatching")
+    for n in (1, 2):
+        version = repo.create_attempt(
+            run_id="run-1", attempt_id=f"at-{n}", expected_version=version, at_ms=1_700_000_000_000
+        ).version
+    out = resolve_cli(db_path, "run-1", "failed", "--json")
+    assert out.returncode == 2 and "legal choices: lost, cancelled" in out.stderr
+    out = resolve_cli(db_path, "run-1", "cancelled", "--json")
+    assert out.returncode == 0, out.stderr
+    done = json.loads(out.stdout)
+    assert [a["id"] for a in done["attempts"]] == ["at-1", "at-2"]
+    assert done["version"] == version + 3
+    statuses = [repo.get_attempt(f"at-{n}") for n in (1, 2)]
+    assert [a.status for a in statuses if a] == ["cancelled", "cancelled"]

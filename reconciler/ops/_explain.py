@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
-from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow
+from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
 
 DECISION_KEY = "decision"
 RESOLUTION_KEY = "resolution"
@@ -204,8 +204,6 @@ def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
     attempts = repo.attempts_of(run_id)
     events = repo.events_of(run_id)
     journal: list[JournalRow] = []
-    from storage import journal_get
-
     for att in attempts:
         row = journal_get(conn, att.id)
         if row is not None:

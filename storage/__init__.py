@@ -200,3 +200,52 @@ if TYPE_CHECKING:
     from ._legacy_source import legacy_candidates as legacy_candidates
     from ._legacy_source import legacy_log_id as legacy_log_id
     from ._legacy_source import normalize_legacy as normalize_legacy
+
+# --- faults: the lock budget, named database errors, unreadable rows; lazy like the rest -------
+_EXPORTS.update(
+    {
+        "LOCK_BUDGET_ENV": "_connection",
+        "LOCK_BUDGET_S": "_connection",
+        "BadRow": "_errors",
+        "DatabaseCorrupt": "_errors",
+        "DatabaseReadOnly": "_errors",
+        "DatabaseUnusable": "_errors",
+        "LockBudget": "_connection",
+        "NotARegularFile": "_errors",
+        "busy_wait_s": "_connection",
+        "database_error": "_connection",
+        "lock_budget": "_connection",
+        "lock_budget_from_env": "_connection",
+        "write_blocker": "_connection",
+    }
+)
+__all__ += [
+    "LOCK_BUDGET_ENV",
+    "LOCK_BUDGET_S",
+    "BadRow",
+    "DatabaseCorrupt",
+    "DatabaseReadOnly",
+    "DatabaseUnusable",
+    "LockBudget",
+    "NotARegularFile",
+    "busy_wait_s",
+    "database_error",
+    "lock_budget",
+    "lock_budget_from_env",
+    "write_blocker",
+]
+
+if TYPE_CHECKING:
+    from ._connection import LOCK_BUDGET_ENV as LOCK_BUDGET_ENV
+    from ._connection import LOCK_BUDGET_S as LOCK_BUDGET_S
+    from ._connection import LockBudget as LockBudget
+    from ._connection import busy_wait_s as busy_wait_s
+    from ._connection import database_error as database_error
+    from ._connection import lock_budget as lock_budget
+    from ._connection import lock_budget_from_env as lock_budget_from_env
+    from ._connection import write_blocker as write_blocker
+    from ._errors import BadRow as BadRow
+    from ._errors import DatabaseCorrupt as DatabaseCorrupt
+    from ._errors import DatabaseReadOnly as DatabaseReadOnly
+    from ._errors import DatabaseUnusable as DatabaseUnusable
+    from ._errors import NotARegularFile as NotARegularFile

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
+
+from ._errors import BadRow
 
 PRIMARY_PAGE = 256
 
@@ -38,12 +42,110 @@ class PrimaryCandidate(NamedTuple):
     status: str
     version: int
     active_attempts: int
+    # Set when the row cannot be read (an id that is not UTF-8 text, a version that is not an
+    # integer): the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
+    problem: str | None = None
 
 
 def primary_candidates(
     conn: sqlite3.Connection, limit: int = PRIMARY_PAGE
 ) -> tuple[list[PrimaryCandidate], bool]:
-    """Up to ``limit`` candidates in Run id order, and whether more exist (fetch limit + 1)."""
-    rows = conn.execute(PRIMARY_CANDIDATES_SQL, (limit + 1,)).fetchall()
-    found = [PrimaryCandidate(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+    """Up to ``limit`` candidates in Run id order, and whether more exist (fetch limit + 1).
+
+    One row that cannot be read is one candidate with a ``problem``, never an error of the
+    whole page (the text is decoded leniently, storage._text)."""
+    with lenient(conn):
+        rows = conn.execute(PRIMARY_CANDIDATES_SQL, (limit + 1,)).fetchall()
+    found = [_candidate(r) for r in rows]
     return found[:limit], len(found) > limit
+
+
+def _candidate(r: sqlite3.Row) -> PrimaryCandidate:
+    try:
+        return PrimaryCandidate(
+            text(r[0], "Runs.id"),
+            text(r[1], "Runs.status"),
+            integer(r[2], "Runs.version"),
+            integer(r[3], "the active Attempt count"),
+        )
+    except BadRow as exc:
+        status = r[1] if isinstance(r[1], str) else ""
+        return PrimaryCandidate(shown(r[0]), status, -1, 0, str(exc))
+
+
+# --- reading candidate rows whose text may not be what the schema promises ---------------------
+# The driver's default decoding fails a whole statement on the first TEXT value that is not
+# valid UTF-8 ("Could not decode to UTF-8 column ..."), so one hostile row would hide every
+# candidate of a page and make the pass fatal. The candidate queries (this one and the legacy
+# keyset) decode leniently instead: such a value comes back as BadText (its raw bytes) and the
+# row becomes ONE failed candidate (spec 04 row 14, spec 05 row 12), named by `shown`. Kept in
+# this module because the zero-candidate start-up imports no other storage module.
+
+
+class BadText(bytes):
+    """The raw bytes of a TEXT value that is not valid UTF-8."""
+
+
+def lenient_text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return BadText(raw)
+
+
+@contextmanager
+def lenient(conn: sqlite3.Connection) -> Iterator[None]:
+    """Decode TEXT leniently for the block (no SQL statement is run)."""
+    before = conn.text_factory
+    conn.text_factory = lenient_text
+    try:
+        yield
+    finally:
+        conn.text_factory = before
+
+
+def text(value: object, what: str) -> str:
+    """``value`` as a str, or BadRow naming ``what`` (a column) and the problem."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BadText):
+        raise BadRow(f"{what} is not valid UTF-8 text")
+    raise BadRow(f"{what} is {_kind(value)}, not text")
+
+
+def optional_text(value: object, what: str) -> str | None:
+    return None if value is None else text(value, what)
+
+
+def integer(value: object, what: str) -> int:
+    """An INTEGER column's value; BadRow for text, a blob or a fraction."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise BadRow(f"{what} is {_kind(value)}, not an integer")
+
+
+def shown(value: object) -> str:
+    """A printable stand-in for a value that may not be text (bytes shown escaped)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BadText):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, bytes):
+        return "x'" + value.hex() + "'"
+    return repr(value)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, BadText):
+        return "text that is not valid UTF-8"
+    if isinstance(value, bytes):
+        return "a blob"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, float):
+        return "a real number"
+    return type(value).__name__

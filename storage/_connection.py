@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-from ._errors import Busy, DatabaseMissing, NotAQingLongDatabase
+from ._errors import (
+    Busy,
+    DatabaseCorrupt,
+    DatabaseMissing,
+    DatabaseReadOnly,
+    DatabaseUnusable,
+    NotAQingLongDatabase,
+    NotARegularFile,
+    StorageError,
+)
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 5.0
 BUSY_TRIES = 5
+# The most one start-up pass (or one `qlfsm startup`, `qlfsm db init`) waits in total for
+# other processes' write locks; then it stops writing (docs/decisions.md "lock budget").
+LOCK_BUDGET_S = BUSY_TIMEOUT_S
+LOCK_BUDGET_ENV = "QLFSM_LOCK_BUDGET_S"
+# Below this, a shrinking budget is not worth a `PRAGMA busy_timeout` (the bound's slack).
+_CLAMP_SLACK_S = 0.05
 
 
 def connect(
@@ -25,9 +42,22 @@ def connect(
     Opening runs no SQL statement: the busy timeout is the driver's, and the per-connection
     write pragmas are applied before the first write (``transaction``). This keeps the
     zero-candidate start-up at exactly one statement (spec 04 "Before any candidate").
+    A path that exists but is not a regular file (a device, FIFO, socket or directory) is
+    refused BEFORE SQLite opens it: SQLite would block reading a FIFO, and write a
+    `<path>-journal` beside a character device.
     """
-    if not create and not os.path.exists(path):
-        raise DatabaseMissing(path)
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        if not create:
+            raise DatabaseMissing(path) from None
+    except OSError as exc:
+        raise DatabaseUnusable(
+            path, f"cannot be examined ({exc.strerror})", "check the path and its permissions"
+        ) from exc
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile(path, file_kind(st.st_mode))
     mode = "rwc" if create else "rw"
     uri = "file:" + _quote(os.path.abspath(path)) + f"?mode={mode}"
     try:
@@ -39,19 +69,107 @@ def connect(
             factory=QlConnection,
         )
     except sqlite3.OperationalError as exc:
-        raise NotAQingLongDatabase(path, f"cannot open: {exc}") from exc
+        raise database_error(path, exc) from exc
     conn.row_factory = sqlite3.Row
+    if isinstance(conn, QlConnection):
+        conn.path = path
+        conn.busy_timeout_s = busy_timeout_s
     return conn
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, kind in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def _quote(path: str) -> str:
     return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
+class LockBudget:
+    """How long one pass (or one whole start-up) may wait, in total, for other processes'
+    write locks. Every ``BEGIN IMMEDIATE`` and busy back-off is charged to it; each try waits
+    at most what is left. Once a write finds the database still locked with nothing left, the
+    budget is *blocked*: every later write of the pass fails at once with :class:`Busy`,
+    without trying (docs/decisions.md "lock budget")."""
+
+    def __init__(self, seconds: float = LOCK_BUDGET_S) -> None:
+        if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
+            raise ValueError("a lock budget is a finite number of seconds >= 0")
+        self.seconds = float(seconds)
+        self.spent = 0.0
+        self.tries = 0
+        self.blocked = False
+
+    def remaining(self) -> float:
+        return max(0.0, self.seconds - self.spent)
+
+
+def lock_budget_from_env(environ: Mapping[str, str] | None = None) -> LockBudget:
+    """``QLFSM_LOCK_BUDGET_S`` (seconds, >= 0), else :data:`LOCK_BUDGET_S`; ValueError with
+    a one-line fix for anything else."""
+    env = os.environ if environ is None else environ
+    raw = env.get(LOCK_BUDGET_ENV, "").strip()
+    if not raw:
+        return LockBudget()
+    try:
+        return LockBudget(float(raw))
+    except ValueError:
+        raise ValueError(
+            f"${LOCK_BUDGET_ENV} must be a number of seconds >= 0 (default {LOCK_BUDGET_S:g}); "
+            "fix or unset it"
+        ) from None
+
+
+@contextmanager
+def lock_budget(conn: sqlite3.Connection, budget: LockBudget | None) -> Iterator[None]:
+    """Charge every write transaction of ``conn`` to ``budget`` for the block; afterwards the
+    connection's own busy timeout is restored. ``None``: the unbudgeted bounded retry."""
+    if budget is None or not isinstance(conn, QlConnection):
+        yield
+        return
+    before = conn.lock_budget
+    conn.lock_budget = budget
+    try:
+        yield
+    finally:
+        conn.lock_budget = before
+        _restore_timeout(conn)
+
+
 class QlConnection(sqlite3.Connection):
-    """A connection that remembers whether its write pragmas were applied."""
+    """A connection that remembers its path, whether its write pragmas were applied, its busy
+    timeout and the lock budget its writes are charged to."""
 
     write_ready: bool = False
+    path: str = ""
+    busy_timeout_s: float = BUSY_TIMEOUT_S
+    current_timeout_s: float | None = None  # set when a budget lowered the driver's timeout
+    lock_budget: LockBudget | None = None
+
+
+def _fit_timeout(conn: QlConnection, budget: LockBudget) -> None:
+    """Let the next try wait no longer than the budget has left (within the slack)."""
+    left = budget.remaining()
+    current = conn.busy_timeout_s if conn.current_timeout_s is None else conn.current_timeout_s
+    if current - left > _CLAMP_SLACK_S:
+        conn.execute(f"PRAGMA busy_timeout = {int(left * 1000)}")
+        conn.current_timeout_s = left
+
+
+def _restore_timeout(conn: QlConnection) -> None:
+    if conn.current_timeout_s is not None:
+        conn.execute(f"PRAGMA busy_timeout = {int(conn.busy_timeout_s * 1000)}")
+        conn.current_timeout_s = None
 
 
 def prepare_for_writes(conn: sqlite3.Connection) -> None:
@@ -68,21 +186,116 @@ def prepare_for_writes(conn: sqlite3.Connection) -> None:
         conn.write_ready = True
 
 
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
 def _is_busy(exc: BaseException) -> bool:
     if not isinstance(exc, sqlite3.OperationalError):
         return False
-    code = getattr(exc, "sqlite_errorcode", None)
+    code = _code(exc)
     if code is not None:
-        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+def write_blocker(exc: BaseException) -> str | None:
+    """``database_locked`` / ``database_read_only`` when ``exc`` means no further write of this
+    pass can succeed (another process holds the lock past the budget; the file, its directory
+    or its filesystem is read-only); None for an error of one candidate."""
+    if isinstance(exc, Busy) or _is_busy(exc):
+        return "database_locked"
+    if isinstance(exc, DatabaseReadOnly) or (
+        isinstance(exc, sqlite3.OperationalError) and _code(exc) == sqlite3.SQLITE_READONLY
+    ):
+        return "database_read_only"
+    return None
+
+
+def database_error(path: str, exc: BaseException, *, waited_s: float | None = None) -> StorageError:
+    """The named storage error for a SQLite error on the existing database ``path``: locked,
+    read-only (saying what cannot be written), corrupt, unopenable, or not QingLong's."""
+    if isinstance(exc, StorageError):
+        return exc
+    code = _code(exc)
+    if _is_busy(exc):
+        return Busy(1, waited_s or 0.0, path=path)
+    if code == sqlite3.SQLITE_READONLY:
+        return DatabaseReadOnly(path, unwritable_part(path))
+    if code == sqlite3.SQLITE_CANTOPEN:
+        directory = os.path.dirname(os.path.abspath(path)) or "/"
+        if os.access(path, os.R_OK) and not os.access(directory, os.W_OK):
+            # A WAL database is opened with its -wal/-shm files, created beside it.
+            return DatabaseReadOnly(
+                path, f"its directory {directory!r} is read-only (no -wal/-shm files there)"
+            )
+        return DatabaseUnusable(path, f"cannot be opened: {_why_cannot_open(path)}", _CHECK)
+    if code == sqlite3.SQLITE_CORRUPT:
+        return DatabaseCorrupt(path, str(exc))
+    if code == sqlite3.SQLITE_FULL:
+        return DatabaseUnusable(path, "cannot be written: the disk is full", "free space")
+    if code == sqlite3.SQLITE_IOERR:
+        return DatabaseUnusable(path, f"hit an I/O error ({exc})", "check the disk")
+    if code is None and str(exc).startswith("Could not decode to UTF-8"):
+        # The driver's message for one TEXT value that is not UTF-8: a bad row, not a bad file.
+        return DatabaseUnusable(
+            path, f"holds a row this command cannot read ({exc})", "repair or remove that row"
+        )
+    return NotAQingLongDatabase(path, str(exc))
+
+
+_CHECK = "check the file, its directory and their permissions, and run again"
+
+
+def busy_wait_s(conn: sqlite3.Connection) -> float | None:
+    """How long a statement of ``conn`` that failed with SQLITE_BUSY waited: the driver's busy
+    timeout in effect (None when unknown)."""
+    if not isinstance(conn, QlConnection):
+        return None
+    return conn.busy_timeout_s if conn.current_timeout_s is None else conn.current_timeout_s
+
+
+def unwritable_part(path: str) -> str:
+    """Which part of the database cannot be written, checked the way the kernel checks it
+    (``access(2)`` reports a read-only mount or an immutable file even to root)."""
+    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    if not os.path.isfile(path):
+        return "SQLite reports it read-only"
+    if not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(directory, os.W_OK):
+        return f"its directory {directory!r} is read-only"
+    for suffix in ("-wal", "-shm"):
+        side = path + suffix
+        if os.path.exists(side) and not os.access(side, os.W_OK):
+            return f"{side!r} is read-only"
+    return "SQLite reports it read-only"
+
+
+def _why_cannot_open(path: str) -> str:
+    if not os.path.exists(path):
+        directory = os.path.dirname(os.path.abspath(path)) or "/"
+        return f"it cannot be created in {directory!r} (is that directory writable?)"
+    if not os.access(path, os.R_OK):
+        return "the file is not readable by this user"
+    return "SQLite cannot open it"
 
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; ROLLBACK on any exception (spec 01 rule 5)."""
-    prepare_for_writes(conn)
-    conn.execute("BEGIN IMMEDIATE")
+    budget = getattr(conn, "lock_budget", None)
+    started = time.monotonic()
+    try:
+        # Waiting for another process's lock happens here (the driver's busy timeout): in
+        # BEGIN IMMEDIATE, or once in switching a rollback-journal file to WAL.
+        prepare_for_writes(conn)
+        conn.execute("BEGIN IMMEDIATE")
+    finally:
+        if budget is not None:
+            budget.spent += time.monotonic() - started
     try:
         yield conn
     except BaseException:
@@ -111,15 +324,34 @@ def in_transaction(
 
     A retry starts from a rolled-back state, so it can never append an event twice; any other
     error (a Conflict above all) is raised at once, never retried blindly.
+
+    With a :class:`LockBudget` on the connection (:func:`lock_budget`), every try waits at
+    most what the budget has left, the retry ends when it is spent, and once spent (blocked)
+    no write is tried again: Busy at once. The whole pass then waits at most the budget.
     """
+    budget: LockBudget | None = getattr(conn, "lock_budget", None)
+    if budget is not None and budget.blocked:
+        raise Busy(budget.tries, budget.spent)
+    started = time.monotonic()
     for attempt in range(1, tries + 1):
+        if budget is not None and isinstance(conn, QlConnection):
+            _fit_timeout(conn, budget)
         try:
             with transaction(conn):
                 return work(conn)
         except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or attempt == tries:
-                if _is_busy(exc):
-                    raise Busy(tries) from exc
+            if not _is_busy(exc):
                 raise
-            sleep(backoff_s * attempt)
+            if budget is not None:
+                budget.tries += 1
+                if budget.remaining() <= 0 or attempt == tries:
+                    budget.blocked = True
+                    raise Busy(budget.tries, budget.spent) from exc
+            if attempt == tries:
+                raise Busy(tries, time.monotonic() - started) from exc
+            pause = backoff_s * attempt
+            if budget is not None:
+                pause = min(pause, budget.remaining())
+                budget.spent += pause
+            sleep(pause)
     raise Busy(tries)  # pragma: no cover - the loop always returns or raises

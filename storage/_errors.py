@@ -16,12 +16,56 @@ class DatabaseMissing(StorageError):
 
 
 class NotAQingLongDatabase(StorageError):
+    # Never "run `qlfsm db init`": for a file that exists, an empty new database would make
+    # start-up "safe" and forget every crashed run in the real one.
     def __init__(self, path: str, why: str) -> None:
         super().__init__(
-            f"{path!r} is not a QingLong 3.0 database ({why}); "
-            "point --db at the node's SQLite file or run `qlfsm db init` on a new path"
+            f"{path!r} is not a QingLong 3.0 database ({why}); point --db at the node's SQLite file"
         )
         self.path = path
+        self.why = why
+
+
+class DatabaseUnusable(StorageError):
+    """An existing database file qlfsm cannot use as it is: the message names the problem and
+    the fix, and never advises `qlfsm db init` (it would not bring the file's runs back)."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(f"database {path!r} {problem}; {fix}")
+        self.path = path
+        self.problem = problem
+
+
+class NotARegularFile(DatabaseUnusable):
+    """The path is a device, FIFO, socket or directory: refused before SQLite opens it (SQLite
+    would block on a FIFO, or write a `-journal` file beside a device)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(
+            path, f"is a {kind}, not a regular file", "point --db at the node's SQLite file"
+        )
+        self.kind = kind
+
+
+class DatabaseReadOnly(DatabaseUnusable):
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(
+            path,
+            f"cannot be written: {what}",
+            "make that writable for this user and run again (SQLite writes the database and "
+            "the -wal and -shm files beside it)",
+        )
+        self.what = what
+
+
+class DatabaseCorrupt(DatabaseUnusable):
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(
+            path,
+            f"is corrupt or truncated ({why})",
+            "stop and restore it from a backup (or repair it with the sqlite3 `.recover` "
+            "command); do not replace it with a new database, its runs would be forgotten",
+        )
         self.why = why
 
 
@@ -54,14 +98,24 @@ class DuplicateEvent(StorageError):
 
 
 class Busy(StorageError):
-    """The database stayed locked through every bounded retry."""
+    """The database stayed locked by another connection through the bounded retry (or the
+    pass's lock budget, ``storage.LockBudget``, was spent)."""
 
-    def __init__(self, tries: int) -> None:
+    def __init__(self, tries: int, waited_s: float = 0.0, path: str | None = None) -> None:
+        where = "database" if path is None else f"database {path!r}"
         super().__init__(
-            f"database stayed busy after {tries} tries; stop the other writer and run again"
+            f"{where} is locked by another process (waited {waited_s:.1f} s); try again "
+            "when that process has finished writing"
         )
         self.tries = tries
+        self.waited_s = waited_s
+        self.path = path
 
 
 class InvalidField(StorageError):
     """A field rule of spec 01 ("Field rules") was broken by the caller."""
+
+
+class BadRow(StorageError):
+    """A candidate row qlfsm cannot read (a value of the wrong type, or text that is not
+    UTF-8): that candidate fails, the others are handled as usual."""

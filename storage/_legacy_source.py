@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from fsm import InstanceEvidence
 
+from ._candidates import integer, lenient, optional_text, shown, text
 from ._connection import in_transaction
+from ._errors import BadRow
 
 # spec 05 "Switches": hard caps, whatever a profile asks for.
 LEGACY_PAGE_MAX = 64
@@ -78,6 +80,10 @@ class LegacyCandidate:
     created_at_ms: int
     active_attempts: int
     attempt: ActiveAttempt | None  # set only when exactly one Attempt is active
+    # Set when the row cannot be read (text that is not UTF-8, a value of the wrong type):
+    # the candidate fails (spec 05 row 12) and ``run_id`` is a printable stand-in; its key
+    # cannot serve as a keyset cursor.
+    problem: str | None = None
 
     @property
     def key(self) -> tuple[int, str]:
@@ -94,28 +100,50 @@ def legacy_candidates(
     if not 1 <= page <= LEGACY_PAGE_MAX:
         raise ValueError(f"a page holds 1..{LEGACY_PAGE_MAX} candidates")
     c_ms, c_id = after if after is not None else CURSOR_START
-    rows = conn.execute(candidates_sql(len(origins)), (c_ms, c_id, *origins, page + 1)).fetchall()
-    found: list[LegacyCandidate] = []
-    for r in rows[:page]:
-        active = int(r[6])
+    with lenient(conn):
+        rows = conn.execute(
+            candidates_sql(len(origins)), (c_ms, c_id, *origins, page + 1)
+        ).fetchall()
+    return [_legacy_candidate(r) for r in rows[:page]], len(rows) > page
+
+
+def _legacy_candidate(r: sqlite3.Row) -> LegacyCandidate:
+    try:
+        active = integer(r[6], "the active Attempt count")
         attempt = None
         if active == 1 and r[7] is not None:
             attempt = ActiveAttempt(
-                str(r[7]), str(r[8]), _int(r[9]), r[10], int(r[11]), _int(r[12]), int(r[13])
+                text(r[7], "RunAttempts.id"),
+                text(r[8], "RunAttempts.status"),
+                _int(r[9]),
+                optional_text(r[10], "RunAttempts.log_artifact_id"),
+                integer(r[11], "RunAttempts.created_at_ms"),
+                _int(r[12]),
+                integer(r[13], "RunAttempts.callback_sequence"),
             )
-        found.append(
-            LegacyCandidate(
-                run_id=str(r[0]),
-                status=str(r[1]),
-                version=int(r[2]),
-                origin=str(r[3]),
-                legacy_cron_id=_int(r[4]),
-                created_at_ms=int(r[5]),
-                active_attempts=active,
-                attempt=attempt,
-            )
+        return LegacyCandidate(
+            run_id=text(r[0], "Runs.id"),
+            status=text(r[1], "Runs.status"),
+            version=integer(r[2], "Runs.version"),
+            origin=text(r[3], "Runs.execution_origin"),
+            legacy_cron_id=_int(r[4]),
+            created_at_ms=integer(r[5], "Runs.created_at_ms"),
+            active_attempts=active,
+            attempt=attempt,
         )
-    return found, len(rows) > page
+    except BadRow as exc:
+        # The SQL matched the origin against the enabled list, so it is that (valid) text.
+        return LegacyCandidate(
+            run_id=shown(r[0]),
+            status=r[1] if isinstance(r[1], str) else "",
+            version=-1,
+            origin=r[3] if isinstance(r[3], str) else "",
+            legacy_cron_id=None,
+            created_at_ms=r[5] if isinstance(r[5], int) else -1,
+            active_attempts=0,
+            attempt=None,
+            problem=str(exc),
+        )
 
 
 def active_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[int, ActiveAttempt | None]:

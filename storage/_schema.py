@@ -7,7 +7,7 @@ import sqlite3
 import time
 
 from ._candidates import PRIMARY_CANDIDATES_INDEX
-from ._connection import in_transaction, prepare_for_writes
+from ._connection import busy_wait_s, database_error, in_transaction, prepare_for_writes
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
 from ._errors import NotAQingLongDatabase
 from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
@@ -72,11 +72,18 @@ def _is_applied(conn: sqlite3.Connection, table: str, migration_id: str) -> bool
 
 
 def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
-    """Apply what is missing; return the migration ids applied now (empty: nothing to do)."""
+    """Apply what is missing; return the migration ids applied now (empty: nothing to do).
+
+    A SQLite failure is raised as the storage error that names it (locked, read-only,
+    corrupt, not QingLong's: ``database_error``), never as a bare driver error."""
     try:
-        _tables(conn)
+        return _init_schema(conn, path)
     except sqlite3.DatabaseError as exc:
-        raise NotAQingLongDatabase(path, str(exc)) from exc
+        raise database_error(path, exc, waited_s=busy_wait_s(conn)) from exc
+
+
+def _init_schema(conn: sqlite3.Connection, path: str) -> list[str]:
+    _tables(conn)
     prepare_for_writes(conn)
     applied_now: list[str] = []
 
@@ -154,4 +161,4 @@ def check_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> None:
             if lacking:
                 raise NotAQingLongDatabase(path, f"table {table} lacks columns {lacking}")
     except sqlite3.DatabaseError as exc:
-        raise NotAQingLongDatabase(path, str(exc)) from exc
+        raise database_error(path, exc, waited_s=busy_wait_s(conn)) from exc

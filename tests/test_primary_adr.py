@@ -307,11 +307,11 @@ def test_each_second_read_is_a_full_grace_after_its_own_probe(repo: Repository, 
 
 
 def test_profiles_set_the_grace_and_cluster_profiles_refuse(conn: Any) -> None:
-    from reconciler.cli._util import UsageError
+    from reconciler._profiles import ProfileError
 
     assert GRACE_MS == {"edge": 50, "standalone": 100}
     for profile in ("cluster-control", "worker", "laptop"):
-        with pytest.raises(UsageError):
+        with pytest.raises(ProfileError):
             reconcile(conn, MemoryReceiptStore(), ForbiddenProvider(), FakeClock(), profile=profile)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sqlite3
 import sys
 from typing import Any
 
@@ -21,15 +22,22 @@ def db_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.action != "init":
         raise UsageError("qlfsm db: say what to do: `qlfsm db init --db PATH`")
-    from storage import connect, init_schema
+    from storage import connect, init_schema, lock_budget, lock_budget_from_env
 
+    try:
+        lock = lock_budget_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     existed = os.path.exists(args.db)
     parent = os.path.dirname(os.path.abspath(args.db))
     if not os.path.isdir(parent):
         raise UsageError(f"directory {parent!r} does not exist; create it first")
+    # connect() refuses a device, FIFO or directory before SQLite opens it (no stray
+    # `-journal` beside /dev/null); a locked file waits at most the lock budget.
     conn = connect(args.db, create=True)
     try:
-        applied = init_schema(conn, path=args.db)
+        with lock_budget(conn, lock):
+            applied = init_schema(conn, path=args.db)
     finally:
         conn.close()
     if args.json:
@@ -77,7 +85,7 @@ def inspect_command(argv: list[str]) -> int:
         raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
     if args.run and (args.after or args.status):
         raise UsageError("qlfsm inspect: --run shows one run; --after and --status page the list")
-    from storage import Repository, check_schema, connect
+    from storage import Repository, busy_wait_s, check_schema, connect, database_error
     from storage._operator import run_position, runs_page
 
     conn = connect(args.db)
@@ -110,6 +118,9 @@ def inspect_command(argv: list[str]) -> int:
                 item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
                 item["events"] = [e.__dict__ for e in repo.events_of(run.id)]
             out.append(item)
+    except sqlite3.DatabaseError as exc:
+        # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).
+        raise database_error(args.db, exc, waited_s=busy_wait_s(conn)) from exc
     finally:
         conn.close()
     next_after = out[-1]["run"]["id"] if truncated and out else None

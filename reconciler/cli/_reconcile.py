@@ -15,8 +15,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from typing import Any
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler.cli._util import (
     EXIT_BLOCKED,
     EXIT_SAFE,
@@ -29,27 +32,24 @@ from reconciler.cli._util import (
 from reconciler.cli._verdict import blocking_lines, verdict_line
 from reconciler.primary._empty import empty_summary
 
-PROFILES = ("edge", "standalone", "cluster-control", "worker")
-LOCAL_PROFILES = ("edge", "standalone")
+if TYPE_CHECKING:
+    from storage._connection import LockBudget
+
 MAX_ROOT_BYTES = 4096
 
 
 def default_profile() -> str:
-    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone`. No trimming, as
-    spec 05 fixes for the same variable: " edge" is a configuration error, not `edge`."""
-    return os.environ.get("QL_DEPLOYMENT_PROFILE", "") or "standalone"
+    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone` (checked by
+    :func:`check_profile`, with the rules of ``reconciler._profiles``)."""
+    return os.environ.get(PROFILE_ENV, "") or "standalone"
 
 
 def check_profile(profile: str) -> str:
     # spec 04 "Profiles": a cluster never uses local PID evidence.
-    if profile in ("cluster-control", "worker"):
-        raise UsageError(
-            f"profile {profile!r} refuses the local reconciler (a cluster uses its PostgreSQL "
-            "claim/fencing model); run it with --profile edge or --profile standalone"
-        )
-    if profile not in LOCAL_PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    return profile
+    try:
+        return local_profile(profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def check_receipt_root(path: str) -> str:
@@ -72,9 +72,10 @@ def check_receipt_root(path: str) -> str:
 
 
 def open_database(db: str) -> sqlite3.Connection:
-    """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates)."""
+    """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
+    A path that is a device, FIFO or directory is refused before it is opened."""
     from storage._connection import connect
-    from storage._errors import DatabaseMissing, NotAQingLongDatabase
+    from storage._errors import DatabaseMissing, StorageError
 
     try:
         return connect(db)
@@ -83,40 +84,58 @@ def open_database(db: str) -> sqlite3.Connection:
             f"database {db!r} does not exist; reconcile never creates one "
             f"(create it with `qlfsm db init --db {db}`)"
         ) from exc
-    except NotAQingLongDatabase as exc:
+    except StorageError as exc:
         raise FatalError(str(exc)) from exc
 
 
 def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
     """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
-    flag (``storage.primary_candidates``)."""
+    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
+    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
     from storage._candidates import primary_candidates
+    from storage._connection import database_error
 
+    started = time.monotonic()
     try:
         return primary_candidates(conn)
     except sqlite3.DatabaseError as exc:
-        raise FatalError(
-            f"{db!r} is not a QingLong 3.0 database ({exc}); point --db at the node's SQLite "
-            "file or create one with `qlfsm db init`"
-        ) from exc
+        named = database_error(db, exc, waited_s=time.monotonic() - started)
+        raise FatalError(str(named)) from exc
+
+
+def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
+    """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
+    a number of seconds >= 0, before anything is opened."""
+    from storage._connection import lock_budget_from_env
+
+    try:
+        return lock_budget_from_env(environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def exit_code(summary: dict[str, Any]) -> int:
     return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
 
 
-def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, Any], int]:
+def primary_pass(
+    db: str, receipt_root: str, profile: str, budget: LockBudget | None = None
+) -> tuple[dict[str, Any], int]:
     """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
 
-    Raises UsageError (bad root or profile: exit 2) before touching anything, and FatalError
-    (missing or foreign database: exit 1). When there are candidates, a root that exists but is
-    not a real directory, or a missing root beside a launched (`starting`/`running`) Attempt,
-    is also UsageError, raised before anything is written (D-3c). Zero candidates or a
-    truncated page: one SQL statement, no receipt, no /proc, no sleep, no write (spec 04
-    "Before any candidate"): the root is not even looked at.
+    Raises UsageError (bad root, profile or lock budget: exit 2) before touching anything, and
+    FatalError (missing, unusable or foreign database: exit 1). When there are candidates, a
+    root that exists but is not a real directory, or a missing root beside a launched
+    (`starting`/`running`) Attempt, is also UsageError, raised before anything is written
+    (D-3c). Zero candidates or a truncated page: one SQL statement, no receipt, no /proc, no
+    sleep, no write (spec 04 "Before any candidate"): the root is not even looked at.
+    ``budget`` (a ``storage.LockBudget``, default from ``$QLFSM_LOCK_BUDGET_S``) bounds the
+    total wait for other processes' write locks; `startup` shares one.
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
+    if budget is None:
+        budget = lock_budget_s()
     conn = open_database(db)
     try:
         page, truncated = candidate_page(conn, db)
@@ -133,7 +152,12 @@ def primary_pass(db: str, receipt_root: str, profile: str) -> tuple[dict[str, An
         check_schema(conn, path=db)
         try:
             summary = reconcile(
-                conn, FileReceiptStore(root), ProcProvider(), SystemClock(), profile=profile
+                conn,
+                FileReceiptStore(root),
+                ProcProvider(),
+                SystemClock(),
+                profile=profile,
+                budget=budget,
             )
         except ReceiptRootError as exc:
             # The root checked as a root, before anything was written (D-3c): exit 2.
@@ -148,7 +172,8 @@ def reconcile_command(argv: list[str]) -> int:
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
         "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal, 4 output lost, "
-        "130/143 interrupted.",
+        "130/143 interrupted. $QLFSM_LOCK_BUDGET_S: the most seconds the pass waits for "
+        "another process's write lock (default 5).",
     )
     p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")

@@ -17,7 +17,7 @@ import os
 import stat
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli._guard import Terminated, interrupted, say
 from reconciler.cli._util import (
@@ -48,6 +48,9 @@ from reconciler.shadow._report import OUTCOME_KEYS
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
 MAX_CURSOR_BYTES = 4096
+
+if TYPE_CHECKING:
+    from storage import LockBudget
 
 
 class InvalidResumeCursor(Exception):
@@ -323,18 +326,26 @@ def _startup(argv: list[str]) -> int:
         ) from exc
     # Usage errors first, before anything is read or written (spec 06): the primary pass
     # would refuse these only after normalization and the shadow pass had run.
-    from reconciler.cli._reconcile import check_profile, check_receipt_root, primary_pass
+    from reconciler.cli._reconcile import (
+        check_profile,
+        check_receipt_root,
+        lock_budget_s,
+        primary_pass,
+    )
 
     check_receipt_root(args.receipt_root)
     check_profile(profile)
+    # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
+    # at most this long for another process's write lock (docs/decisions.md "lock budget").
+    lock = lock_budget_s()
     if not os.path.exists(args.db):
         raise FatalError(
             f"database {args.db!r} does not exist; create it with `qlfsm db init --db {args.db}`"
         )
     if args.legacy_normalize:
-        _normalize(args.db)
-    shadow = run_shadow(args.db, profile=profile, origins=args.origins)
-    summary, code = primary_pass(args.db, args.receipt_root, profile)
+        _normalize(args.db, lock)
+    shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
+    summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
     safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
     from reconciler.cli._sweep import startup_sweep
 
@@ -346,14 +357,15 @@ def _startup(argv: list[str]) -> int:
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
 
 
-def _normalize(db: str) -> None:
+def _normalize(db: str, lock: LockBudget) -> None:
     """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
     try:
-        from storage import connect, normalize_legacy
+        from storage import connect, lock_budget, normalize_legacy
 
         conn = connect(db)
         try:
-            done = normalize_legacy(conn)
+            with lock_budget(conn, lock):
+                done = normalize_legacy(conn)
         finally:
             conn.close()
     except Exception as exc:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import ATTEMPT_ACTIVE, EvidenceSequence, PrimaryFacts
-from reconciler.cli._util import UsageError
+from reconciler._profiles import GRACE_MS as GRACE_MS
+from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
 from reconciler.node._identity import ProcessProvider, inspect_handle
 from reconciler.node._receipt import authenticate_receipt
@@ -57,38 +58,27 @@ from reconciler.primary._summary import (
 from storage import (
     AttemptRow,
     JournalRow,
+    LockBudget,
     PrimaryCandidate,
     Repository,
     RunRow,
+    busy_wait_s,
+    database_error,
     journal_get,
     journal_quarantine,
     journal_resolve,
     journal_withdraw_quarantine,
+    lock_budget,
+    lock_budget_from_env,
     primary_candidates,
+    write_blocker,
 )
 
-# spec 04 "Profiles" / ADR-0068 §2 step 6: the one-shot grace, in milliseconds.
-GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
-REFUSED_PROFILES = frozenset({"cluster-control", "worker"})
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 # The summary's `row` for a candidate whose receipt root or shard is not a usable directory:
 # no row of spec 04's table decides it (it is configuration, D-3c).
 ROOT_ROW = "receipt_root"
-
-
-def grace_seconds(profile: str) -> float:
-    """The grace of ``profile``; UsageError for a cluster profile or an unknown one."""
-    if profile in REFUSED_PROFILES:
-        raise UsageError(
-            f"profile {profile!r} refuses the local reconciler: a cluster uses its PostgreSQL "
-            "claim/fencing model, never local PID evidence (use edge or standalone)"
-        )
-    if profile not in GRACE_MS:
-        raise UsageError(
-            f"unknown profile {profile!r}; choose edge, standalone, cluster-control or worker"
-        )
-    return GRACE_MS[profile] / 1000.0
 
 
 @dataclass
@@ -115,6 +105,7 @@ class PrimaryReconciler:
         *,
         profile: str = "standalone",
         platform: str = sys.platform,
+        budget: LockBudget | None = None,
     ) -> None:
         self.grace = grace_seconds(profile)
         self.conn = conn
@@ -123,6 +114,9 @@ class PrimaryReconciler:
         self.provider = provider
         self.clock = clock
         self.platform = platform
+        self.budget = budget if budget is not None else lock_budget_from_env()
+        # Why the pass stopped writing (database_locked / database_read_only), once it has.
+        self.stopped: str | None = None
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -131,6 +125,10 @@ class PrimaryReconciler:
         if truncated or not page:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
             return empty_summary(truncated, len(page))
+        with lock_budget(self.conn, self.budget):
+            return self._run(page)
+
+    def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:
         self._check_root(page)
         todo = [_Candidate(c) for c in page]
         waiting: list[_Candidate] = []
@@ -138,11 +136,17 @@ class PrimaryReconciler:
             self._guarded(cand, self._phase1)
             if cand.result is None:
                 waiting.append(cand)
-        if waiting:
+        if waiting and self.stopped is None:
             self._pay_grace(waiting)
-            for cand in waiting:
-                self._guarded(cand, self._phase2)
+        for cand in waiting:
+            self._guarded(cand, self._phase2)
         results = [c.result for c in todo if c.result is not None]
+        if self.stopped is not None:
+            # The verifier's reads could wait on the same lock; the pass is blocked anyway.
+            for cand in todo:
+                if cand.result is not None and cand.result.outcome == "remaining":
+                    self._revoke(cand, f"not_run:{self.stopped}", outcome="failed")
+            return summarize(results, False)
         truncated = self._verify(todo, results)
         return summarize(results, truncated)
 
@@ -174,9 +178,24 @@ class PrimaryReconciler:
     def _guarded(self, cand: _Candidate, step: Any) -> None:
         # spec 04 row 14: any exception while handling the candidate -> failed. Each advance is
         # its own transaction, already rolled back by the time the exception reaches here.
+        if cand.page.problem is not None:
+            # A row the candidate query could not read (storage._text): this one fails alone.
+            cand.seq.fire("fail")
+            cand.result = self._result(cand, "14", f"error:BadRow: {cand.page.problem}")
+            return
+        if self.stopped is not None:
+            # The database cannot be written any more (locked past the lock budget, or read-
+            # only): no further write is attempted and nothing more is waited for.
+            cand.seq.fire("fail")
+            cand.result = self._result(cand, "14", f"{self.stopped}:not_attempted")
+            return
         try:
             step(cand)
         except Exception as exc:
+            blocker = write_blocker(exc)
+            if blocker is not None:
+                self.stopped = blocker
+                exc = self._named(exc)
             if cand.seq.done and cand.result is not None:
                 # Decided (and committed) before the error: keep the decision, name the error.
                 cand.result.reason += f";error:{describe(exc)}"
@@ -188,6 +207,14 @@ class PrimaryReconciler:
                 att = cand.attempt.id if cand.attempt is not None else None
                 reason = f"error:{describe(exc)}"
                 cand.result = CandidateResult(cand.page.run_id, att, "14", "failed", reason)
+
+    def _named(self, exc: Exception) -> Exception:
+        """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""
+        path = getattr(self.conn, "path", "")
+        if not path:
+            return exc
+        # A read that found the database locked waited the connection's busy timeout.
+        return database_error(path, exc, waited_s=busy_wait_s(self.conn))
 
     def _result(self, cand: _Candidate, row: str, reason: str) -> CandidateResult:
         attempt_id = cand.attempt.id if cand.attempt is not None else None
@@ -396,6 +423,7 @@ class PrimaryReconciler:
             self.store.delete(att.id)
             journal_resolve(self.conn, att.id)
         except Exception as exc:
+            self.stopped = self.stopped or write_blocker(exc)
             cand.result.reason += f";cleanup_failed:{describe(exc)}"
 
     def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
@@ -544,6 +572,14 @@ def reconcile(
     *,
     profile: str = "standalone",
     platform: str = sys.platform,
+    budget: LockBudget | None = None,
 ) -> dict[str, Any]:
-    """Run one ADR-0068 pass and return spec 04's summary (see :class:`PrimaryReconciler`)."""
-    return PrimaryReconciler(conn, store, provider, clock, profile=profile, platform=platform).run()
+    """Run one ADR-0068 pass and return spec 04's summary (see :class:`PrimaryReconciler`).
+
+    ``budget``: the most the pass waits, in total, for other processes' write locks
+    (default ``$QLFSM_LOCK_BUDGET_S``, else 5 s); then it stops writing and every candidate
+    not yet decided fails with a reason naming the lock (docs/decisions.md "lock budget").
+    """
+    return PrimaryReconciler(
+        conn, store, provider, clock, profile=profile, platform=platform, budget=budget
+    ).run()

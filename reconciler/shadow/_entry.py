@@ -12,8 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reconciler._profiles import CLUSTER_PROFILES as CLUSTER_PROFILES
+from reconciler._profiles import PROFILE_ENV as PROFILE_ENV
+from reconciler._profiles import PROFILES as PROFILES
+from reconciler._profiles import ProfileError as ProfileError
+from reconciler._profiles import resolve_profile as resolve_profile
 from reconciler.node._clock import Clock
 from reconciler.shadow._report import (
     BUDGETS,
@@ -25,8 +30,10 @@ from reconciler.shadow._report import (
     check_conservation,
 )
 
+if TYPE_CHECKING:
+    from storage import LockBudget
+
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
-PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
 
 # spec 05 "Switches": the reviewed origins, in this canonical spelling (at most 7).
 ALLOWED_ORIGINS: tuple[str, ...] = (
@@ -39,14 +46,8 @@ ALLOWED_ORIGINS: tuple[str, ...] = (
     "script",
 )
 REFUSED_ORIGINS = frozenset({"once", "grpc"})
-PROFILES: tuple[str, ...] = ("edge", "standalone", "cluster-control", "worker")
-CLUSTER_PROFILES = frozenset({"cluster-control", "worker"})
 
 Cursor = tuple[int, str]
-
-
-class ProfileError(Exception):
-    """``QL_DEPLOYMENT_PROFILE`` is not one of the four profiles (a configuration failure)."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +80,6 @@ def parse_origins(value: str | None) -> Origins:
     return Origins(tuple(enabled), refused, unknown)
 
 
-def resolve_profile(value: str | None) -> str:
-    """Exact match, no trimming; unset or empty is `standalone` (spec 05)."""
-    if value is None or value == "":
-        return "standalone"
-    if value not in PROFILES:
-        raise ProfileError("unknown deployment profile")
-    return value
-
-
 @dataclass(frozen=True)
 class ShadowResult:
     """The audit record (safe to print or ship) and, apart from it, the resume cursor that
@@ -111,11 +103,14 @@ def run_shadow(
     resume_cursor: Cursor | None = None,
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
+    lock: LockBudget | None = None,
 ) -> ShadowResult:
     """One ADR-0448 pass over ``db``; never raises (fail-open, ADR-0448 §9).
 
     ``profile`` / ``origins`` override ``QL_DEPLOYMENT_PROFILE`` / ``QL3_SHADOW_ORIGINS``,
-    which are read once from ``environ`` (default ``os.environ``).
+    which are read once from ``environ`` (default ``os.environ``). ``lock`` bounds the total
+    wait for other processes' write locks (default ``QLFSM_LOCK_BUDGET_S`` from ``environ``,
+    else 5 s); a lock past it ends the pass as ``state: failed``, ``errorType: Busy``.
     """
     env = os.environ if environ is None else environ
     try:
@@ -130,6 +125,7 @@ def run_shadow(
         budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
         from reconciler.shadow._pass import run_pass
+        from storage import lock_budget_from_env
 
         outcome = run_pass(
             db,
@@ -138,6 +134,7 @@ def run_shadow(
             resume=resume_cursor,
             clock=clock,
             busy_timeout_s=busy_timeout_s,
+            lock=lock if lock is not None else lock_budget_from_env(env),
         )
         return ShadowResult(
             audit_record(prof, chosen.enabled, budget, outcome.counts, counts),

@@ -35,14 +35,18 @@ from storage import (
     Expect,
     LatestAttempt,
     LegacyCandidate,
+    LockBudget,
     Repository,
     RunChange,
     RunRow,
     active_attempts,
     connect,
+    database_error,
     instance_evidence,
     latest_attempt,
     legacy_candidates,
+    lock_budget,
+    write_blocker,
 )
 
 Cursor = tuple[int, str]
@@ -92,38 +96,62 @@ def run_pass(
     resume: Cursor | None = None,
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
+    lock: LockBudget | None = None,
 ) -> PassOutcome:
     """The supervisor (spec 05): page until a page is not truncated, the budget is spent or
-    the cursor fails to advance. No loop, queue or timer beyond that."""
+    the cursor fails to advance. No loop, queue or timer beyond that.
+
+    ``lock`` bounds the total wait for other processes' write locks: once a write finds the
+    database still locked with the lock budget spent (or finds it read-only), the pass stops
+    at once and raises that error (Busy / DatabaseReadOnly), which the bootstrap reports
+    fail-open as ``state: failed`` with that ``errorType`` (docs/decisions.md "lock budget").
+    """
     clk = clock if clock is not None else SystemClock()
     conn = connect(db) if busy_timeout_s is None else connect(db, busy_timeout_s=busy_timeout_s)
     try:
-        repo = Repository(conn)
-        enabled = frozenset(origins)
-        tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
-        cursor = resume
-        pages = 0
-        stop = "page_limit"
-        while pages < budget.max_pages:
-            page, truncated = legacy_candidates(conn, origins, cursor, budget.page_size)
-            pages += 1
-            for cand in page:
-                state = decide(conn, repo, cand, enabled, clk)
-                tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
-            if page:
-                last = page[-1].key
-                if cursor is not None and last <= cursor:
-                    stop = "cursor_stalled"
-                    break
-                cursor = last
-            if not truncated:
-                stop = "complete"
-                break
-        resumable = stop == "page_limit" and cursor is not None
-        counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
-        return PassOutcome(counts, cursor if resumable else None)
+        with lock_budget(conn, lock):
+            return _supervise(conn, origins, budget, resume, clk)
     finally:
         conn.close()
+
+
+def _supervise(
+    conn: sqlite3.Connection,
+    origins: Sequence[str],
+    budget: Budget,
+    resume: Cursor | None,
+    clk: Clock,
+) -> PassOutcome:
+    repo = Repository(conn)
+    enabled = frozenset(origins)
+    tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
+    cursor = resume
+    pages = 0
+    stop = "page_limit"
+    while pages < budget.max_pages:
+        page, truncated = legacy_candidates(conn, origins, cursor, budget.page_size)
+        pages += 1
+        for cand in page:
+            state = decide(conn, repo, cand, enabled, clk)
+            tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
+        if page and page[-1].problem is not None:
+            if truncated:
+                # A row that cannot be read cannot be a keyset cursor: stop here rather than
+                # re-read or skip what follows it.
+                stop = "cursor_stalled"
+                break
+        elif page:
+            last = page[-1].key
+            if cursor is not None and last <= cursor:
+                stop = "cursor_stalled"
+                break
+            cursor = last
+        if not truncated:
+            stop = "complete"
+            break
+    resumable = stop == "page_limit" and cursor is not None
+    counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
+    return PassOutcome(counts, cursor if resumable else None)
 
 
 def decide(
@@ -133,15 +161,24 @@ def decide(
     enabled: frozenset[str],
     clock: Clock,
 ) -> str:
-    """One candidate, first matching row wins; returns the legacy_shadow state reached."""
+    """One candidate, first matching row wins; returns the legacy_shadow state reached.
+
+    A lock past the lock budget or a read-only database is not this candidate's failure but
+    the pass's: it is raised (named by its storage class, never its message) and ends the
+    pass, so no later candidate waits for the same lock."""
     try:
+        if cand.problem is not None:
+            raise LookupError("unreadable candidate row")  # row 12, for this candidate only
         facts, ctx = gather(conn, repo, cand, enabled)
         decision = classify_legacy(facts)
         # The guarded edge refuses (GuardRefused) unless this row is the first that matches.
         step = legacy_machine().plan("candidate", TRIGGER_OF[decision.outcome], facts)
         write(repo, step.dest, ctx, clock)
         return step.dest
-    except Exception:
+    except Exception as exc:
+        if write_blocker(exc) is not None:
+            path = getattr(conn, "path", "")
+            raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
         return legacy_machine().plan("candidate", "fail", LegacyFacts(False, error=True)).dest
 

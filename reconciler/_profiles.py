@@ -1,0 +1,52 @@
+"""Deployment profiles: their names and rules in one place (spec 04 "Profiles", spec 05
+"Profiles", spec 06). Standard library only, imported by both passes and the command line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
+PROFILES: tuple[str, ...] = ("edge", "standalone", "cluster-control", "worker")
+LOCAL_PROFILES: tuple[str, ...] = ("edge", "standalone")
+# A cluster uses its own PostgreSQL claim/fencing model and never local PID evidence (spec 04).
+CLUSTER_PROFILES = frozenset({"cluster-control", "worker"})
+# ADR-0068 §2 step 6: the one-shot publication grace of each local profile, in milliseconds.
+GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
+
+
+class ProfileError(ValueError):
+    """Not a profile, or a cluster profile where a local pass was asked for. The message says
+    what to choose and never repeats the value (it may be anything pasted into the variable)."""
+
+
+def resolve_profile(value: str | None) -> str:
+    """Exact match, no trimming: `" edge"` is a configuration error, not `edge`; unset or empty
+    means `standalone` (spec 05)."""
+    if value is None or value == "":
+        return "standalone"
+    if value not in PROFILES:
+        raise ProfileError(f"unknown deployment profile; choose one of {', '.join(PROFILES)}")
+    return value
+
+
+def profile_from_env(environ: Mapping[str, str] = os.environ) -> str:
+    """``$QL_DEPLOYMENT_PROFILE`` resolved as :func:`resolve_profile` does."""
+    return resolve_profile(environ.get(PROFILE_ENV))
+
+
+def local_profile(profile: str) -> str:
+    """``profile`` when the local (ADR-0068) pass may run under it; else ProfileError."""
+    if profile in CLUSTER_PROFILES:
+        raise ProfileError(
+            f"profile {profile!r} refuses the local reconciler (a cluster uses its PostgreSQL "
+            "claim/fencing model); run it with --profile edge or --profile standalone"
+        )
+    if profile not in LOCAL_PROFILES:
+        raise ProfileError(f"unknown profile; choose one of {', '.join(PROFILES)}")
+    return profile
+
+
+def grace_seconds(profile: str) -> float:
+    """The publication grace of a local profile, in seconds (ProfileError for any other)."""
+    return GRACE_MS[local_profile(profile)] / 1000.0

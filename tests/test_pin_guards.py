@@ -1,0 +1,188 @@
+"""ADR-0068 §2: "nothing less gives lost" — every primary guard, one fact at a time.
+
+Each guard of the Run and Attempt decision edges holds exactly when every fact spec 04 requires
+for its row is established. Dropping any ONE of them refuses the edge, whatever else is true.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fsm import (
+    ATTEMPT_SPEC,
+    ATTEMPT_STATES,
+    GUARDS,
+    RUN_SPEC,
+    RUN_STATES,
+    GuardRefused,
+    LegacyFacts,
+    PrimaryFacts,
+    attempt_machine,
+    run_machine,
+)
+
+# Every value each fact can take (None: that step did not happen).
+DOMAIN: dict[str, tuple[Any, ...]] = {
+    "run_status": RUN_STATES,
+    "attempt_status": (*ATTEMPT_STATES, None),
+    "active_attempts": (0, 1, 2, 3),
+    "first_receipt": (None, "missing", "trusted", "invalid"),
+    "process": (None, "running", "not_running", "unknown"),
+    "handle_pid_matches": (False, True),
+    "grace_paid": (False, True),
+    "second_receipt": (None, "missing", "trusted", "invalid"),
+    "unchanged_on_recheck": (False, True),
+}
+
+# What spec 04 requires, row by row, for each guard (all of it, and nothing else).
+REQUIRED: dict[str, dict[str, Any]] = {
+    # row 13: trusted negative evidence, ONE grace, the receipt read again and absent, the
+    # database re-read unchanged (ADR-0068 §2 step 6).
+    "not_running_after_grace": {
+        "first_receipt": "missing",
+        "process": "not_running",
+        "handle_pid_matches": True,
+        "grace_paid": True,
+        "second_receipt": "missing",
+        "unchanged_on_recheck": True,
+    },
+    # row 7: no receipt, the one active Attempt `claimed`, and no process probed.
+    "unstarted_claim": {
+        "first_receipt": "missing",
+        "attempt_status": "claimed",
+        "active_attempts": 1,
+        "process": None,
+    },
+    # row 3: a dispatching Run with no Attempt at all.
+    "attempt_missing_before_start": {
+        "run_status": "dispatching",
+        "attempt_status": None,
+        "active_attempts": 0,
+    },
+    # row 12: no receipt, the exact identity running, and the handle's pid is the Attempt's.
+    "exact_process_running": {
+        "first_receipt": "missing",
+        "process": "running",
+        "handle_pid_matches": True,
+    },
+}
+PRIMARY_GUARDS = sorted({*REQUIRED, "trusted_receipt"})
+
+# Neutral values for the facts a guard does not look at.
+NEUTRAL = PrimaryFacts(run_status="running", attempt_status="running", active_attempts=1)
+
+
+def satisfying(guard: str) -> PrimaryFacts:
+    return dataclasses.replace(NEUTRAL, **REQUIRED[guard])
+
+
+def holds(guard: str, facts: PrimaryFacts) -> bool:
+    if guard == "trusted_receipt":
+        # rows 5 and 13 -> 5: either read found a receipt that authenticated.
+        return "trusted" in (facts.first_receipt, facts.second_receipt)
+    return all(getattr(facts, k) == v for k, v in REQUIRED[guard].items())
+
+
+GUARDED_EDGES = [
+    (name, e)
+    for name, spec in (("run", RUN_SPEC), ("attempt", ATTEMPT_SPEC))
+    for e in spec.edges
+    if e.guard is not None
+]
+
+
+def test_every_primary_guarded_edge_uses_a_guard_pinned_here() -> None:
+    assert {e.guard for _, e in GUARDED_EDGES} == set(PRIMARY_GUARDS)
+    assert set(PRIMARY_GUARDS) <= set(GUARDS)
+
+
+DROP_ONE = [
+    (guard, fact, value)
+    for guard, required in REQUIRED.items()
+    for fact, wanted in required.items()
+    for value in DOMAIN[fact]
+    if value != wanted
+]
+
+
+@pytest.mark.parametrize(
+    ("guard", "fact", "value"), DROP_ONE, ids=[f"{g}-{f}={v}" for g, f, v in DROP_ONE]
+)
+def test_removing_any_one_required_fact_refuses_the_guard_and_every_edge_it_guards(
+    guard: str, fact: str, value: Any
+) -> None:
+    full = satisfying(guard)
+    assert GUARDS[guard](full)
+    less = dataclasses.replace(full, **{fact: value})
+    assert not GUARDS[guard](less)
+    edges = [(m, e) for m, e in GUARDED_EDGES if e.guard == guard]
+    assert edges
+    for machine_name, e in edges:
+        machine = run_machine() if machine_name == "run" else attempt_machine()
+        assert machine.plan(e.source, e.trigger, full).dest == e.dest
+        with pytest.raises(GuardRefused) as refused:
+            machine.plan(e.source, e.trigger, less)
+        assert (refused.value.state, refused.value.event) == (e.source, e.trigger)
+        assert refused.value.guard == guard
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(f, s) for f in DOMAIN["first_receipt"] for s in DOMAIN["second_receipt"]],
+)
+def test_a_trusted_receipt_from_either_read_and_only_that_holds_trusted_receipt(
+    first: Any, second: Any
+) -> None:
+    facts = dataclasses.replace(NEUTRAL, first_receipt=first, second_receipt=second)
+    assert GUARDS["trusted_receipt"](facts) == ("trusted" in (first, second))
+
+
+primary_facts = st.builds(
+    PrimaryFacts, **{name: st.sampled_from(values) for name, values in DOMAIN.items()}
+)
+# Near misses: start from a guard's full evidence and change a few facts at random.
+near_misses = st.builds(
+    lambda guard, changes: dataclasses.replace(satisfying(guard), **changes),
+    st.sampled_from(sorted(REQUIRED)),
+    st.dictionaries(st.sampled_from(sorted(DOMAIN)), st.integers(0, 10), max_size=2).map(
+        lambda d: {k: DOMAIN[k][i % len(DOMAIN[k])] for k, i in d.items()}
+    ),
+)
+
+
+@settings(max_examples=300)
+@given(facts=st.one_of(primary_facts, near_misses))
+def test_each_guard_holds_exactly_when_all_its_required_facts_do(facts: PrimaryFacts) -> None:
+    for guard in PRIMARY_GUARDS:
+        assert GUARDS[guard](facts) == holds(guard, facts), guard
+
+
+@settings(max_examples=100)
+@given(facts=st.one_of(primary_facts, near_misses))
+def test_a_guarded_edge_is_taken_exactly_when_its_guard_holds(facts: PrimaryFacts) -> None:
+    for machine_name, e in GUARDED_EDGES:
+        machine = run_machine() if machine_name == "run" else attempt_machine()
+        assert e.guard is not None
+        if holds(e.guard, facts):
+            step = machine.plan(e.source, e.trigger, facts)
+            assert (step.dest, step.guard) == (e.dest, e.guard)
+        else:
+            with pytest.raises(GuardRefused):
+                machine.plan(e.source, e.trigger, facts)
+
+
+@pytest.mark.parametrize("evidence", [None, "trusted", {"first_receipt": "trusted"}])
+def test_no_primary_guard_holds_on_evidence_that_is_not_primary_facts(evidence: object) -> None:
+    for guard in PRIMARY_GUARDS:
+        assert not GUARDS[guard](evidence)
+
+
+def test_no_primary_guard_holds_on_legacy_facts_even_when_they_would_fit() -> None:
+    legacy = LegacyFacts(run_present=True, run_owner="legacy", run_status="dispatching")
+    for guard in PRIMARY_GUARDS:
+        assert not GUARDS[guard](legacy)

@@ -1,0 +1,266 @@
+"""ADR-0068 pass details no table row shows: the one grace is measured from the YOUNGEST probe,
+the quarantine's purge time, and a cleanup failure after the terminal commit.
+
+Through the public ``reconcile`` only, on real SQLite and real receipt files; the clock and the
+process table are the fakes that implement the same ports (time has to be controlled here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_primary_support import T0, make_candidate, receipt, status
+
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node._receipt import Receipt
+from reconciler.node._receipt_store import FileReceiptStore, ReadResult
+from reconciler.primary._pass import reconcile
+from storage import Repository, journal_get, journal_register
+
+GRACE_S = 0.1  # spec 04: standalone
+WEEK_MS = 7 * 24 * 3600 * 1000  # docs/decisions.md D-3a: quarantine keeps a receipt 7 days
+
+
+@dataclass
+class SlowProbes:
+    """The fake process table behind a probe that takes ``step`` seconds of the fake clock;
+    records the monotonic time at which each pid's stat was read."""
+
+    table: FakeProcessTable
+    clock: FakeClock
+    step: float
+    probed: dict[int, list[float]] = field(default_factory=dict)
+
+    def boot_id(self) -> str:
+        return self.table.boot_id()
+
+    def read_stat(self, pid: int) -> str | None:
+        self.clock.advance(self.step)
+        self.probed.setdefault(pid, []).append(self.clock.monotonic())
+        return self.table.read_stat(pid)
+
+
+@dataclass
+class WatchedStore:
+    """The real receipt store, recording when each Attempt's receipt was read; ``fail_delete``
+    makes deleting a receipt fail like a broken disk."""
+
+    inner: FileReceiptStore
+    clock: FakeClock
+    reads: dict[str, list[float]] = field(default_factory=dict)
+    fail_delete: bool = False
+
+    def read(self, attempt_id: str) -> ReadResult:
+        self.reads.setdefault(attempt_id, []).append(self.clock.monotonic())
+        return self.inner.read(attempt_id)
+
+    def publish(self, r: Receipt) -> None:
+        self.inner.publish(r)
+
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str:
+        return self.inner.quarantine(attempt_id, ref)
+
+    def delete(self, attempt_id: str) -> None:
+        if self.fail_delete:
+            raise OSError("disk gone")
+        self.inner.delete(attempt_id)
+
+    def quarantine_ref(self, attempt_id: str) -> str:
+        return self.inner.quarantine_ref(attempt_id)
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest of the store port (root checks, quarantine slots) is the real store's.
+        return getattr(self.inner, name)
+
+
+def candidate(repo: Repository, table: FakeProcessTable, n: int, *, alive: bool) -> int:
+    """A running Run/Attempt `run-n`/`at-n` whose handle names a fake process; its pid."""
+    pid = table.spawn()
+    handle = capture_handle(pid, table, platform="linux")
+    if not alive:
+        table.reap(pid)
+    make_candidate(repo, f"run-{n}", f"at-{n}", handle=handle, pid=pid)
+    return pid
+
+
+def pass_(conn: Any, store: WatchedStore, provider: Any, clock: FakeClock) -> dict[str, Any]:
+    return reconcile(conn, store, provider, clock, profile="standalone", platform="linux")
+
+
+def test_the_one_grace_makes_the_youngest_probe_a_full_grace_old(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    probes = SlowProbes(table, clock, step=0.04)
+    pids = [candidate(repo, table, n, alive=False) for n in (1, 2, 3)]
+    watched = WatchedStore(store, clock)
+
+    summary = pass_(conn, watched, probes, clock)
+
+    assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("13", "recovered")] * 3
+    assert summary["safe"] is True
+    # Probed at 0.04, 0.08, 0.12: ONE sleep, and the last probe is then a full grace old.
+    assert len(clock.sleeps) == 1
+    for n, pid in enumerate(pids, start=1):
+        [probed_at] = probes.probed[pid]
+        first, second = watched.reads[f"at-{n}"]
+        assert first < probed_at  # the receipt first, then the process (ADR-0068 §2)
+        assert second - probed_at >= GRACE_S - 1e-9
+        assert status(repo, f"run-{n}", f"at-{n}") == ("lost", "lost")
+    youngest = max(p[0] for p in probes.probed.values())
+    assert min(r[1] for r in watched.reads.values()) == pytest.approx(youngest + GRACE_S)
+
+
+def test_a_grace_partly_passed_while_other_candidates_were_probed_is_not_paid_again(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # run-1's process is gone, run-2's is alive: probing run-2 takes 0.06 s after run-1's probe,
+    # so only the rest of run-1's grace is slept (D-3a: one sleep, the youngest probe's grace).
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    probes = SlowProbes(table, clock, step=0.06)
+    dead = candidate(repo, table, 1, alive=False)
+    candidate(repo, table, 2, alive=True)
+    watched = WatchedStore(store, clock)
+
+    summary = pass_(conn, watched, probes, clock)
+
+    outcomes = {c["run_id"]: (c["row"], c["outcome"]) for c in summary["candidates"]}
+    assert outcomes == {"run-1": ("13", "recovered"), "run-2": ("12", "remaining")}
+    assert clock.sleeps == [pytest.approx(GRACE_S - 0.06)]
+    [probed_at] = probes.probed[dead]
+    assert watched.reads["at-1"][1] == pytest.approx(probed_at + GRACE_S)
+
+
+def test_a_sleep_that_wakes_early_is_resumed_until_the_grace_is_whole(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    class EarlyWaker(FakeClock):
+        """A sleep that returns after half the time asked (at least 10 ms)."""
+
+        def sleep(self, seconds: float) -> None:
+            self.sleeps.append(seconds)
+            self.advance(max(seconds / 2, 0.01))
+
+    clock = EarlyWaker(T0)
+    table = FakeProcessTable()
+    probes = SlowProbes(table, clock, step=0.03)  # probed at 0.03, not at the clock's zero
+    candidate(repo, table, 1, alive=False)
+    watched = WatchedStore(store, clock)
+
+    summary = pass_(conn, watched, probes, clock)
+
+    assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("13", "recovered")]
+    assert len(clock.sleeps) > 1  # woken early, it slept again
+    first, second = watched.reads["at-1"]
+    assert second - first >= GRACE_S - 1e-9
+
+
+def test_no_sleep_at_all_without_a_not_running_candidate(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    summary = pass_(conn, WatchedStore(store, clock), SlowProbes(table, clock, 0.5), clock)
+    assert [c["outcome"] for c in summary["candidates"]] == ["remaining"]
+    assert clock.sleeps == []
+
+
+def test_an_invalid_receipt_is_quarantined_for_seven_days_from_the_quarantine(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+    store.publish(receipt("run-1", "at-1", token="x" * 43))  # authenticates as nothing
+
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "6",
+        "unresolved",
+        "invalid_receipt:token_mismatch",
+    )
+    row = journal_get(conn, "at-1")
+    assert row is not None
+    assert (row.state, row.quarantine_ref) == ("quarantined", ".quarantine/at/at-1.json")
+    assert row.purge_after_ms == T0 + WEEK_MS
+    assert row.updated_at_ms == T0
+
+
+def test_a_receipt_invalid_on_the_second_read_is_quarantined_from_its_own_time(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # The wrapper publishes a bad receipt during the grace: row 13 -> as row 6, after the sleep.
+    class PublishingClock(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            store.publish(receipt("run-1", "at-1", callback_sequence=5))
+
+    clock = PublishingClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "13",
+        "unresolved",
+        "invalid_receipt:callback_sequence_mismatch",
+    )
+    row = journal_get(conn, "at-1")
+    assert row is not None and row.state == "quarantined"
+    assert row.purge_after_ms == T0 + int(GRACE_S * 1000) + WEEK_MS
+    assert status(repo, "run-1", "at-1") == ("running", "running")
+
+
+def test_a_trusted_receipt_is_deleted_and_its_journal_row_resolved_after_the_commit(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    journal_register(conn, "at-1", "run-1", T0)
+    store.publish(receipt("run-1", "at-1"))
+
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "5",
+        "recovered",
+        "receipt_succeeded",
+    )
+    assert status(repo, "run-1", "at-1") == ("succeeded", "succeeded")
+    assert not (Path(store.root) / "at" / "at-1.json").exists()
+    assert journal_get(conn, "at-1") is None  # resolving deletes the row (spec 03)
+
+
+def test_a_failed_receipt_cleanup_after_the_commit_keeps_the_decision_and_names_the_error(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    store.publish(receipt("run-1", "at-1", exit_code=3))
+    watched = WatchedStore(store, clock, fail_delete=True)
+
+    summary = pass_(conn, watched, table, clock)
+
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "5",
+        "recovered",
+        "receipt_failed;cleanup_failed:OSError: disk gone",
+    )
+    assert status(repo, "run-1", "at-1") == ("failed", "failed")  # the commit stands
+    assert (Path(store.root) / "at" / "at-1.json").exists()  # the leftover is harmless
+    assert summary["safe"] is True

@@ -349,7 +349,7 @@ def _startup(argv: list[str]) -> int:
     safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
     from reconciler.cli._sweep import startup_sweep
 
-    sweep = startup_sweep(args.db, args.receipt_root, run=safe)
+    sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
     if args.json:
         print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
     else:

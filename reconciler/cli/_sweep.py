@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli._guard import say
 from reconciler.cli._util import EXIT_FATAL, EXIT_SAFE, FatalError, UsageError, parser, print_json
+
+if TYPE_CHECKING:
+    from storage import LockBudget
 
 
 def _empty(state: str, error: str | None = None) -> dict[str, Any]:
@@ -26,24 +29,30 @@ def _empty(state: str, error: str | None = None) -> dict[str, Any]:
     return out
 
 
-def run_sweep(db: str, receipt_root: str) -> dict[str, Any]:
+def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dict[str, Any]:
     """One sweep on ``db`` (opened without creating it) and ``receipt_root`` (normalised
-    already). Raises the storage and receipt-root errors for the caller to name."""
+    already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
+    own, so the whole start-up waits at most one budget for other writers). Raises the
+    storage and receipt-root errors for the caller to name."""
     from reconciler.node._clock import SystemClock
     from reconciler.node._identity import ProcProvider
     from reconciler.node._receipt_store import FileReceiptStore
     from reconciler.ops._sweep import sweep
-    from storage import check_schema, connect
+    from storage import check_schema, connect, lock_budget
 
     conn = connect(db)
     try:
         check_schema(conn, path=db)
-        return sweep(conn, FileReceiptStore(receipt_root), ProcProvider(), SystemClock()).as_dict()
+        with lock_budget(conn, lock):
+            store = FileReceiptStore(receipt_root)
+            return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
     finally:
         conn.close()
 
 
-def startup_sweep(db: str, receipt_root: str, *, run: bool) -> dict[str, Any]:
+def startup_sweep(
+    db: str, receipt_root: str, *, run: bool, lock: LockBudget | None = None
+) -> dict[str, Any]:
     """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
     failure of its own (one stderr line, state `failed`)."""
     if not run:
@@ -51,7 +60,7 @@ def startup_sweep(db: str, receipt_root: str, *, run: bool) -> dict[str, Any]:
     from reconciler.cli._reconcile import check_receipt_root
 
     try:
-        return run_sweep(db, check_receipt_root(receipt_root))
+        return run_sweep(db, check_receipt_root(receipt_root), lock)
     except Exception as exc:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
         say(f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe")
@@ -94,14 +103,15 @@ def sweep_command(argv: list[str]) -> int:
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     args = p.parse_args(argv)
-    from reconciler.cli._reconcile import check_receipt_root, open_database
+    from reconciler.cli._reconcile import check_receipt_root, lock_budget_s, open_database
 
     root = check_receipt_root(args.receipt_root)
+    lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     open_database(args.db).close()  # missing or foreign: exit 1, before anything is touched
     from reconciler.node._receipt_store import ReceiptRootError
 
     try:
-        result = run_sweep(args.db, root)
+        result = run_sweep(args.db, root, lock)
     except ReceiptRootError as exc:
         raise UsageError(f"{exc}; nothing was touched") from exc
     except FileNotFoundError as exc:  # pragma: no cover - the file vanished after the check

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +184,44 @@ def test_help_lists_the_valid_origins(command: str) -> None:
     assert ", ".join(ALLOWED_ORIGINS) in text
     for refused in REFUSED_ORIGINS:
         assert refused in text and "refused" in text
+
+
+# --- a signal that Python re-raises as another error ---------------------------------------------
+
+BOOM = """
+import os, signal, sys, time, types
+from reconciler.cli import _main
+
+def boom(argv):
+    class Descriptor:
+        def __set_name__(self, owner, name):
+            os.kill(os.getpid(), signal.SIG{name})
+            time.sleep(5)
+
+    class Imported:  # as a dataclass's fields are, while its module is imported
+        field = Descriptor()
+
+    return 0
+
+module = types.ModuleType("boom_command")
+module.boom = boom
+sys.modules["boom_command"] = module
+_main.COMMANDS["boom"] = ("boom_command", "boom", "a signal inside __set_name__")
+sys.argv = ["qlfsm", "boom"]
+raise SystemExit(_main.main())
+"""
+
+
+@pytest.mark.parametrize("name", ["INT", "TERM"])
+def test_a_signal_python_rethrows_as_another_error_still_ends_the_command_by_the_signal(
+    name: str,
+) -> None:
+    # Python 3.11 turns an exception raised in `__set_name__` into RuntimeError: a signal that
+    # lands while a dataclass is being imported must still end the command as that signal.
+    proc = subprocess.run(
+        [sys.executable, "-c", BOOM.replace("{name}", name)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == -getattr(signal, f"SIG{name}")
+    assert proc.stderr.startswith(f"qlfsm: interrupted (SIG{name})"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "RuntimeError" not in proc.stderr

@@ -105,8 +105,9 @@ def _dispatch(args: list[str]) -> int:
 def _ended_by(exc: BaseException, fail_open: bool, *, debug: bool) -> int:
     """What escaped the command's own handler: a signal that arrived outside it (the module
     import, argument parsing) or an error outside ``run_command``."""
-    if _guard.is_interrupt(exc):
-        return _guard.interrupted(exc, fail_open=fail_open)
+    cause = _guard.interrupt_in(exc)
+    if cause is not None:
+        return _guard.interrupted(cause, fail_open=fail_open)
     if debug:
         import traceback
 

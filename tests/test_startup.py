@@ -63,7 +63,7 @@ def test_startup_normalizes_then_shadow_marks_the_reset_run_lost_and_is_safe(
                    "--json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert list(out) == ["shadow", "primary", "safe"]
+    assert list(out) == ["shadow", "primary", "sweep", "safe"]
     assert out["safe"] is True and out["primary"]["scanned"] == 0
     assert out["shadow"]["report"]["outcomes"]["markedLost"] == 1
     assert "1 running instance(s) -> stopped" in proc.stderr
@@ -94,15 +94,24 @@ def test_the_order_is_normalization_then_shadow_then_primary(
         calls.append("primary")
         return real_primary(*a)
 
+    import reconciler.cli._sweep as sweep_cli
+
+    real_sweep = sweep_cli.startup_sweep
+
+    def sweep(*a: Any, **k: Any) -> Any:
+        calls.append(f"sweep:{k['run']}")
+        return real_sweep(*a, **k)
+
     monkeypatch.setattr(storage, "normalize_legacy", norm)
     monkeypatch.setattr(_shadow_cli, "run_shadow", shadow)
     monkeypatch.setattr(primary_cli, "primary_pass", primary)
+    monkeypatch.setattr(sweep_cli, "startup_sweep", sweep)
     code = _shadow_cli.startup_command(
         ["--db", db.path, "--receipt-root", str(tmp_path / "r"), "--legacy-normalize",
          "--origins", ORIGINS]
     )  # fmt: skip
-    assert code == 0 and calls == ["normalize", "shadow", "primary"]
-    assert "start-up verdict: SAFE" in capsys.readouterr().out
+    assert code == 0 and calls == ["normalize", "shadow", "primary", "sweep:True"]
+    assert "verdict: SAFE to start" in capsys.readouterr().out
 
 
 def test_the_exit_code_is_the_primary_verdict_not_the_shadow_one(
@@ -170,4 +179,4 @@ def test_the_human_output_gives_both_passes_and_the_verdict(db: LegacyDb, tmp_pa
     assert proc.returncode == 0
     assert "legacy shadow: incomplete (assessment waiting_external_callback)" in proc.stdout
     assert "primary (ADR-0068): 0 scanned" in proc.stdout
-    assert proc.stdout.rstrip().endswith("start-up verdict: SAFE to admit work")
+    assert proc.stdout.rstrip().endswith("verdict: SAFE to start")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import sys
 from typing import Any
@@ -48,22 +49,63 @@ def db_command(argv: list[str]) -> int:
     return 0
 
 
+# The Run statuses (spec 01), for --status; kept here so that `--help` needs no storage import.
+RUN_STATUSES = (
+    "created",
+    "queued",
+    "dispatching",
+    "running",
+    "waiting_approval",
+    "retry_wait",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "lost",
+)
+
+
 def inspect_command(argv: list[str]) -> int:
-    p = parser("qlfsm inspect", "Runs, attempts and events of a QingLong 3.0 database (read-only).")
+    p = parser(
+        "qlfsm inspect",
+        "Runs, attempts and events of a QingLong 3.0 database (read-only). Runs are listed "
+        "oldest first, a page at a time: when more follow, the output says so and names the "
+        "--after to pass for the next page.",
+    )
     p.add_argument("--db", required=True, help="path of the SQLite file")
     p.add_argument("--run", help="show one run in full")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--limit", type=int, default=200, help="at most this many runs (default 200)")
+    p.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
+    p.add_argument(
+        "--after", metavar="ID", help="the page after this run (the last one of the previous page)"
+    )
     args = p.parse_args(argv)
     if args.limit < 1:
         raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
+    if args.run and (args.after or args.status):
+        raise UsageError("qlfsm inspect: --run shows one run; --after and --status page the list")
     from storage import Repository, busy_wait_s, check_schema, connect, database_error
+    from storage._operator import run_position, runs_page
 
     conn = connect(args.db)
+    truncated = False
     try:
         check_schema(conn, path=args.db)
         repo = Repository(conn)
-        runs = [repo.get_run(args.run)] if args.run else repo.list_runs(args.limit)
+        if args.run:
+            runs = [repo.get_run(args.run)]
+        else:
+            after = None
+            if args.after is not None:
+                after = run_position(conn, args.after)
+                if after is None:
+                    raise UsageError(
+                        f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
+                        "the last run id of the previous page"
+                    )
+            page, truncated = runs_page(conn, limit=args.limit, after=after, status=args.status)
+            runs = list(page)
         if args.run and runs[0] is None:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
@@ -81,11 +123,12 @@ def inspect_command(argv: list[str]) -> int:
         raise database_error(args.db, exc, waited_s=busy_wait_s(conn)) from exc
     finally:
         conn.close()
+    next_after = out[-1]["run"]["id"] if truncated and out else None
     if args.json:
-        print_json({"runs": out})
+        print_json({"runs": out, "truncated": truncated, "next_after": next_after})
         return 0
     if not out:
-        sys.stdout.write("no runs\n")
+        sys.stdout.write("no runs" + (f" in status {args.status}" if args.status else "") + "\n")
         return 0
     rows = [
         [
@@ -99,6 +142,14 @@ def inspect_command(argv: list[str]) -> int:
         for r in out
     ]
     sys.stdout.write(table(["run", "owner", "origin", "status", "version", "error"], rows) + "\n")
+    if truncated:
+        more = [f"--db {shlex.quote(args.db)}", f"--limit {args.limit}"]
+        if args.status:
+            more.append(f"--status {args.status}")
+        more.append(f"--after {shlex.quote(str(next_after))}")
+        sys.stdout.write(
+            f"(truncated: showing {len(out)} run(s); more follow: qlfsm inspect {' '.join(more)})\n"
+        )
     if args.run:
         item = out[0]
         attempts = [

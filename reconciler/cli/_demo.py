@@ -91,6 +91,7 @@ def demo_command(argv: list[str]) -> int:
         for line in proc.stderr.splitlines():
             say(f"   {line.removeprefix('qlfsm: ')}")
         ok = report(str(db), jobs, result)
+        explain_lost(str(db), jobs)
     finally:
         stopped = stop_survivors(jobs)
     if stopped:
@@ -344,12 +345,27 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
     else:
         say(f"legacy shadow: {shadow['state']}")
     prim = result["primary"]
+    from reconciler.cli._verdict import BLOCKED, SAFE
+
     say(f"primary: {prim['recovered']} recovered, {prim['remaining']} still running, "
         f"{prim['unresolved']} unresolved, {prim['failed']} failed -> "
-        f"{'SAFE to admit work' if result['safe'] else 'start-up BLOCKED'}")  # fmt: skip
+        f"{SAFE if result['safe'] else BLOCKED}")  # fmt: skip
     say("")
     say(table(["run", "owner", "when the server died", "after start-up", "check", "why"], rows))
     return ok
+
+
+# The run whose `lost` the demo explains at the end: process gone, no receipt (row 13).
+EXPLAINED = "rotate (SIGKILLed)"
+
+
+def explain_lost(db: str, jobs: list[Job]) -> None:
+    """Why was the killed job marked lost? `qlfsm explain` answers from its events."""
+    job = next(j for j in jobs if j.label == EXPLAINED)
+    say(f"\n5. why was {job.label!r} marked lost? qlfsm explain --db {db} --run {job.run_id}")
+    proc = qlfsm("explain", "--db", db, "--run", job.run_id)
+    for line in proc.stdout.splitlines():
+        say(f"   {line}".rstrip())
 
 
 def diagrams_hint() -> str:

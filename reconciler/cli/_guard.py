@@ -241,6 +241,22 @@ def is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt | Terminated)
 
 
+def interrupt_in(exc: BaseException) -> BaseException | None:
+    """The interrupt behind ``exc``, if any. Python re-raises an exception raised inside some
+    of its own machinery as another one caused by it (3.11: a signal landing while a class
+    body's descriptors get ``__set_name__`` - a dataclass being imported - surfaces as
+    RuntimeError), and an error raised while unwinding from a signal has it as context: both
+    are the signal's ending, not an unexpected error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if is_interrupt(current):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def output_error() -> BaseException | None:
     out = sys.stdout
     return out.error if isinstance(out, _Guarded) else None

@@ -19,15 +19,30 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reconcile": ("reconciler.cli._reconcile", "reconcile_command", "ADR-0068 start-up pass"),
     "shadow": ("reconciler.cli._shadow", "shadow_command", "ADR-0448 legacy-shadow pass"),
     "startup": ("reconciler.cli._shadow", "startup_command", "normalize, shadow, then primary"),
+    "explain": ("reconciler.cli._explain", "explain_command", "one run's path and decisions"),
+    "resolve": ("reconciler.cli._resolve", "resolve_command", "an operator's audited decision"),
+    "sweep": ("reconciler.cli._sweep", "sweep_command", "remove what ended runs left behind"),
     "launch": ("reconciler.cli._launch", "launch_command", "start a prepared run's command"),
     "diagrams": ("reconciler.cli._diagrams", "diagrams_command", "render / check the diagrams"),
     "demo": ("reconciler.cli._demo", "demo_command", "end-to-end demo in a fresh directory"),
 }
 
 USAGE = (
-    "usage: qlfsm COMMAND [ARGS...]   (qlfsm COMMAND --help for each)\n\ncommands:\n"
-    + "\n".join(f"  {name:<10} {doc}" for name, (_, _, doc) in COMMANDS.items())
+    "usage: qlfsm COMMAND [ARGS...]   (qlfsm COMMAND --help for each; qlfsm --version)\n\n"
+    "commands:\n" + "\n".join(f"  {name:<10} {doc}" for name, (_, _, doc) in COMMANDS.items())
 )
+# When the package metadata cannot be read (run from a bare source tree): pyproject's version.
+FALLBACK_VERSION = "0.1.0"
+
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata), else FALLBACK_VERSION."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("qlfsm")
+    except metadata.PackageNotFoundError:
+        return FALLBACK_VERSION
 
 
 # `shadow` fails open (spec 06): an interrupt or an unwritable stdout still exits 0.
@@ -62,6 +77,9 @@ def _dispatch(args: list[str]) -> int:
     if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE + "\n")
         return 0
+    if args[0] in ("-V", "--version"):
+        sys.stdout.write(f"qlfsm {version()}\n")
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         sys.stderr.write(
@@ -87,8 +105,9 @@ def _dispatch(args: list[str]) -> int:
 def _ended_by(exc: BaseException, fail_open: bool, *, debug: bool) -> int:
     """What escaped the command's own handler: a signal that arrived outside it (the module
     import, argument parsing) or an error outside ``run_command``."""
-    if _guard.is_interrupt(exc):
-        return _guard.interrupted(exc, fail_open=fail_open)
+    cause = _guard.interrupt_in(exc)
+    if cause is not None:
+        return _guard.interrupted(cause, fail_open=fail_open)
     if debug:
         import traceback
 

@@ -28,8 +28,8 @@ from reconciler.cli._util import (
     parser,
     print_json,
     table,
-    use_colour,
 )
+from reconciler.cli._verdict import blocking_lines, verdict_line
 from reconciler.primary._empty import empty_summary
 
 if TYPE_CHECKING:
@@ -189,13 +189,13 @@ def reconcile_command(argv: list[str]) -> int:
     if args.json:
         print_json(summary)
     else:
-        sys.stdout.write(render(summary) + "\n")
+        sys.stdout.write(render(summary, args.db) + "\n")
     return code
 
 
-def render(summary: dict[str, Any]) -> str:
-    """The human summary: one line of counts, the candidates, and the verdict."""
-    verdict = "SAFE to start" if summary["safe"] else "start-up BLOCKED"
+def render(summary: dict[str, Any], db: str) -> str:
+    """The human summary: one line of counts, the candidates, what blocks start-up (with the
+    command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
     head = (
         f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
         f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "
@@ -208,7 +208,9 @@ def render(summary: dict[str, Any]) -> str:
             for c in summary["candidates"]
         ]
         lines.append(table(["run", "attempt", "row", "outcome", "reason"], rows))
-    if use_colour():  # spec 06: colour only on a TTY (and never with NO_COLOR)
-        verdict = f"\x1b[{'32' if summary['safe'] else '31'}m{verdict}\x1b[0m"
-    lines.append(verdict)
+    blocking = blocking_lines(summary, db)
+    if blocking:
+        lines.append("")
+        lines.extend(blocking)
+    lines.append(verdict_line(bool(summary["safe"])))
     return "\n".join(lines)

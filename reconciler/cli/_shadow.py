@@ -32,9 +32,11 @@ from reconciler.cli._util import (
     table,
 )
 from reconciler.shadow._entry import (
+    ALLOWED_ORIGINS,
     ORIGINS_ENV,
     PROFILE_ENV,
     PROFILES,
+    REFUSED_ORIGINS,
     Cursor,
     ProfileError,
     ShadowResult,
@@ -59,7 +61,13 @@ def _db_profile_origins(p: Any) -> None:
     """The flags `shadow` and `startup` share (spec 06)."""
     p.add_argument("--db", required=True, help="path of the node's SQLite file (never created)")
     p.add_argument("--profile", choices=PROFILES, help=f"default: ${PROFILE_ENV} or standalone")
-    p.add_argument("--origins", help=f"comma-separated origins (default: ${ORIGINS_ENV})")
+    p.add_argument(
+        "--origins",
+        metavar="LIST",
+        help=f"comma-separated origins to recover, from: {', '.join(ALLOWED_ORIGINS)} "
+        f"({', '.join(sorted(REFUSED_ORIGINS))} are refused, anything else is ignored and "
+        f"counted; default: ${ORIGINS_ENV}; none enabled = the shadow pass is disabled)",
+    )
 
 
 def _shadow_parser() -> Any:
@@ -292,7 +300,13 @@ def startup_command(argv: list[str]) -> int:
 
 
 def _startup(argv: list[str]) -> int:
-    p = parser("qlfsm startup", "Start-up order: (2.x normalization) -> legacy shadow -> primary.")
+    p = parser(
+        "qlfsm startup",
+        "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "
+        "SAFE primary pass, the sweep of what ended runs left behind. Exit 0 safe to start, "
+        "3 start-up blocked (the runs that block it are listed, with the `qlfsm explain` that "
+        "shows why), 2 usage, 1 fatal, 4 output lost, 130/143 interrupted.",
+    )
     _db_profile_origins(p)
     p.add_argument("--receipt-root", required=True, help="absolute receipt directory")
     p.add_argument(
@@ -333,10 +347,13 @@ def _startup(argv: list[str]) -> int:
     shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
     summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
     safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
+    from reconciler.cli._sweep import startup_sweep
+
+    sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
     if args.json:
-        print_json({"shadow": shadow.audit, "primary": summary, "safe": safe})
+        print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
     else:
-        sys.stdout.write(human_startup(shadow.audit, summary, safe) + "\n")
+        sys.stdout.write(human_startup(shadow.audit, summary, safe, args.db, sweep) + "\n")
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
 
 
@@ -360,16 +377,23 @@ def _normalize(db: str, lock: LockBudget) -> None:
     )
 
 
-def human_startup(audit: Mapping[str, Any], summary: Mapping[str, Any], safe: bool) -> str:
+def human_startup(
+    audit: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    safe: bool,
+    db: str,
+    sweep: Mapping[str, Any] | None = None,
+) -> str:
+    """Both passes, what blocks start-up (``_verdict``), the sweep, and the verdict."""
+    from reconciler.cli._sweep import human_sweep
+    from reconciler.cli._verdict import blocking_lines, verdict_line
+
     keys = ("scanned", "recovered", "remaining", "unresolved", "failed")
     counts = ", ".join(f"{summary.get(k, 0)} {k}" for k in keys)
     trunc = " (truncated: more than one page of candidates)" if summary.get("truncated") else ""
-    verdict = "SAFE to admit work" if safe else "NOT safe: start-up blocked"
-    return "\n".join(
-        [
-            human_audit(audit),
-            "",
-            f"primary (ADR-0068): {counts}{trunc}",
-            f"start-up verdict: {verdict}",
-        ]
-    )
+    lines = [human_audit(audit), "", f"primary (ADR-0068): {counts}{trunc}"]
+    lines.extend(blocking_lines(summary, db))
+    if sweep is not None:
+        lines.append(human_sweep(sweep))
+    lines.append(verdict_line(safe))
+    return "\n".join(lines)

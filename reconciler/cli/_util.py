@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
-from reconciler.cli._guard import Terminated, interrupted
+from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 EXIT_SAFE = 0
 EXIT_FATAL = 1
@@ -55,6 +55,9 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         # SIGINT / SIGTERM (reconciler.cli._guard): one line, 130 / 143; never a traceback.
         return interrupted(exc)
     except Exception as exc:
+        cause = interrupt_in(exc)
+        if cause is not None:  # a signal that Python re-raised as another error
+            return interrupted(cause)
         if debug:
             raise
         # Storage errors carry their own one-line advice; anything else is still one line.

@@ -46,8 +46,19 @@ def _transitions_class(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _review_machine(spec: MachineSpec, engine: Literal["graphviz", "mermaid"]) -> Any:
-    """A `transitions` GraphMachine for ``spec`` whose graph class draws the review styling."""
+# One run's path on a diagram (`qlfsm explain --svg`): (source, dest) -> the event sequences
+# that took that edge, in order.
+Highlight = dict[tuple[str, str], list[int]]
+_TAKEN_COLOR = "#c62828"
+
+
+def _review_machine(
+    spec: MachineSpec,
+    engine: Literal["graphviz", "mermaid"],
+    highlight: Highlight | None = None,
+) -> Any:
+    """A `transitions` GraphMachine for ``spec`` whose graph class draws the review styling
+    (and, with ``highlight``, one run's path: those edges red, thick and numbered)."""
     GraphMachine: Any = _transitions_class("transitions.extensions.diagrams", "GraphMachine")
 
     graph_cls = _dot_graph_class() if engine == "graphviz" else _mermaid_graph_class()
@@ -97,6 +108,7 @@ def _review_machine(spec: MachineSpec, engine: Literal["graphviz", "mermaid"]) -
         title=look.title,
     )
     machine.review_look = look
+    machine.review_highlight = dict(highlight or {})
     return machine
 
 
@@ -239,7 +251,18 @@ def _dot_graph_class() -> Any:
                     attrs["weight"] = "8"
                 if muted:
                     attrs["weight"] = "0"
+                taken = self.machine.review_highlight.get((src, dst))
+                if taken:
+                    _mark_taken(attrs, rows, taken)
                 container.edge(src, dst, **attrs)
+            # A path may hold an edge the tables do not have (a database another writer filled):
+            # drawn dashed, so the picture never hides it.
+            for (src, dst), taken in self.machine.review_highlight.items():
+                if (src, dst) not in pairs:
+                    attrs = {"class": "outside", "style": "dashed", "color": "black"}
+                    rows = [_html_row("not an edge of this machine", _TAKEN_COLOR)]
+                    _mark_taken(attrs, rows, taken)
+                    container.edge(src, dst, **attrs)
 
         def get_graph(self, title: str | None = None, roi_state: Any = None) -> Any:
             graph = super().get_graph(title=title, roi_state=roi_state)
@@ -265,6 +288,15 @@ def _dot_graph_class() -> Any:
             return graph
 
     return ReviewDotGraph
+
+
+def _mark_taken(attrs: dict[str, str], rows: list[str], sequences: list[int]) -> None:
+    """Red, thick, and numbered with the event sequences that took the edge."""
+    rows.insert(0, _html_row(" ".join(f"#{n}" for n in sequences), _TAKEN_COLOR))
+    attrs["label"] = _html_label(rows)
+    attrs["class"] = f"{attrs['class']} taken"
+    attrs["color"] = _TAKEN_COLOR
+    attrs["penwidth"] = "3"
 
 
 def _mermaid_graph_class() -> Any:
@@ -297,9 +329,10 @@ def _mermaid_graph_class() -> Any:
     return ReviewMermaidGraph
 
 
-def dot_source(spec: MachineSpec) -> str:
-    """The Graphviz source of one machine, as transitions' graphviz engine writes it."""
-    machine = _review_machine(spec, "graphviz")
+def dot_source(spec: MachineSpec, highlight: Highlight | None = None) -> str:
+    """The Graphviz source of one machine, as transitions' graphviz engine writes it; with
+    ``highlight``, one run's path drawn on it (never committed: `qlfsm explain --svg`)."""
+    machine = _review_machine(spec, "graphviz", highlight)
     graph = machine.graph_cls(machine).get_graph(title=machine.title)
     return str(graph.source)
 

@@ -311,19 +311,26 @@ class FileReceiptStore:
         return True
 
     def delete(self, attempt_id: str) -> None:
+        self.remove_receipt(attempt_id)
+
+    def remove_receipt(self, attempt_id: str) -> bool:
+        """:meth:`delete`, saying whether a file was there. The shard is opened without
+        following a symbolic link and the receipt's name is unlinked inside it (a link at
+        that name is removed itself). Idempotent: nothing there is False, not an error."""
         name = receipt_name(attempt_id)
         try:
             shard = os.open(shard_path(self.root, attempt_id), _OPEN_DIR)
         except FileNotFoundError:
-            return
+            return False
         try:
             try:
                 os.unlink(name, dir_fd=shard)
             except FileNotFoundError:
-                return
+                return False
             _fsync_dir_best_effort(shard)
         finally:
             os.close(shard)
+        return True
 
     def purge_quarantine(self, ref: str) -> int:
         """Remove every quarantined copy a journal row stands for (slots 1..the slot of ``ref``)
@@ -332,11 +339,44 @@ class FileReceiptStore:
         if parsed is None:
             raise ValueError(f"{ref!r} is not a quarantine name")
         attempt_id, last = parsed
+        # Neither the root, `.quarantine` nor its shard is followed when it is a symbolic link:
+        # each copy is unlinked by name inside the real directory (a link standing at a slot's
+        # name is removed itself, never its target). Idempotent: a missing copy, shard or
+        # `.quarantine` is "already purged".
+        root_fd = self._open_root()
+        if isinstance(root_fd, RootMissing):
+            return 0
+        if not isinstance(root_fd, int):
+            raise OSError(
+                errno.ENOTDIR,
+                f"receipt root {self.root!r} is not a real directory; nothing was purged",
+            )
+        try:
+            try:
+                q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
+            except OSError as error:
+                if _not_a_dir(error):
+                    raise OSError(
+                        error.errno,
+                        f"{QUARANTINE_DIR}/{attempt_id[:2]} under {self.root!r} is not a real "
+                        "directory; nothing was purged",
+                    ) from error
+                raise
+        finally:
+            os.close(root_fd)
+        if q_fd is None:
+            return 0
         removed = 0
-        for slot in range(1, last + 1):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.root, quarantine_ref(attempt_id, slot)))
-                removed += 1
+        try:
+            for slot in range(1, last + 1):
+                name = quarantine_ref(attempt_id, slot).rsplit("/", 1)[1]
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=q_fd)
+                    removed += 1
+            if removed:
+                _fsync_dir_best_effort(q_fd)
+        finally:
+            os.close(q_fd)
         return removed
 
 

@@ -1,0 +1,113 @@
+"""`qlfsm resolve --db PATH --run ID --to STATE --reason TEXT [--force] [--operator NAME]
+[--json]` (spec 06): an operator's audited decision, along legal ADR-0001 edges only.
+
+The decision itself is ``reconciler.ops._resolve``. Exit 0 when it is committed; 2 when it is
+refused (an edge the tables forbid, a terminal run, a process proven still running without
+--force, an unknown run, a bad reason) — nothing is written then; 1 when the database is
+unusable or the run moved meanwhile (nothing written either: run it again).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from reconciler.cli._util import UsageError, parser, print_json
+from reconciler.cli._verdict import clean
+
+
+def resolve_command(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm resolve",
+        "An operator's audited decision for a run that blocks start-up: its active Attempt(s) "
+        "and the Run move to lost, failed or cancelled along legal ADR-0001 edges, in one "
+        "transaction, with events whose actor is `user:operator` and whose payload holds the "
+        "reason. Refuses a terminal run, an edge the tables forbid, and a process proven still "
+        "running (unless --force). The reason is stored: never put a secret in it.",
+    )
+    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
+    p.add_argument("--run", required=True, metavar="ID", help="the run to decide")
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="STATE",
+        help="lost, failed or cancelled (as the tables allow)",
+    )
+    p.add_argument(
+        "--reason", required=True, help="why, in a few words (kept in the events; no secrets)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="decide even though the process is proven still running (recorded in the event)",
+    )
+    p.add_argument(
+        "--operator",
+        metavar="NAME",
+        help="who decides (default: $SUDO_USER, $USER or $LOGNAME); the actor id is operator:NAME",
+    )
+    p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
+    args = p.parse_args(argv)
+    from reconciler.ops._resolve import InvalidReason, check_reason
+
+    try:
+        reason = check_reason(args.reason)
+    except InvalidReason as exc:
+        raise UsageError(f"qlfsm resolve: {exc}") from exc
+    from reconciler.cli._reconcile import open_database
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._identity import ProcProvider
+    from reconciler.ops._resolve import ResolveRefused, UnknownRun, operator_actor, resolve
+    from storage import check_schema
+
+    login = args.operator
+    if login is None:
+        login = next(
+            (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
+        )
+    conn = open_database(args.db)
+    try:
+        check_schema(conn, path=args.db)
+        try:
+            done = resolve(
+                conn, args.run, args.to, reason, force=args.force, provider=ProcProvider(),
+                clock=SystemClock(), actor=operator_actor(login),
+            )  # fmt: skip
+        except UnknownRun as exc:
+            raise UsageError(
+                f"run {args.run!r} is not in {args.db}; list runs with "
+                f"`qlfsm inspect --db {args.db}`"
+            ) from exc
+        except ResolveRefused as exc:
+            raise UsageError(f"qlfsm resolve: refused: {exc}; nothing was written") from exc
+    finally:
+        conn.close()
+    data = done.as_dict()
+    if args.json:
+        print_json(data)
+        return 0
+    moved = ", ".join(
+        f"attempt {clean(a['id'])} {a['from']} -> {a['to']}" for a in data["attempts"]
+    )
+    lines = [
+        f"resolved: run {clean(data['run_id'])} {data['run']['from']} -> {data['run']['to']}"
+        + (f"; {moved}" if moved else "")
+        + (" (FORCED: the process was proven running)" if data["force"] else ""),
+        f"recorded as {data['actor']['type']}:{clean(data['actor']['id'])} in "
+        f"{len(data['events'])} event(s), reason: {clean(data['reason'])}",
+    ]
+    for j in data["journal"]:
+        if j["state"] == "quarantined":
+            lines.append(
+                f"the quarantined receipt stays at {clean(j['quarantine_ref'])} under the receipt "
+                "root; its journal row no longer blocks start-up, and `qlfsm sweep` removes both "
+                f"after {j['purge_after_ms']} (epoch ms)"
+            )
+        else:
+            lines.append(
+                f"the receipt journal row of attempt {clean(j['attempt_id'])} ({j['state']}) is "
+                "settled by the next `qlfsm sweep` (or `qlfsm startup`)"
+            )
+    lines.append(f"see it: qlfsm explain --db {args.db} --run {args.run}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

@@ -1,0 +1,131 @@
+"""`qlfsm sweep` (spec 06), and the sweep `startup` runs after a SAFE primary pass.
+
+The sweep itself is ``reconciler.ops._sweep``. `sweep` exits 0 when every row it looked at was
+settled or rightly kept, 1 when a row could not be cleaned (named on stderr and in the JSON),
+2 for a bad receipt root, 1 for a missing or foreign database. Under `startup` it never changes
+the exit code: start-up safety is the primary verdict, cleaning is housekeeping; a failure is
+one stderr line and ``"state": "failed"`` in the JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from reconciler.cli._guard import say
+from reconciler.cli._util import EXIT_FATAL, EXIT_SAFE, FatalError, UsageError, parser, print_json
+
+if TYPE_CHECKING:
+    from storage import LockBudget
+
+
+def _empty(state: str, error: str | None = None) -> dict[str, Any]:
+    from reconciler.ops._sweep import SweepResult
+
+    out = SweepResult(state=state).as_dict()
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dict[str, Any]:
+    """One sweep on ``db`` (opened without creating it) and ``receipt_root`` (normalised
+    already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
+    own, so the whole start-up waits at most one budget for other writers). Raises the
+    storage and receipt-root errors for the caller to name."""
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._identity import ProcProvider
+    from reconciler.node._receipt_store import FileReceiptStore
+    from reconciler.ops._sweep import sweep
+    from storage import check_schema, connect, lock_budget
+
+    conn = connect(db)
+    try:
+        check_schema(conn, path=db)
+        with lock_budget(conn, lock):
+            store = FileReceiptStore(receipt_root)
+            return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
+    finally:
+        conn.close()
+
+
+def startup_sweep(
+    db: str, receipt_root: str, *, run: bool, lock: LockBudget | None = None
+) -> dict[str, Any]:
+    """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
+    failure of its own (one stderr line, state `failed`)."""
+    if not run:
+        return _empty("skipped")
+    from reconciler.cli._reconcile import check_receipt_root
+
+    try:
+        return run_sweep(db, check_receipt_root(receipt_root), lock)
+    except Exception as exc:
+        what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+        say(f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe")
+        return _empty("failed", type(exc).__name__)
+
+
+def human_sweep(result: Mapping[str, Any]) -> str:
+    state = result.get("state")
+    if state == "skipped":
+        return "sweep: not run (start-up is not safe)"
+    if state == "root_missing":
+        return "sweep: nothing to do (the receipt root does not exist)"
+    if state == "failed":
+        return f"sweep: failed ({result.get('error', 'error')}); nothing half-done is left"
+    r, q = result["receipts"], result["quarantine"]
+    text = (
+        f"sweep: {r['receipts_removed']} leftover receipt(s) removed, {r['rows_resolved']} "
+        f"pending row(s) resolved ({r['kept_active']} active, {r['kept_process_alive']} with a "
+        f"live process kept); {q['copies_purged']} quarantined cop(ies) purged, "
+        f"{q['rows_removed']} row(s) removed ({q['kept_active']} of active attempts kept)"
+    )
+    errors = int(r["errors"]) + int(q["errors"])
+    if errors:
+        text += f"; {errors} could not be cleaned"
+    if result.get("remaining"):
+        text += "; more remain for the next pass"
+    return text
+
+
+def sweep_command(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm sweep",
+        "Remove what ended runs left behind: receipt files and `pending` journal rows of "
+        "Attempts that are no longer active, and quarantined receipts past their purge time "
+        "with their rows. Bounded per pass, idempotent; never touches an active Attempt. "
+        "Exit 0 done, 1 a row could not be cleaned (named) or the database is unusable, "
+        "2 usage.",
+    )
+    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
+    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
+    p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
+    args = p.parse_args(argv)
+    from reconciler.cli._reconcile import check_receipt_root, lock_budget_s, open_database
+
+    root = check_receipt_root(args.receipt_root)
+    lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
+    open_database(args.db).close()  # missing or foreign: exit 1, before anything is touched
+    from reconciler.node._receipt_store import ReceiptRootError
+
+    try:
+        result = run_sweep(args.db, root, lock)
+    except ReceiptRootError as exc:
+        raise UsageError(f"{exc}; nothing was touched") from exc
+    except FileNotFoundError as exc:  # pragma: no cover - the file vanished after the check
+        raise FatalError(f"database {args.db!r} disappeared: {exc}") from exc
+    if args.json:
+        print_json(result)
+    else:
+        sys.stdout.write(human_sweep(result) + "\n")
+        for e in result["errors"]:
+            sys.stdout.write(f"  not cleaned: attempt {e['attempt_id']} ({e['step']}): "
+                             f"{e['error']}\n")  # fmt: skip
+    failed = int(result["receipts"]["errors"]) + int(result["quarantine"]["errors"])
+    if failed:
+        say(f"qlfsm: error: {failed} journal row(s) could not be cleaned; they stay for the "
+            "next pass (see the errors above)")  # fmt: skip
+        return EXIT_FATAL
+    return EXIT_SAFE

@@ -1,0 +1,65 @@
+"""The start-up verdict in words, one wording for every command, and what blocks start-up.
+
+`reconcile` and `startup` both end with :func:`verdict_line` and, when start-up is blocked,
+list every candidate that is neither `recovered` nor `remaining` with :func:`blocking_lines`:
+its run id, the spec 04 row, the reason, and the command that shows why (`qlfsm explain`).
+Standard library only: the zero-candidate `reconcile` imports this module.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.cli._util import table, use_colour
+
+SAFE = "SAFE to start"
+BLOCKED = "start-up BLOCKED"
+# The outcomes that let start-up proceed (spec 04 "Summary").
+_PASSING = frozenset({"recovered", "remaining"})
+
+
+def verdict_line(safe: bool) -> str:
+    """``verdict: SAFE to start`` or ``verdict: start-up BLOCKED`` (green/red on a TTY)."""
+    words = SAFE if safe else BLOCKED
+    if use_colour():  # spec 06: colour only on a TTY (and never with NO_COLOR)
+        words = f"\x1b[{'32' if safe else '31'}m{words}\x1b[0m"
+    return f"verdict: {words}"
+
+
+def explain_command(db: str, run_id: str) -> str:
+    return f"qlfsm explain --db {shlex.quote(db)} --run {shlex.quote(run_id)}"
+
+
+def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
+    """What blocks start-up, for a person: every candidate that is not recovered/remaining,
+    or the truncated page. Empty when nothing blocks."""
+    lines: list[str] = []
+    if summary.get("truncated"):
+        lines.append(
+            "blocked: more than 256 candidate runs (the page was truncated), so none was "
+            "decided; list them with "
+            f"`qlfsm inspect --db {shlex.quote(db)} --status running` (and --status dispatching)"
+        )
+    blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
+    if blockers:
+        rows = [
+            [
+                clean(c.get("run_id")),
+                clean(c.get("row")),
+                clean(c.get("outcome")),
+                clean(c.get("reason")),
+                explain_command(db, str(c.get("run_id"))),
+            ]
+            for c in blockers
+        ]
+        lines.append(f"blocked by {len(blockers)} run(s):")
+        lines.append(table(["run", "row", "outcome", "reason", "look closer"], rows))
+    return lines
+
+
+def clean(value: object) -> str:
+    """A value for a terminal: control characters shown as escapes, never interpreted."""
+    text = "-" if value is None else str(value)
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)

@@ -1,0 +1,360 @@
+"""`qlfsm explain`: one run's path through the Run and Attempt machines, from its RunEvents.
+
+Read-only. Each event that moves a state is one edge of the Run or the Attempt machine
+(spec 01 "Events"); its trigger is taken from the tables in ``fsm/_tables.py`` by
+``(machine, from, to)`` where that names one trigger, narrowed by what the event itself
+records (docs/decisions.md "Operator commands: explain"):
+
+- only the ADR-0068 pass walks the guarded (decision) edges, and it writes as the actors of
+  spec 04 "Writes" (`reconciler`/`local-startup`, `executor`/`completion-receipt`) or with a
+  ``decision`` key; every other writer (the launcher, a scheduler, an operator's `resolve`, the
+  legacy shadow) walks the plain ADR-0001 lifecycle edges;
+- among the decision edges, the row decides: the ``decision`` key's row when recorded, else the
+  row the event's own facts name (spec 04 fixes the error code of each `lost` row and the
+  evidence word of the receipt and adoption edges), else a receipt actor means row 5.
+
+When several triggers remain, the event type stands in for the trigger.
+
+A recovery decision is the allow-listed payload key ``decision`` the ADR-0068 pass writes on
+each of its edges: ``{"record", "row", "reason", "evidence": {...}}``. Events written before
+that key existed are shown as they are; for them the row is *inferred* from what the event
+records (spec 04's error codes and evidence words; for the legacy shadow, ADR-0448's error
+codes and QingLong's shadow-writer marks) and no evidence is claimed. An operator's decision
+(``qlfsm resolve``) is the key ``resolution``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
+from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
+
+DECISION_KEY = "decision"
+RESOLUTION_KEY = "resolution"
+# spec 04 "Writes": the actors of the ADR-0068 pass.
+RECONCILER_ACTOR = ("reconciler", "local-startup")
+RECEIPT_ACTOR = ("executor", "completion-receipt")
+# spec 04: the error code each `lost` row writes, and the evidence word the chain edges carry
+# (docs/decisions.md D-3: `completion_receipt`; spec 04 row 12: `durable_process_identity`).
+ROW_BY_ERROR_CODE: Mapping[str, str] = {
+    "RECOVERY_ATTEMPT_MISSING_BEFORE_START": "3",
+    "RECOVERY_UNSTARTED_CLAIM": "7",
+    "RECOVERY_PROCESS_NOT_RUNNING": "13",
+}
+ROW_BY_EVIDENCE: Mapping[str, str] = {
+    "completion_receipt": "5",
+    "durable_process_identity": "12",
+}
+# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes. Rows 9/10 are the
+# `reconciler` actor's (no id) with their error codes; rows 6/7 are the shadow writer's
+# (`compatibility`, `shadow: true` in every payload; row 6 carries `legacy_cancel_reason`);
+# row 2's repair edge has its own dedupe key.
+LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
+    "LEGACY_RECONCILE_OWNER_LOST": "10",
+    "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED": "9",
+}
+LEGACY_REPAIR_DEDUPE = "legacy-startup-repair:"
+ADR0068 = "ADR-0068"
+ADR0448 = "ADR-0448"
+# Payload keys every edge event carries (spec 02); the rest is shown as the event's details.
+_EDGE_KEYS = frozenset({"from_status", "to_status", "version", "attempt_id"})
+
+SPECS: Mapping[str, MachineSpec] = {"run": RUN_SPEC, "attempt": ATTEMPT_SPEC}
+ROW_FACTS: Mapping[tuple[str, str], str] = {
+    **{(ADR0068, r.row): r.facts for r in PRIMARY_TABLE.rows},
+    **{(ADR0448, r.row): r.facts for r in LEGACY_TABLE.rows},
+}
+
+
+class UnknownRun(LookupError):
+    """The run is not in the database."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event of the run, placed on its machine."""
+
+    sequence: int
+    at_ms: int
+    type: str
+    actor_type: str
+    actor_id: str | None
+    attempt_id: str | None
+    machine: str | None  # "run" | "attempt" | None (an event that moves nothing)
+    source: str | None
+    dest: str | None
+    trigger: str  # from the tables, or the event type when they do not name one
+    trigger_from_tables: bool
+    record: str | None  # whose table decided: "ADR-0068" | "ADR-0448" | None
+    row: str | None  # that table's row
+    row_recorded: bool  # True: from the event's `decision` key; False: inferred or none
+    decision: Mapping[str, Any] | None
+    resolution: Mapping[str, Any] | None
+    payload: Mapping[str, Any]
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The payload's keys beyond the edge, the decision and the resolution."""
+        skip = _EDGE_KEYS | {DECISION_KEY, RESOLUTION_KEY}
+        return {k: v for k, v in self.payload.items() if k not in skip}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "at_ms": self.at_ms,
+            "at": iso_time(self.at_ms),
+            "type": self.type,
+            "actor_type": self.actor_type,
+            "actor_id": self.actor_id,
+            "attempt_id": self.attempt_id,
+            "machine": self.machine,
+            "from": self.source,
+            "to": self.dest,
+            "trigger": self.trigger,
+            "trigger_from_tables": self.trigger_from_tables,
+            "record": self.record,
+            "row": self.row,
+            "row_recorded": self.row_recorded,
+            "row_facts": (
+                ROW_FACTS.get((self.record, self.row))
+                if self.record is not None and self.row is not None
+                else None
+            ),
+            "decision": dict(self.decision) if self.decision is not None else None,
+            "resolution": dict(self.resolution) if self.resolution is not None else None,
+            "payload": dict(self.payload),
+        }
+
+
+@dataclass
+class Explanation:
+    run: RunRow
+    attempts: list[AttemptRow]
+    steps: list[Step]
+    journal: list[JournalRow] = field(default_factory=list)
+
+    def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
+        """The edges of ``machine`` this run took, each with the sequences that took it."""
+        out: dict[tuple[str, str], list[int]] = {}
+        for s in self.steps:
+            if s.machine == machine and s.source is not None and s.dest is not None:
+                out.setdefault((s.source, s.dest), []).append(s.sequence)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run": {
+                "id": run.id,
+                "status": run.status,
+                "version": run.version,
+                "execution_owner": run.execution_owner,
+                "execution_origin": run.execution_origin,
+                "error_code": run.error_code,
+                "created_at_ms": run.created_at_ms,
+            },
+            "attempts": [
+                {
+                    "id": a.id,
+                    "attempt": a.attempt,
+                    "status": a.status,
+                    "executor_type": a.executor_type,
+                    "pid": a.pid,
+                    "exit_code": a.exit_code,
+                    "error_code": a.error_code,
+                }
+                for a in self.attempts
+            ],
+            "journal": [
+                {
+                    "attempt_id": j.attempt_id,
+                    "state": j.state,
+                    "quarantine_ref": j.quarantine_ref,
+                    "purge_after_ms": j.purge_after_ms,
+                }
+                for j in self.journal
+            ],
+            "steps": [s.as_dict() for s in self.steps],
+        }
+
+
+def iso_time(at_ms: int) -> str:
+    try:
+        moment = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(at_ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at_ms % 1000:03d}Z"
+
+
+def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
+    """The run's path from its events; UnknownRun when there is no such run. Reads only."""
+    repo = Repository(conn)
+    run = repo.get_run(run_id)
+    if run is None:
+        raise UnknownRun(run_id)
+    attempts = repo.attempts_of(run_id)
+    events = repo.events_of(run_id)
+    journal: list[JournalRow] = []
+    for att in attempts:
+        row = journal_get(conn, att.id)
+        if row is not None:
+            journal.append(row)
+    return Explanation(run, attempts, place(run.execution_owner, events), journal)
+
+
+def place(owner: str, events: list[EventRow]) -> list[Step]:
+    """Each event on its machine, in sequence order (pure)."""
+    run_state: str | None = None
+    attempt_state: dict[str, str] = {}
+    steps: list[Step] = []
+    for e in sorted(events, key=lambda ev: ev.sequence):
+        payload: Mapping[str, Any] = e.payload if isinstance(e.payload, dict) else {}
+        machine, to_state = _moves(e.type)
+        attempt_id = e.attempt_id or _text(payload.get("attempt_id"))
+        source: str | None = None
+        dest: str | None = None
+        if machine is not None:
+            spec = SPECS[machine]
+            before = run_state if machine == "run" else attempt_state.get(attempt_id or "")
+            recorded_from = payload.get("from_status")
+            source = recorded_from if recorded_from in spec.states else before
+            recorded_to = payload.get("to_status")
+            dest = recorded_to if recorded_to in spec.states else to_state
+            if machine == "run":
+                run_state = dest
+            elif attempt_id is not None and dest is not None:
+                attempt_state[attempt_id] = dest
+        decision = payload.get(DECISION_KEY)
+        decision = decision if isinstance(decision, dict) else None
+        resolution = payload.get(RESOLUTION_KEY)
+        resolution = resolution if isinstance(resolution, dict) else None
+        actor = (e.actor_type, e.actor_id)
+        if owner == "legacy":
+            record, row, recorded = _legacy_row(decision, payload, actor, e.dedupe_key)
+        else:
+            record, row, recorded = _row(decision, payload, actor)
+        trigger: str | None = None
+        if machine is not None and source is not None and dest is not None:
+            adr0068 = (
+                owner == "runtime"
+                and resolution is None
+                and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
+            )
+            trigger = edge_trigger(
+                SPECS[machine], source, dest, adr0068=adr0068, receipt=actor == RECEIPT_ACTOR,
+                row=row,
+            )  # fmt: skip
+        steps.append(
+            Step(
+                sequence=e.sequence,
+                at_ms=e.created_at_ms,
+                type=e.type,
+                actor_type=e.actor_type,
+                actor_id=e.actor_id,
+                attempt_id=attempt_id,
+                machine=machine,
+                source=source,
+                dest=dest,
+                trigger=trigger or e.type,
+                trigger_from_tables=trigger is not None,
+                record=record,
+                row=row,
+                row_recorded=recorded,
+                decision=decision,
+                resolution=resolution,
+                payload=dict(payload),
+            )
+        )
+    return steps
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _moves(event_type: str) -> tuple[str | None, str | None]:
+    """``run.lost`` -> ("run", "lost"); an event that names no state -> (None, None)."""
+    machine, _, state = event_type.partition(".")
+    spec = SPECS.get(machine)
+    if spec is None or state not in spec.states:
+        return None, None
+    return machine, state
+
+
+Row = tuple[str | None, str | None, bool]  # (record, row, recorded in a `decision` key)
+
+
+def _recorded(decision: Mapping[str, Any] | None, default: str) -> Row | None:
+    if decision is not None and isinstance(decision.get("row"), str):
+        record = decision.get("record")
+        return (record if isinstance(record, str) else default), str(decision["row"]), True
+    return None
+
+
+def _row(
+    decision: Mapping[str, Any] | None, payload: Mapping[str, Any], actor: tuple[str, str | None]
+) -> Row:
+    """The ADR-0068 row of a runtime run's event: recorded, else inferred, else none."""
+    recorded = _recorded(decision, ADR0068)
+    if recorded is not None:
+        return recorded
+    code = payload.get("error_code")
+    if isinstance(code, str) and code in ROW_BY_ERROR_CODE and actor == RECONCILER_ACTOR:
+        return ADR0068, ROW_BY_ERROR_CODE[code], False
+    evidence = payload.get("evidence")
+    ours = actor in (RECONCILER_ACTOR, RECEIPT_ACTOR)
+    if isinstance(evidence, str) and evidence in ROW_BY_EVIDENCE and ours:
+        return ADR0068, ROW_BY_EVIDENCE[evidence], False
+    if actor == RECEIPT_ACTOR:
+        return ADR0068, "5", False
+    return None, None, False
+
+
+def _legacy_row(
+    decision: Mapping[str, Any] | None,
+    payload: Mapping[str, Any],
+    actor: tuple[str, str | None],
+    dedupe_key: str | None,
+) -> Row:
+    """The ADR-0448 row of a legacy run's event: recorded, else inferred, else none."""
+    recorded = _recorded(decision, ADR0448)
+    if recorded is not None:
+        return recorded
+    code = payload.get("error_code")
+    if actor == ("reconciler", None):
+        if isinstance(code, str) and code in LEGACY_ROW_BY_ERROR_CODE:
+            return ADR0448, LEGACY_ROW_BY_ERROR_CODE[code], False
+        if dedupe_key is not None and dedupe_key.startswith(LEGACY_REPAIR_DEDUPE):
+            return ADR0448, "2", False
+    if actor == ("compatibility", None) and payload.get("shadow") is True:
+        return ADR0448, "6" if "legacy_cancel_reason" in payload else "7", False
+    return None, None, False
+
+
+def edge_trigger(
+    spec: MachineSpec, source: str, dest: str, *, adr0068: bool, receipt: bool, row: str | None
+) -> str | None:
+    """The trigger of ``source -> dest`` on ``spec`` when the tables and the event's facts name
+    exactly one; None otherwise (the caller shows the event type)."""
+    edges = [e for e in spec.edges if e.source == source and e.dest == dest]
+    if not adr0068:
+        edges = [e for e in edges if e.guard is None]
+    else:
+        edges = [e for e in edges if e.guard is not None]
+        if receipt:
+            # spec 04 "Writes": the receipt's edges, whether found on the first read (row 5)
+            # or the second (reported as row 13, D-3a).
+            edges = [e for e in edges if e.guard == "trusted_receipt"]
+        elif row is not None:
+            edges = [e for e in edges if e.cites == f"ADR-0068 row {row}"]
+    triggers = {e.trigger for e in edges}
+    return triggers.pop() if len(triggers) == 1 else None

@@ -1,0 +1,369 @@
+"""`qlfsm resolve`: an operator's audited decision for a run that blocks start-up.
+
+Gather, decide, commit (the sans-I/O rule of the reconcilers, applied to an operator):
+
+1. read the Run and its Attempts, and probe each active Attempt's durable process identity
+   (spec 03 "Inspection", the real ``/proc`` through the node's provider);
+2. decide in pure functions: :func:`legal_targets` asks the ADR-0001 machines which of `lost`,
+   `failed`, `cancelled` every active Attempt AND the Run can reach along one plain lifecycle
+   edge; :func:`plan_resolution` refuses a terminal Run, an edge the tables forbid, and (unless
+   forced) a process proven `running`;
+3. commit in ONE transaction through the repository (CAS on every field the decision read):
+   each active Attempt's edge, then the Run's (spec 01: an Attempt may not move once its Run is
+   terminal), each with its event. The actor is `user` with the id `operator` (or
+   `operator:<login>`), and every event carries the allow-listed key ``resolution``:
+   ``{"to", "reason", "force", "process", "probe_reason"}``
+   (docs/decisions.md "Operator commands: resolve").
+
+The operator's reason is free text, bounded and free of control characters; it is stored in
+the events and the error summary, so it must not hold secrets (docs/operations.md).
+
+The receipt journal is left as it is: a `quarantined` row stops blocking once its Attempt is
+terminal (only an active candidate reads it), and it is the one pointer to the quarantined copy,
+which `qlfsm sweep` purges together with the row at its purge time; a `pending` row is settled
+by `sweep` too (a receipt the still-running process publishes later is then removed with it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
+from reconciler.node._clock import Clock
+from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle
+from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun
+from storage import (
+    Actor,
+    AttemptChange,
+    AttemptRow,
+    Change,
+    Expect,
+    JournalRow,
+    Repository,
+    RunChange,
+    RunRow,
+    journal_get,
+)
+
+# The operator's choices: the three ways out of an active (or lost) run that ADR-0001 has.
+RESOLVE_TARGETS: tuple[str, ...] = ("lost", "failed", "cancelled")
+MAX_REASON_CHARS = 500
+OPERATOR_ERROR_CODE = "OPERATOR_RESOLVED"
+OPERATOR = "operator"
+MAX_LOGIN_CHARS = 64
+
+__all__ = [
+    "MAX_REASON_CHARS",
+    "OPERATOR_ERROR_CODE",
+    "RESOLVE_TARGETS",
+    "InvalidReason",
+    "ResolveRefused",
+    "Resolved",
+    "UnknownRun",
+    "check_reason",
+    "legal_targets",
+    "operator_actor",
+    "plan_resolution",
+    "resolve",
+]
+
+
+class InvalidReason(ValueError):
+    """The reason text is empty, too long or holds control characters (the message says)."""
+
+
+class ResolveRefused(Exception):
+    """The decision is refused; ``choices`` are the targets the tables allow (maybe none)."""
+
+    def __init__(self, message: str, choices: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.choices = tuple(choices)
+
+
+def check_reason(text: str) -> str:
+    """The operator's reason, trimmed; InvalidReason when it cannot be stored as given."""
+    reason = text.strip()
+    if not reason:
+        raise InvalidReason("--reason is empty: say why, in a few words (it is kept in the events)")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidReason(
+            f"--reason is {len(reason)} characters; keep it to {MAX_REASON_CHARS} "
+            "(the events and the error summary store it)"
+        )
+    for ch in reason:
+        # Control, format (bidirectional overrides, zero-width marks), surrogate, private-use
+        # and unassigned characters would make a terminal or a log show something else than
+        # what is stored.
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            raise InvalidReason(
+                f"--reason holds the control character U+{ord(ch):04X}; use plain text on one line"
+            )
+    return reason
+
+
+def operator_actor(login: str | None) -> Actor:
+    """Actor `user` (spec 01's actor for a person) with id `operator` or `operator:<login>`;
+    a login that is not a plain name is left out rather than stored."""
+    name = (login or "").strip()
+    plain = (
+        0 < len(name) <= MAX_LOGIN_CHARS
+        and name.isascii()
+        and all(c.isalnum() or c in "._-" for c in name)
+    )
+    return Actor("user", f"{OPERATOR}:{name}" if plain else OPERATOR)
+
+
+def _lifecycle(machine: Any, source: str, dest: str) -> str | None:
+    try:
+        return str(machine.lifecycle_trigger(source, dest))
+    except IllegalTransition:
+        return None
+
+
+def legal_targets(run_status: str, attempt_statuses: Sequence[str]) -> list[str]:
+    """Which of RESOLVE_TARGETS the Run and every given (active) Attempt can each reach along
+    ONE plain ADR-0001 edge (fsm's machines decide; pure)."""
+    if run_status in RUN_TERMINAL:
+        return []
+    return [
+        target
+        for target in RESOLVE_TARGETS
+        if _lifecycle(run_machine(), run_status, target) is not None
+        and all(_lifecycle(attempt_machine(), s, target) is not None for s in attempt_statuses)
+    ]
+
+
+@dataclass(frozen=True)
+class AttemptMove:
+    attempt_id: str
+    source: str
+    trigger: str
+    process: str | None  # running | not_running | unknown | None (no handle to probe)
+    probe_reason: str | None
+
+
+@dataclass(frozen=True)
+class ResolutionPlan:
+    run_id: str
+    target: str
+    run_source: str
+    run_trigger: str
+    attempts: tuple[AttemptMove, ...]
+    force: bool
+
+
+def plan_resolution(
+    run: RunRow,
+    active: Sequence[AttemptRow],
+    target: str,
+    probes: dict[str, Evidence],
+    *,
+    force: bool,
+) -> ResolutionPlan:
+    """Decide (pure): the edges to take, or ResolveRefused naming the legal choices."""
+    choices = legal_targets(run.status, [a.status for a in active])
+    where = _where(run, active)
+    if run.status in RUN_TERMINAL:
+        raise ResolveRefused(
+            f"run {run.id} is {run.status}, a terminal state: nothing is left to decide "
+            "(ADR-0001 has no edge out of it)"
+        )
+    if target not in RESOLVE_TARGETS:
+        raise ResolveRefused(
+            f"--to {target!r} is not an operator's decision; choose {_show(choices)}", choices
+        )
+    if target not in choices:
+        why = _forbidden(run, active, target)
+        raise ResolveRefused(
+            f"{where}: {why}; legal choices: {_show(choices)}",
+            choices,
+        )
+    running = [
+        a for a in active if probes.get(a.id) is not None and probes[a.id].verdict == "running"
+    ]
+    if running and not force:
+        att = running[0]
+        raise ResolveRefused(
+            f"{where}: its process identity proves it is still running (pid {att.pid}); stop "
+            "the process and run `qlfsm startup`, or pass --force to decide anyway (recorded "
+            "in the event)",
+            choices,
+        )
+    run_trigger = _lifecycle(run_machine(), run.status, target)
+    assert run_trigger is not None  # target is in choices
+    moves = []
+    for a in active:
+        trigger = _lifecycle(attempt_machine(), a.status, target)
+        assert trigger is not None
+        probe = probes.get(a.id)
+        moves.append(
+            AttemptMove(
+                a.id,
+                a.status,
+                trigger,
+                probe.verdict if probe is not None else None,
+                probe.reason if probe is not None else None,
+            )
+        )
+    return ResolutionPlan(run.id, target, run.status, run_trigger, tuple(moves), force)
+
+
+def _show(choices: Sequence[str]) -> str:
+    return ", ".join(choices) if choices else "none (no operator decision applies here)"
+
+
+def _where(run: RunRow, active: Sequence[AttemptRow]) -> str:
+    atts = ", ".join(f"Attempt {a.id} {a.status}" for a in active)
+    return f"run {run.id} is {run.status}" + (f" with {atts}" if atts else "")
+
+
+def _forbidden(run: RunRow, active: Sequence[AttemptRow], target: str) -> str:
+    if run.status == target:
+        return f"it is {target} already"
+    if _lifecycle(run_machine(), run.status, target) is None:
+        return f"run {run.status} -> {target} is not an ADR-0001 edge"
+    bad = next(a for a in active if _lifecycle(attempt_machine(), a.status, target) is None)
+    return f"attempt {bad.status} -> {target} is not an ADR-0001 edge"
+
+
+@dataclass
+class Resolved:
+    plan: ResolutionPlan
+    reason: str
+    actor: Actor
+    version: int
+    events: tuple[str, ...]
+    journal: list[JournalRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "run_id": p.run_id,
+            "to": p.target,
+            "run": {"from": p.run_source, "to": p.target},
+            "attempts": [
+                {
+                    "id": m.attempt_id,
+                    "from": m.source,
+                    "to": p.target,
+                    "process": m.process,
+                    "probe_reason": m.probe_reason,
+                }
+                for m in p.attempts
+            ],
+            "force": p.force,
+            "reason": self.reason,
+            "actor": {"type": self.actor.type, "id": self.actor.id},
+            "version": self.version,
+            "events": list(self.events),
+            "journal": [
+                {
+                    "attempt_id": j.attempt_id,
+                    "state": j.state,
+                    "quarantine_ref": j.quarantine_ref,
+                    "purge_after_ms": j.purge_after_ms,
+                }
+                for j in self.journal
+            ],
+        }
+
+
+def resolve(
+    conn: sqlite3.Connection,
+    run_id: str,
+    target: str,
+    reason: str,
+    *,
+    force: bool,
+    provider: ProcessProvider,
+    clock: Clock,
+    actor: Actor,
+) -> Resolved:
+    """Gather, decide, commit (module docstring). Raises UnknownRun, InvalidReason,
+    ResolveRefused (nothing written), or a storage Conflict when the run moved meanwhile."""
+    text = check_reason(reason)
+    repo = Repository(conn)
+    run = repo.get_run(run_id)
+    if run is None:
+        raise UnknownRun(run_id)
+    attempts = repo.attempts_of(run_id)
+    active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
+    # Evidence first, at the edge: the exact durable identity of every active Attempt.
+    probes = {
+        a.id: inspect_handle(a.executor_handle, provider)
+        for a in active
+        if a.executor_handle and run.status not in RUN_TERMINAL
+    }
+    plan = plan_resolution(run, active, target, probes, force=force)
+    # spec 01 "Field rules": never earlier than the rows' created/started times.
+    at = max(
+        [clock.now_ms(), run.created_at_ms, run.started_at_ms or 0]
+        + [t for a in active for t in (a.created_at_ms, a.started_at_ms or 0)]
+    )
+    changes = _changes(plan, run, text, at)
+    expect = Expect(
+        run={"status": run.status, "version": run.version, "execution_owner": run.execution_owner},
+        attempts={
+            a.id: {
+                "status": a.status,
+                "callback_sequence": a.callback_sequence,
+                "executor_handle": a.executor_handle,
+                "pid": a.pid,
+            }
+            for a in active
+        },
+    )
+    done = repo.advance(run.id, run.version, changes, actor=actor, at_ms=at, expect=expect)
+    journal = [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
+    return Resolved(plan, text, actor, done.version, done.events, journal)
+
+
+def _changes(plan: ResolutionPlan, run: RunRow, reason: str, at_ms: int) -> list[Change]:
+    summary = f"Resolved by an operator: {reason}"[:1024]
+    errors = {"error_code": OPERATOR_ERROR_CODE, "error_summary": summary}
+    changes: list[Change] = []
+    verdicts = [m.process for m in plan.attempts if m.process is not None]
+    for m in plan.attempts:
+        changes.append(
+            AttemptChange(
+                m.attempt_id,
+                m.trigger,
+                set=errors,
+                payload={RESOLUTION_KEY: _resolution(plan, reason, m.process, m.probe_reason)},
+                dedupe_key=f"operator-resolve:attempt:{m.attempt_id}:{run.version}",
+            )
+        )
+    # The Run's event names the strongest process evidence of its Attempts.
+    process = next((v for v in ("running", "unknown", "not_running") if v in verdicts), None)
+    reasons = [m.probe_reason for m in plan.attempts if m.process == process]
+    run_sets: dict[str, object] = dict(errors)
+    if plan.target in RUN_TERMINAL:  # `lost` is not terminal: it gets no finished time
+        run_sets["finished_at_ms"] = at_ms
+    changes.append(
+        RunChange(
+            plan.run_trigger,
+            set=run_sets,
+            payload={
+                "error_code": OPERATOR_ERROR_CODE,
+                RESOLUTION_KEY: _resolution(plan, reason, process, reasons[0] if reasons else None),
+            },
+            dedupe_key=f"operator-resolve:run:{run.id}:{run.version}",
+        )
+    )
+    return changes
+
+
+def _resolution(
+    plan: ResolutionPlan, reason: str, process: str | None, probe_reason: str | None
+) -> dict[str, object]:
+    return {
+        "to": plan.target,
+        "reason": reason,
+        "force": plan.force,
+        "process": process,
+        "probe_reason": probe_reason,
+    }

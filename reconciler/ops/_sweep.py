@@ -1,0 +1,211 @@
+"""`qlfsm sweep`: remove what ended runs left behind, bounded, idempotent, crash-safe.
+
+Two leftovers (spec 03; QingLong 3.0 has a cleanup scanner for the same):
+
+- a `pending` journal row whose Attempt is no longer active (terminal, or gone), with perhaps
+  its receipt file: the ADR-0068 pass was killed between its terminal commit and the delete,
+  or the Attempt was made `lost` (its receipt may have been published later);
+- a `quarantined` journal row past its `purge_after_ms`, with its quarantined copies.
+
+The journal rows say which Attempts to look at: no directory is ever listed (spec 03), so a
+receipt file of an ended Attempt that has NO journal row is not found
+(docs/decisions.md "Operator commands: sweep").
+
+Per row the order is fixed, and each step is idempotent: the file(s) first, through the
+receipt store (no symbolic link followed), then the row, by a compare-and-set delete that also
+requires the Attempt to be still not active. A crash between the two leaves the row, and the
+next pass removes nothing more and deletes the row; a crash before leaves both. Nothing of an
+active Attempt is touched, and a terminal Attempt whose exact process is still alive (an
+operator's forced `resolve`) or cannot be judged now (`unknown`) keeps its `pending` row: its
+wrapper may still publish, and the row is what lets a later pass remove that receipt.
+
+Bounded: each of the two phases reads at most ``max_pages`` keyset pages of ``page`` rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciler.node._clock import Clock
+from reconciler.node._identity import ProcessProvider, inspect_handle
+from storage._operator import (
+    FIRST,
+    PendingRow,
+    QuarantinedRow,
+    delete_pending_of_ended,
+    delete_quarantined_of_ended,
+    pending_page,
+    quarantined_page,
+)
+
+SWEEP_PAGE = 64
+SWEEP_MAX_PAGES = 16
+MAX_ERRORS_SHOWN = 20
+_ACTIVE = frozenset({"claimed", "starting", "running"})
+
+
+class SweepStore(Protocol):
+    """What the sweep needs of the receipt store (``FileReceiptStore`` implements it)."""
+
+    root: str
+
+    def check_root(self) -> bool: ...
+
+    def remove_receipt(self, attempt_id: str) -> bool: ...
+
+    def purge_quarantine(self, ref: str) -> int: ...
+
+
+@dataclass
+class ReceiptCounts:
+    examined: int = 0
+    receipts_removed: int = 0
+    rows_resolved: int = 0
+    kept_active: int = 0
+    kept_process_alive: int = 0
+    errors: int = 0
+
+
+@dataclass
+class QuarantineCounts:
+    examined: int = 0
+    copies_purged: int = 0
+    rows_removed: int = 0
+    kept_active: int = 0
+    errors: int = 0
+
+
+@dataclass
+class SweepResult:
+    state: str = "done"  # done | root_missing
+    receipts: ReceiptCounts = field(default_factory=ReceiptCounts)
+    quarantine: QuarantineCounts = field(default_factory=QuarantineCounts)
+    remaining: bool = False
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "receipts": dict(self.receipts.__dict__),
+            "quarantine": dict(self.quarantine.__dict__),
+            "remaining": self.remaining,
+            "errors": list(self.errors),
+        }
+
+    def _error(self, attempt_id: str, step: str, exc: BaseException) -> None:
+        if len(self.errors) < MAX_ERRORS_SHOWN:
+            text = " ".join(str(exc).split())[:200]
+            self.errors.append(
+                {"attempt_id": attempt_id, "step": step, "error": f"{type(exc).__name__}: {text}"}
+            )
+
+
+def sweep(
+    conn: sqlite3.Connection,
+    store: SweepStore,
+    provider: ProcessProvider,
+    clock: Clock,
+    *,
+    page: int = SWEEP_PAGE,
+    max_pages: int = SWEEP_MAX_PAGES,
+) -> SweepResult:
+    """One bounded pass (module docstring). A root that does not exist: nothing is read or
+    touched (state `root_missing`): its rows may name receipts under the right root, which a
+    wrong ``--receipt-root`` must not make look gone. ReceiptRootError for a root that is not
+    a real directory."""
+    result = SweepResult()
+    if not store.check_root():
+        result.state = "root_missing"
+        return result
+    _receipts(conn, store, provider, result, page, max_pages)
+    _quarantine(conn, store, clock.now_ms(), result, page, max_pages)
+    return result
+
+
+def _receipts(
+    conn: sqlite3.Connection,
+    store: SweepStore,
+    provider: ProcessProvider,
+    result: SweepResult,
+    page: int,
+    max_pages: int,
+) -> None:
+    counts = result.receipts
+    cursor = FIRST
+    for _ in range(max_pages):
+        rows, more = pending_page(conn, cursor, page)
+        for row in rows:
+            counts.examined += 1
+            _one_pending(conn, store, provider, row, result)
+        if not more:
+            return
+        cursor = (rows[-1].updated_at_ms, rows[-1].attempt_id)
+    result.remaining = True
+
+
+def _one_pending(
+    conn: sqlite3.Connection,
+    store: SweepStore,
+    provider: ProcessProvider,
+    row: PendingRow,
+    result: SweepResult,
+) -> None:
+    counts = result.receipts
+    if row.attempt_status in _ACTIVE:
+        counts.kept_active += 1  # its receipt is the ADR-0068 pass's evidence
+        return
+    if row.executor_handle:
+        evidence = inspect_handle(row.executor_handle, provider)
+        if evidence.verdict == "running" or evidence.reason == "provider_unavailable":
+            counts.kept_process_alive += 1
+            return
+    try:
+        if store.remove_receipt(row.attempt_id):
+            counts.receipts_removed += 1
+    except (OSError, ValueError) as exc:
+        counts.errors += 1
+        result._error(row.attempt_id, "remove_receipt", exc)
+        return  # the row stays: it is what a later pass finds the file by
+    if delete_pending_of_ended(conn, row):
+        counts.rows_resolved += 1
+
+
+def _quarantine(
+    conn: sqlite3.Connection,
+    store: SweepStore,
+    now_ms: int,
+    result: SweepResult,
+    page: int,
+    max_pages: int,
+) -> None:
+    counts = result.quarantine
+    cursor = FIRST
+    for _ in range(max_pages):
+        rows, more = quarantined_page(conn, now_ms, cursor, page)
+        for row in rows:
+            counts.examined += 1
+            _one_quarantined(conn, store, row, result)
+        if not more:
+            return
+        cursor = (rows[-1].purge_after_ms, rows[-1].attempt_id)
+    result.remaining = True
+
+
+def _one_quarantined(
+    conn: sqlite3.Connection, store: SweepStore, row: QuarantinedRow, result: SweepResult
+) -> None:
+    counts = result.quarantine
+    if row.attempt_status in _ACTIVE:
+        # It still blocks its candidate (D-3a): someone decides first (`qlfsm resolve`).
+        counts.kept_active += 1
+        return
+    try:
+        counts.copies_purged += store.purge_quarantine(row.quarantine_ref)
+    except (OSError, ValueError) as exc:
+        counts.errors += 1
+        result._error(row.attempt_id, "purge_quarantine", exc)
+        return
+    if delete_quarantined_of_ended(conn, row):
+        counts.rows_removed += 1

@@ -1,0 +1,161 @@
+"""The operator's queries: a keyset page of Runs (`qlfsm inspect`), keyset pages of the receipt
+journal (`qlfsm sweep`), and the compare-and-set deletes that settle a journal row.
+
+Every page is keyset-paged (never OFFSET) and bounded by its caller; every delete names the
+exact row it decided on in its ``WHERE`` and reports whether that row was still there (spec 01
+rule 3 applied to the journal: a delete that finds the row changed does nothing).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import NamedTuple
+
+from ._connection import in_transaction
+from ._rows import RUN_COLUMNS, RunRow
+
+# --- Runs, for `qlfsm inspect` -------------------------------------------------------------------
+
+
+def run_position(conn: sqlite3.Connection, run_id: str) -> tuple[int, str] | None:
+    """The keyset position ``(created_at_ms, id)`` of a Run, None when it does not exist."""
+    row = conn.execute('SELECT created_at_ms, id FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def runs_page(
+    conn: sqlite3.Connection,
+    *,
+    limit: int,
+    after: tuple[int, str] | None = None,
+    status: str | None = None,
+) -> tuple[list[RunRow], bool]:
+    """Up to ``limit`` Runs in ``(created_at_ms, id)`` order after ``after``, optionally of one
+    ``status``; and whether more follow (limit + 1 are fetched)."""
+    where: list[str] = []
+    params: list[object] = []
+    if after is not None:
+        where.append("(created_at_ms, id) > (?, ?)")
+        params += [after[0], after[1]]
+    if status is not None:
+        where.append("status = ?")
+        params.append(status)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = conn.execute(
+        f'SELECT {RUN_COLUMNS} FROM "Runs" {clause}ORDER BY created_at_ms, id LIMIT ?',
+        (*params, limit + 1),
+    ).fetchall()
+    runs = [RunRow.of(r) for r in rows]
+    return runs[:limit], len(runs) > limit
+
+
+# --- the receipt journal, for `qlfsm sweep` ------------------------------------------------------
+
+
+class PendingRow(NamedTuple):
+    """A `pending` journal row and what its Attempt is now (``attempt_status`` None: the
+    Attempt row is gone)."""
+
+    attempt_id: str
+    run_id: str
+    updated_at_ms: int
+    attempt_status: str | None
+    executor_handle: str | None
+    pid: int | None
+
+
+class QuarantinedRow(NamedTuple):
+    attempt_id: str
+    run_id: str
+    quarantine_ref: str
+    purge_after_ms: int
+    attempt_status: str | None
+
+
+# Both pages walk an index of the journal in its own order (spec 02: `(state, updated_at_ms,
+# attempt_id)`; `(purge_after_ms, attempt_id) WHERE state='quarantined'`), so a page costs the
+# same however large the journal is; the Attempt is joined by its primary key.
+PENDING_PAGE_SQL = (
+    "SELECT j.attempt_id, j.run_id, j.updated_at_ms, a.status, a.executor_handle, a.pid "
+    'FROM "LocalCompletionReceiptJournal" j LEFT JOIN "RunAttempts" a ON a.id = j.attempt_id '
+    "WHERE j.state = 'pending' AND (j.updated_at_ms, j.attempt_id) > (?, ?) "
+    "ORDER BY j.updated_at_ms, j.attempt_id LIMIT ?"
+)
+# SQLite prefers the `state` index for this one and sorts (the partial index's WHERE is not
+# weighed): `INDEXED BY` names QingLong's own purge index (its migration 0003), so a page is an
+# in-order range of the rows that are due. A database without that index gets the same
+# statement without the hint (sorted, still correct) rather than an error.
+_PURGE_INDEX = "ql3_local_receipt_journal_purge_idx"
+QUARANTINED_PAGE_SQL = (
+    "SELECT j.attempt_id, j.run_id, j.quarantine_ref, j.purge_after_ms, a.status "
+    f'FROM "LocalCompletionReceiptJournal" j INDEXED BY {_PURGE_INDEX} '
+    'LEFT JOIN "RunAttempts" a ON a.id = j.attempt_id '
+    "WHERE j.state = 'quarantined' AND j.purge_after_ms <= ? "
+    "AND (j.purge_after_ms, j.attempt_id) > (?, ?) "
+    "ORDER BY j.purge_after_ms, j.attempt_id LIMIT ?"
+)
+# The first page starts before every row: times are CHECKed >= 0 (spec 02).
+FIRST: tuple[int, str] = (-1, "")
+
+
+def pending_page(
+    conn: sqlite3.Connection, after: tuple[int, str], limit: int
+) -> tuple[list[PendingRow], bool]:
+    rows = conn.execute(PENDING_PAGE_SQL, (after[0], after[1], limit + 1)).fetchall()
+    found = [
+        PendingRow(str(r[0]), str(r[1]), int(r[2]), r[3], r[4], r[5] if type(r[5]) is int else None)
+        for r in rows
+    ]
+    return found[:limit], len(found) > limit
+
+
+def quarantined_page(
+    conn: sqlite3.Connection, now_ms: int, after: tuple[int, str], limit: int
+) -> tuple[list[QuarantinedRow], bool]:
+    params = (now_ms, after[0], after[1], limit + 1)
+    try:
+        rows = conn.execute(QUARANTINED_PAGE_SQL, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if _PURGE_INDEX not in str(exc):
+            raise
+        plain = QUARANTINED_PAGE_SQL.replace(f" INDEXED BY {_PURGE_INDEX}", "")
+        rows = conn.execute(plain, params).fetchall()
+    found = [QuarantinedRow(str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4]) for r in rows]
+    return found[:limit], len(found) > limit
+
+
+_NOT_ACTIVE = (
+    'NOT EXISTS (SELECT 1 FROM "RunAttempts" a WHERE a.id = ? '
+    "AND a.status IN ('claimed','starting','running'))"
+)
+
+
+def delete_pending_of_ended(conn: sqlite3.Connection, row: PendingRow) -> bool:
+    """Delete the `pending` row ``row`` named, only while it is unchanged and its Attempt is
+    not active (terminal, or gone); one transaction; False when either no longer holds."""
+
+    def work(c: sqlite3.Connection) -> bool:
+        cur = c.execute(
+            'DELETE FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ? '
+            f"AND state = 'pending' AND updated_at_ms = ? AND {_NOT_ACTIVE}",
+            (row.attempt_id, row.updated_at_ms, row.attempt_id),
+        )
+        return cur.rowcount == 1
+
+    return in_transaction(conn, work)
+
+
+def delete_quarantined_of_ended(conn: sqlite3.Connection, row: QuarantinedRow) -> bool:
+    """Delete the `quarantined` row ``row`` named (same ref, same purge time), only while its
+    Attempt is not active (terminal, or gone); one transaction; False when the row changed."""
+
+    def work(c: sqlite3.Connection) -> bool:
+        cur = c.execute(
+            'DELETE FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ? '
+            "AND state = 'quarantined' AND quarantine_ref = ? AND purge_after_ms = ? "
+            f"AND {_NOT_ACTIVE}",
+            (row.attempt_id, row.quarantine_ref, row.purge_after_ms, row.attempt_id),
+        )
+        return cur.rowcount == 1
+
+    return in_transaction(conn, work)

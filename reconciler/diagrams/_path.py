@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from html import escape
 
 from fsm import ATTEMPT_SPEC, RUN_SPEC
-from reconciler.diagrams._render import DiagramsError, Highlight, _run_dot, dot_source, find_dot
+from reconciler.diagrams._dot import _run_dot
+from reconciler.diagrams._render import DiagramsError, Highlight, dot_source, find_dot
 
 _HEADER_PT = 28.0
 _SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"[^>]*?\sheight="([0-9.]+)pt"', re.S)

@@ -52,6 +52,7 @@ from ._primary import (
     PrimaryCore,
     PrimaryDecision,
     decide_primary,
+    observed_facts,
     primary_engine,
     receipt_terminal,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "decide_primary",
     "legacy_engine",
     "legacy_machine",
+    "observed_facts",
     "primary_engine",
     "receipt_terminal",
     "run_machine",

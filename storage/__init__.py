@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "journal_withdraw_quarantine": "_journal",
     "prepare_for_writes": "_connection",
     "primary_candidates": "_candidates",
+    "run_with_attempts": "_candidates",
     "transaction": "_connection",
     "uuid7": "_rows",
 }
@@ -85,6 +86,7 @@ __all__ = [
     "journal_withdraw_quarantine",
     "prepare_for_writes",
     "primary_candidates",
+    "run_with_attempts",
     "transaction",
     "uuid7",
 ]
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
         PRIMARY_PAGE,
         PrimaryCandidate,
         primary_candidates,
+        run_with_attempts,
     )
     from ._connection import (
         connect,

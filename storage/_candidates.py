@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._errors import BadRow
 
@@ -149,3 +149,33 @@ def _kind(value: object) -> str:
     if isinstance(value, float):
         return "a real number"
     return type(value).__name__
+
+
+# --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
+
+
+def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any]]:
+    """The Run and its Attempts (ordered by attempt number) in ONE statement: ``(None, [])``
+    when the Run is gone. The pass reads a candidate this way once before its decision and
+    once inside its write transaction (issue-free: the compare-and-set is in the UPDATEs)."""
+    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
+
+    sql = _RUN_WITH_ATTEMPTS.get("sql")
+    if sql is None:
+        run_cols = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
+        att_cols = ", ".join(f"a.{c.strip()}" for c in ATTEMPT_COLUMNS.split(","))
+        sql = _RUN_WITH_ATTEMPTS["sql"] = (
+            f'SELECT {run_cols}, {att_cols} FROM "Runs" r LEFT JOIN "RunAttempts" a '
+            "ON a.run_id = r.id WHERE r.id = ? ORDER BY a.attempt"
+        )
+    rows = conn.execute(sql, (run_id,)).fetchall()
+    if not rows:
+        return None, []
+    n = _RUN_FIELDS
+    run = RunRow(*tuple(rows[0])[:n])
+    attempts = [AttemptRow(*tuple(r)[n:]) for r in rows if r[n] is not None]
+    return run, attempts
+
+
+_RUN_FIELDS = 18  # len(RUN_COLUMNS): checked in the test of this function
+_RUN_WITH_ATTEMPTS: dict[str, str] = {}

@@ -71,14 +71,14 @@ def check_receipt_root(path: str) -> str:
     return normalised
 
 
-def open_database(db: str) -> sqlite3.Connection:
+def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
     from storage._connection import connect
     from storage._errors import DatabaseMissing, StorageError
 
     try:
-        return connect(db)
+        return connect(db, read_only=read_only)
     except DatabaseMissing as exc:
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
@@ -119,7 +119,12 @@ def exit_code(summary: dict[str, Any]) -> int:
 
 
 def primary_pass(
-    db: str, receipt_root: str, profile: str, budget: LockBudget | None = None
+    db: str,
+    receipt_root: str,
+    profile: str,
+    budget: LockBudget | None = None,
+    *,
+    dry_run: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
 
@@ -131,16 +136,25 @@ def primary_pass(
     sleep, no write (spec 04 "Before any candidate"): the root is not even looked at.
     ``budget`` (a ``storage.LockBudget``, default from ``$QLFSM_LOCK_BUDGET_S``) bounds the
     total wait for other processes' write locks; `startup` shares one.
+
+    ``dry_run``: the same reads, probes and grace, nothing written: the connection is made
+    read-only (``PRAGMA query_only``) before anything else, and the summary (with
+    ``"dry_run": true``) and exit code are what the real pass would give now.
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
     if budget is None:
         budget = lock_budget_s()
-    conn = open_database(db)
+    conn = open_database(db, read_only=dry_run)
     try:
+        if dry_run:
+            # Belt and braces: SQLite itself refuses any write on this connection.
+            conn.execute("PRAGMA query_only = ON")
         page, truncated = candidate_page(conn, db)
         if truncated or not page:
             summary = empty_summary(truncated, len(page))
+            if dry_run:
+                summary["dry_run"] = True
             return summary, exit_code(summary)
         # There are candidates: now, and only now, pay for the machines and the repository.
         from reconciler.node._clock import SystemClock
@@ -158,6 +172,7 @@ def primary_pass(
                 SystemClock(),
                 profile=profile,
                 budget=budget,
+                dry_run=dry_run,
             )
         except ReceiptRootError as exc:
             # The root checked as a root, before anything was written (D-3c): exit 2.
@@ -183,9 +198,15 @@ def reconcile_command(argv: list[str]) -> int:
         help="edge or standalone (default: $QL_DEPLOYMENT_PROFILE, else standalone)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide every candidate (real receipt reads, real probes, the grace) and write "
+        "nothing: no commit, quarantine, journal change, receipt moved or deleted",
+    )
     args = p.parse_args(argv)
     profile = args.profile if args.profile is not None else default_profile()
-    summary, code = primary_pass(args.db, args.receipt_root, profile)
+    summary, code = primary_pass(args.db, args.receipt_root, profile, dry_run=args.dry_run)
     if args.json:
         print_json(summary)
     else:
@@ -196,6 +217,8 @@ def reconcile_command(argv: list[str]) -> int:
 def render(summary: dict[str, Any]) -> str:
     """The human summary: one line of counts, the candidates, and the verdict."""
     verdict = "SAFE to start" if summary["safe"] else "start-up BLOCKED"
+    if summary.get("dry_run"):
+        verdict = f"dry run, nothing written; the pass would say: {verdict}"
     head = (
         f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
         f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "

@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "prepare_for_writes": "_connection",
     "primary_candidates": "_candidates",
     "run_with_attempts": "_candidates",
+    "advance_read": "_advance_once",
     "transaction": "_connection",
     "uuid7": "_rows",
 }
@@ -75,6 +76,7 @@ __all__ = [
     "RunChange",
     "RunRow",
     "StorageError",
+    "advance_read",
     "check_schema",
     "connect",
     "in_transaction",
@@ -92,6 +94,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ._advance_once import advance_read
     from ._candidates import (
         PRIMARY_CANDIDATES_SQL,
         PRIMARY_PAGE,

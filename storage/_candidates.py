@@ -153,29 +153,55 @@ def _kind(value: object) -> str:
 
 # --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
 
+_JOURNAL_COLUMNS = (
+    "attempt_id",
+    "run_id",
+    "state",
+    "quarantine_ref",
+    "purge_after_ms",
+    "registered_at_ms",
+    "updated_at_ms",
+)
+_RUN_WITH_ATTEMPTS: dict[str, Any] = {}
 
-def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any]]:
-    """The Run and its Attempts (ordered by attempt number) in ONE statement: ``(None, [])``
-    when the Run is gone. The pass reads a candidate this way once before its decision and
-    once inside its write transaction (issue-free: the compare-and-set is in the UPDATEs)."""
-    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
 
-    sql = _RUN_WITH_ATTEMPTS.get("sql")
-    if sql is None:
-        run_cols = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
-        att_cols = ", ".join(f"a.{c.strip()}" for c in ATTEMPT_COLUMNS.split(","))
-        sql = _RUN_WITH_ATTEMPTS["sql"] = (
-            f'SELECT {run_cols}, {att_cols} FROM "Runs" r LEFT JOIN "RunAttempts" a '
-            "ON a.run_id = r.id WHERE r.id = ? ORDER BY a.attempt"
+def _statement() -> tuple[str, int, int]:
+    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS
+
+    run_cols = [c.strip() for c in RUN_COLUMNS.split(",")]
+    att_cols = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
+    sql = (
+        "SELECT "
+        + ", ".join(
+            [f"r.{c}" for c in run_cols]
+            + [f"a.{c}" for c in att_cols]
+            + [f"j.{c}" for c in _JOURNAL_COLUMNS]
         )
-    rows = conn.execute(sql, (run_id,)).fetchall()
+        + ' FROM "Runs" r LEFT JOIN "RunAttempts" a ON a.run_id = r.id '
+        'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '
+        "WHERE r.id = ? ORDER BY a.attempt"
+    )
+    return sql, len(run_cols), len(run_cols) + len(att_cols)
+
+
+def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any], Any]:
+    """The Run, its Attempts (ordered by attempt number) and the receipt journal row of the
+    latest Attempt, in ONE statement: ``(None, [], None)`` when the Run is gone.
+
+    The ADR-0068 pass reads a candidate this way once before its decision and once inside its
+    write transaction. (The journal is written only by the launcher, before its spawn, and by
+    a reconciler: reading it with the Run is reading it before the receipt, as it stands.)"""
+    from ._journal import JournalRow
+    from ._rows import AttemptRow, RunRow
+
+    if not _RUN_WITH_ATTEMPTS:
+        _RUN_WITH_ATTEMPTS["sql"] = _statement()
+    sql, n, m = _RUN_WITH_ATTEMPTS["sql"]
+    rows = [tuple(r) for r in conn.execute(sql, (run_id,)).fetchall()]
     if not rows:
-        return None, []
-    n = _RUN_FIELDS
-    run = RunRow(*tuple(rows[0])[:n])
-    attempts = [AttemptRow(*tuple(r)[n:]) for r in rows if r[n] is not None]
-    return run, attempts
-
-
-_RUN_FIELDS = 18  # len(RUN_COLUMNS): checked in the test of this function
-_RUN_WITH_ATTEMPTS: dict[str, str] = {}
+        return None, [], None
+    run = RunRow(*rows[0][:n])
+    attempts = [AttemptRow(*r[n:m]) for r in rows if r[n] is not None]
+    last = rows[-1]
+    journal = JournalRow(*last[m:]) if attempts and last[m] is not None else None
+    return run, attempts, journal

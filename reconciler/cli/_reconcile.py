@@ -145,7 +145,7 @@ def primary_pass(
     check_profile(profile)
     if budget is None:
         budget = lock_budget_s()
-    conn = open_database(db, read_only=dry_run)
+    conn = open_database(db, read_only=True) if dry_run else open_database(db)
     try:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.

@@ -76,6 +76,7 @@ from storage import (
     PrimaryCandidate,
     Repository,
     RunRow,
+    advance_read,
     busy_wait_s,
     database_error,
     in_transaction,
@@ -109,6 +110,7 @@ class _Candidate:
         "core",
         "decision",
         "fingerprint",
+        "journal",
         "page",
         "probed_at",
         "receipt",
@@ -122,6 +124,7 @@ class _Candidate:
         self.run: RunRow | None = None
         self.attempts: list[AttemptRow] = []
         self.attempt: AttemptRow | None = None  # the latest, once the core looks at it
+        self.journal: JournalRow | None = None  # the latest Attempt's receipt journal row
         self.receipt: Receipt | None = None  # the trusted receipt a completion commits
         self.probed_at = 0.0
         self.fingerprint: Fingerprint | None = None
@@ -329,8 +332,8 @@ class PrimaryReconciler:
 
     def _read_run(self, cand: _Candidate) -> None:
         # ADR-0068 §2 step 1: ONE read of the Run and its Attempts before the decision.
-        run, attempts = run_with_attempts(self.conn, cand.page.run_id)
-        cand.run, cand.attempts = run, attempts
+        run, attempts, journal = run_with_attempts(self.conn, cand.page.run_id)
+        cand.run, cand.attempts, cand.journal = run, attempts, journal
         cand.core.observe("read_run", **read_run_fields(run, attempts))
         step = cand.after_read_run = cand.core.next()
         if attempts and (isinstance(step, Need) or step.row == "4"):
@@ -370,13 +373,13 @@ class PrimaryReconciler:
             read = Invalid(problem)
         if isinstance(read, Invalid):
             return {key: "invalid", "receipt_problem": read.reason}
-        if first and self._quarantined_earlier(att):
+        if first and self._quarantined_earlier(att, cand.journal):
             return {key: "quarantined"}
         return {key: "missing"}
 
-    def _quarantined_earlier(self, att: AttemptRow) -> bool:
-        """The path is empty: did an earlier pass quarantine this Attempt's receipt (spec 03)?"""
-        journal = journal_get(self.conn, att.id)
+    def _quarantined_earlier(self, att: AttemptRow, journal: JournalRow | None) -> bool:
+        """The path is empty: did an earlier pass quarantine this Attempt's receipt (spec 03)?
+        ``journal``: its journal row, read with the Run and its Attempts."""
         if journal is None or journal.state != "quarantined":
             return False
         ref = journal.quarantine_ref
@@ -477,10 +480,14 @@ class PrimaryReconciler:
         assert run is not None and decision is not None
 
         def work(c: sqlite3.Connection) -> int:
-            plan = make(self._check_again(c, cand, decision))
+            facts, run_now, attempts = self._check_again(c, cand, decision)
+            plan = make(facts)
             assert plan is not None
-            done = self.repo.advance_in(
+            done = advance_read(
+                self.repo,
                 c,
+                run_now,
+                attempts,
                 run.id,
                 run.version,
                 plan.changes,
@@ -494,11 +501,11 @@ class PrimaryReconciler:
 
     def _check_again(
         self, c: sqlite3.Connection, cand: _Candidate, decision: PrimaryDecision
-    ) -> PrimaryFacts:
+    ) -> tuple[PrimaryFacts, RunRow | None, list[AttemptRow]]:
         """The one re-read inside the write transaction: the core, fed it, must answer what it
         answered on the first read (the same row 3 decision, or the same receipt step); the
         decision's facts with the re-read are what the edges' guards are evaluated on."""
-        run, attempts = run_with_attempts(c, cand.page.run_id)
+        run, attempts, _ = run_with_attempts(c, cand.page.run_id)
         fields = read_run_fields(run, attempts)
         core = PrimaryCore(cand.page.status)
         core.observe("read_run", **fields)
@@ -513,7 +520,7 @@ class PrimaryReconciler:
             )
         if not same:
             raise Conflict("run", cand.page.run_id, f"still decided by row {decision.row}")
-        return observed_facts(decision.facts, fields)
+        return observed_facts(decision.facts, fields), run, attempts
 
     def _lose_after_grace(self, cand: _Candidate) -> None:
         """Row 13, last part: re-check the Run/Attempt (nothing may have changed since the
@@ -523,23 +530,25 @@ class PrimaryReconciler:
         before = fingerprint(run, att)
         core = cand.core
 
-        def unchanged_in(c: sqlite3.Connection) -> bool:
-            now_run, attempts = run_with_attempts(c, run.id)
+        def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
+            now_run, attempts, _ = run_with_attempts(c, run.id)
             now_att = attempts[-1] if attempts else None
             active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
-            return not (
+            unchanged = not (
                 now_run is None
                 or now_att is None
                 or active != 1
                 or fingerprint(now_run, now_att) != before
             )
+            return unchanged, now_run, attempts
 
         if self.dry_run:
-            core.observe("recheck_run", unchanged_on_recheck=unchanged_in(self.conn))
+            core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
             return self._drive(cand)
 
         def work(c: sqlite3.Connection) -> PrimaryDecision:
-            facts = observed_facts(core.facts, {"unchanged_on_recheck": unchanged_in(c)})
+            unchanged, now_run, attempts = recheck(c)
+            facts = observed_facts(core.facts, {"unchanged_on_recheck": unchanged})
             decision = decide_primary(facts)
             assert isinstance(decision, PrimaryDecision)
             if decision.write == "lose":
@@ -552,8 +561,11 @@ class PrimaryReconciler:
                     self.clock.now_ms(),
                     decision_payload(decision),
                 )
-                self.repo.advance_in(
+                advance_read(
+                    self.repo,
                     c,
+                    now_run,
+                    attempts,
                     run.id,
                     run.version,
                     plan.changes,
@@ -651,7 +663,7 @@ class PrimaryReconciler:
                 return self._revoke(cand, "provider_unavailable", outcome="failed")  # as row 9
             if evidence.verdict != "running" or evidence.pid != att.pid:
                 return self._revoke(cand, f"process_{evidence.verdict}:{evidence.reason}")
-            run, attempts = run_with_attempts(self.conn, now.run_id)
+            run, attempts, _ = run_with_attempts(self.conn, now.run_id)
             if (
                 run is None
                 or not attempts

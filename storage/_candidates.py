@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
 
 from ._errors import BadRow
 
@@ -34,17 +33,30 @@ PRIMARY_CANDIDATES_INDEX = (
 )
 
 
-class PrimaryCandidate(NamedTuple):
-    # A NamedTuple, not a dataclass: `dataclasses` imports `inspect` (~15 ms), which the
-    # zero-candidate start-up path has no use for.
+TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
 
-    run_id: str
-    status: str
-    version: int
-    active_attempts: int
-    # Set when the row cannot be read (an id that is not UTF-8 text, a version that is not an
-    # integer): the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
-    problem: str | None = None
+    class PrimaryCandidate(NamedTuple):
+        run_id: str
+        status: str
+        version: int
+        active_attempts: int
+        problem: str | None = None
+
+else:
+    # A plain namedtuple, not a dataclass (`dataclasses` imports `inspect`, ~15 ms) nor a
+    # typing.NamedTuple (`typing`): the zero-candidate start-up has no use for either. The same
+    # fields as the class above, which is what the type checker sees. ``problem`` is set when
+    # the row cannot be read (an id that is not UTF-8 text, a version that is not an integer):
+    # the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
+    from collections import namedtuple
+
+    PrimaryCandidate = namedtuple(
+        "PrimaryCandidate",
+        ("run_id", "status", "version", "active_attempts", "problem"),
+        defaults=(None,),
+    )
 
 
 def primary_candidates(
@@ -196,7 +208,7 @@ def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[
 
     if not _RUN_WITH_ATTEMPTS:
         _RUN_WITH_ATTEMPTS["sql"] = _statement()
-    sql, n, m = _RUN_WITH_ATTEMPTS["sql"]
+    sql, n, m = _RUN_WITH_ATTEMPTS["sql"]  # built once, on first use
     rows = [tuple(r) for r in conn.execute(sql, (run_id,)).fetchall()]
     if not rows:
         return None, [], None

@@ -9,7 +9,6 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
 
 from ._errors import (
     Busy,
@@ -22,7 +21,11 @@ from ._errors import (
     StorageError,
 )
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 5.0
 BUSY_TRIES = 5

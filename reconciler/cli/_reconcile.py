@@ -1,8 +1,10 @@
 """`qlfsm reconcile` (spec 06) and :func:`primary_pass`, the entry the `startup` command uses.
 
 The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
-so this module loads only the standard library, :mod:`reconciler.cli._util` and, when called,
-the two light storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
+so this module loads only the light part of the standard library (not ``typing``, ``argparse``
+or ``json``: the usual command line is parsed by hand, argparse serves help and errors, and the
+empty summary is written by hand), ``reconciler.cli._exit`` and, when called, the two light
+storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
 the candidate statement). Only when there ARE candidates does it import the reconciler (``fsm``,
 ``transitions``, the repository, receipts, identity). The receipt root is checked here with the
 rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test keeps them equal):
@@ -16,23 +18,16 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.cli._util import (
-    EXIT_BLOCKED,
-    EXIT_SAFE,
-    FatalError,
-    UsageError,
-    parser,
-    print_json,
-    table,
-    use_colour,
-)
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, FatalError, UsageError
 from reconciler.primary._empty import empty_summary
 
+TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from storage._connection import LockBudget
 
 MAX_ROOT_BYTES = 4096
@@ -183,6 +178,75 @@ def primary_pass(
 
 
 def reconcile_command(argv: list[str]) -> int:
+    """`qlfsm reconcile`. The usual command line is read without argparse (the zero-candidate
+    path must not import it); anything else (help, a typo, an abbreviation) goes to argparse,
+    which says what is wrong. Errors are mapped by ``run_command``, loaded only then."""
+    quick = _quick_args(argv)
+    if quick is None:
+        from reconciler.cli._util import run_command
+
+        return run_command(argv, _parsed)
+    try:
+        return _reconcile(quick)
+    except Exception as exc:
+        from reconciler.cli._util import run_command
+
+        failed = exc
+
+        def again(_: list[str]) -> int:
+            raise failed  # mapped to its one line and exit code like any command's error
+
+        return run_command(argv, again)
+
+
+reconcile_command.handles_errors = True  # type: ignore[attr-defined]
+
+
+class _Args:
+    """The flags of `qlfsm reconcile`, as argparse would give them."""
+
+    def __init__(self) -> None:
+        self.db: str | None = None
+        self.receipt_root: str | None = None
+        self.profile: str | None = None
+        self.json = False
+        self.dry_run = False
+        self.debug = False
+
+
+_VALUES = {"--db": "db", "--receipt-root": "receipt_root", "--profile": "profile"}
+_SWITCHES = {"--json": "json", "--dry-run": "dry_run", "--debug": "debug"}
+
+
+def _quick_args(argv: list[str]) -> _Args | None:
+    """The flags when ``argv`` is spelled out plainly (``--db PATH`` or ``--db=PATH``), else
+    None (argparse then parses it, and explains what it does not accept)."""
+    args = _Args()
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _SWITCHES:
+            setattr(args, _SWITCHES[word], True)
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if name not in _VALUES:
+            return None
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        setattr(args, _VALUES[name], value)
+        i += 1
+    if args.db is None or args.receipt_root is None:
+        return None
+    return args
+
+
+def _parsed(argv: list[str]) -> int:
+    from reconciler.cli._util import parser
+
     p = parser(
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
@@ -204,14 +268,40 @@ def reconcile_command(argv: list[str]) -> int:
         help="decide every candidate (real receipt reads, real probes, the grace) and write "
         "nothing: no commit, quarantine, journal change, receipt moved or deleted",
     )
-    args = p.parse_args(argv)
+    return _reconcile(p.parse_args(argv))
+
+
+def _reconcile(args: Any) -> int:
     profile = args.profile if args.profile is not None else default_profile()
     summary, code = primary_pass(args.db, args.receipt_root, profile, dry_run=args.dry_run)
     if args.json:
-        print_json(summary)
+        text = _flat_json(summary)
+        if text is None:
+            from reconciler.cli._util import print_json
+
+            print_json(summary)
+        else:
+            sys.stdout.write(text + "\n")
     else:
         sys.stdout.write(render(summary) + "\n")
     return code
+
+
+def _flat_json(summary: Mapping[str, Any]) -> str | None:
+    """``json.dumps(summary)`` for a summary without candidates (booleans and integers only),
+    without importing json; None for any other summary."""
+    parts = []
+    for key, value in summary.items():
+        if value is True or value is False:
+            shown = "true" if value else "false"
+        elif type(value) is int:
+            shown = str(value)
+        elif value == [] and type(value) is list:
+            shown = "[]"
+        else:
+            return None
+        parts.append(f'"{key}": {shown}')
+    return "{" + ", ".join(parts) + "}"
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -226,12 +316,15 @@ def render(summary: dict[str, Any]) -> str:
     )
     lines = [head]
     if summary["candidates"]:
+        from reconciler.cli._util import table
+
         rows = [
             [c["run_id"], c["attempt_id"] or "-", c["row"], c["outcome"], c["reason"]]
             for c in summary["candidates"]
         ]
         lines.append(table(["run", "attempt", "row", "outcome", "reason"], rows))
-    if use_colour():  # spec 06: colour only on a TTY (and never with NO_COLOR)
+    # spec 06: colour only on a TTY (and never with NO_COLOR); cli._util.use_colour's rule.
+    if bool(getattr(sys.stdout, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ:
         verdict = f"\x1b[{'32' if summary['safe'] else '31'}m{verdict}\x1b[0m"
     lines.append(verdict)
     return "\n".join(lines)

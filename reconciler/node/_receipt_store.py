@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,7 +132,11 @@ def receipt_path(root: str, attempt_id: str) -> str:
 
 
 def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
-    nonce = secrets.token_hex(16) if nonce_hex is None else nonce_hex
+    if nonce_hex is None:
+        import secrets  # here: only a publication needs a nonce, never the start-up pass
+
+        nonce_hex = secrets.token_hex(16)
+    nonce = nonce_hex
     if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
         raise ValueError("temp nonce must be 32 lower-case hex digits")
     return f".{_require_id(attempt_id)}.{nonce}.tmp"

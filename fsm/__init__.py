@@ -136,22 +136,3 @@ __all__ = [
     "validate_all",
     "validate_spec",
 ]
-
-# ADR-0068 per-candidate evidence sequence (spec 04), appended by the primary reconciler.
-from ._evidence import (
-    EVIDENCE_OUTCOMES,
-    EVIDENCE_SPEC,
-    EvidencePath,
-    EvidenceSequence,
-    evidence_machine,
-    evidence_paths,
-)
-
-__all__ += [
-    "EVIDENCE_OUTCOMES",
-    "EVIDENCE_SPEC",
-    "EvidencePath",
-    "EvidenceSequence",
-    "evidence_machine",
-    "evidence_paths",
-]

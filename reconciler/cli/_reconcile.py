@@ -277,11 +277,10 @@ def _reconcile(args: Any) -> int:
     if args.json:
         text = _flat_json(summary)
         if text is None:
-            from reconciler.cli._util import print_json
+            import json  # as cli._util.print_json, without loading argparse on the pass path
 
-            print_json(summary)
-        else:
-            sys.stdout.write(text + "\n")
+            text = json.dumps(summary, ensure_ascii=False, sort_keys=False)
+        sys.stdout.write(text + "\n")
     else:
         sys.stdout.write(render(summary) + "\n")
     return code

@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "primary_candidates": "_candidates",
     "run_with_attempts": "_candidates",
     "advance_read": "_advance_once",
+    "check_read": "_advance_once",
     "transaction": "_connection",
     "uuid7": "_rows",
 }
@@ -82,6 +83,7 @@ __all__ = [
     "RunRow",
     "StorageError",
     "advance_read",
+    "check_read",
     "check_schema",
     "connect",
     "in_transaction",
@@ -99,7 +101,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ._advance_once import advance_read
+    from ._advance_once import advance_read, check_read
     from ._candidates import (
         PRIMARY_CANDIDATES_SQL,
         PRIMARY_PAGE,

@@ -50,17 +50,8 @@ def advance_read(
 ) -> Advanced:
     """Apply ``changes`` to ``run`` and ``attempts`` as read in this transaction (``c``)."""
     _check_actor(actor)
-    if run is None:
-        raise NotFound("run", run_id)
-    if run.version != expected_version:
-        raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    run = check_read(run, attempts, run_id, expected_version, expect)
     by_id = {a.id: a for a in attempts}
-    if expect is not None:
-        _check_expected("run", run_id, run, expect.run)
-        for expected_id, fields in expect.attempts.items():
-            if expected_id not in by_id:
-                raise NotFound("attempt", expected_id)
-            _check_expected("attempt", expected_id, by_id[expected_id], fields)
     status, version, sequence = run.status, run.version, run.event_sequence
     run_sets: dict[str, object] = {}
     moved: dict[str, tuple[str, dict[str, object]]] = {}  # attempt id -> (status, sets)
@@ -133,6 +124,29 @@ def advance_read(
         _cas_attempt(c, by_id[att_id], dest, sets)
     _cas_run(c, run, status, version, sequence, run_sets)
     return Advanced(run_id, version, tuple(steps), tuple(events))
+
+
+def check_read(
+    run: RunRow | None,
+    attempts: Sequence[AttemptRow],
+    run_id: str,
+    expected_version: int,
+    expect: Expect | None,
+) -> RunRow:
+    """The re-read rows still hold what the decision used: the same checks, in the same order
+    and with the same errors, as :meth:`Repository.advance_in` makes on its own re-read."""
+    if run is None:
+        raise NotFound("run", run_id)
+    if run.version != expected_version:
+        raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    if expect is not None:
+        _check_expected("run", run_id, run, expect.run)
+        by_id = {a.id: a for a in attempts}
+        for expected_id, fields in expect.attempts.items():
+            if expected_id not in by_id:
+                raise NotFound("attempt", expected_id)
+            _check_expected("attempt", expected_id, by_id[expected_id], fields)
+    return run
 
 
 def _cas_attempt(

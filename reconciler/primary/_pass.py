@@ -57,6 +57,7 @@ from reconciler.primary._edges import (
     adopt_running,
     completion,
     decision_payload,
+    expect_for,
     lose_attempt,
     lose_missing_attempt,
 )
@@ -78,6 +79,7 @@ from storage import (
     RunRow,
     advance_read,
     busy_wait_s,
+    check_read,
     database_error,
     in_transaction,
     journal_get,
@@ -506,6 +508,12 @@ class PrimaryReconciler:
         answered on the first read (the same row 3 decision, or the same receipt step); the
         decision's facts with the re-read are what the edges' guards are evaluated on."""
         run, attempts, _ = run_with_attempts(c, cand.page.run_id)
+        # First what the compare-and-set will require (the same errors as ever), then the row.
+        decided_on, att = cand.run, cand.attempt
+        assert decided_on is not None
+        if decision.write == "lose_missing_attempt":
+            att = None  # row 3: the Run alone was decided on
+        check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
         fields = read_run_fields(run, attempts)
         core = PrimaryCore(cand.page.status)
         core.observe("read_run", **fields)
@@ -519,7 +527,7 @@ class PrimaryReconciler:
                 and (again.row, again.state) == (before.row, before.state)
             )
         if not same:
-            raise Conflict("run", cand.page.run_id, f"still decided by row {decision.row}")
+            raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
         return observed_facts(decision.facts, fields), run, attempts
 
     def _lose_after_grace(self, cand: _Candidate) -> None:

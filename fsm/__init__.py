@@ -49,6 +49,7 @@ from ._primary import (
     PrimaryCore,
     PrimaryDecision,
     decide_primary,
+    observed_facts,
     primary_engine,
     receipt_terminal,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "decide_primary",
     "legacy_engine",
     "legacy_machine",
+    "observed_facts",
     "primary_engine",
     "receipt_terminal",
     "run_machine",
@@ -131,23 +133,4 @@ __all__ = [
     "transitions_config",
     "validate_all",
     "validate_spec",
-]
-
-# ADR-0068 per-candidate evidence sequence (spec 04), appended by the primary reconciler.
-from ._evidence import (
-    EVIDENCE_OUTCOMES,
-    EVIDENCE_SPEC,
-    EvidencePath,
-    EvidenceSequence,
-    evidence_machine,
-    evidence_paths,
-)
-
-__all__ += [
-    "EVIDENCE_OUTCOMES",
-    "EVIDENCE_SPEC",
-    "EvidencePath",
-    "EvidenceSequence",
-    "evidence_machine",
-    "evidence_paths",
 ]

@@ -166,9 +166,26 @@ def _decision(taken: Taken, facts: PrimaryFacts, path: tuple[str, ...]) -> Prima
     )
 
 
+# Decisions are pure functions of the observed facts, which carry no ids: a pass over many
+# candidates of the same shape (256 dead ones) asks the machine once per shape and otherwise
+# pays one dict lookup. Bounded: a pathological variety of shapes only stops the memo growing.
+_MEMO_MAX = 4096
+_decided: dict[PrimaryFacts, Need | PrimaryDecision] = {}
+_walked: dict[tuple[str, PrimaryFacts], tuple[str, tuple[str, ...], Need | None, object]] = {}
+
+
 def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
     """spec 04 for one candidate, as a pure function of the facts observed so far: the next
-    evidence to gather, or the decision."""
+    evidence to gather, or the decision (memoized by the facts)."""
+    found = _decided.get(facts)
+    if found is None:
+        found = _decide_primary(facts)
+        if len(_decided) < _MEMO_MAX:
+            _decided[facts] = found
+    return found
+
+
+def _decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
     if facts.page_status is None:
         raise EvidenceError(
             PRIMARY_TABLE.name,
@@ -183,10 +200,10 @@ def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
     return _decision(walk.decided, facts, tuple(t.row.row for t in walk.taken))
 
 
-def _with(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
+def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
     """``facts`` with ``fields`` observed. Not dataclasses.replace, which runs __init__ over
-    every field again and costs more than the decision step itself; the fields were checked
-    against what the evidence fills (PRIMARY_EVIDENCE_FIELDS) already."""
+    every field again and costs more than the decision step itself; the caller passes only
+    fields the evidence fills (:data:`fsm.PRIMARY_EVIDENCE_FIELDS`)."""
     new = object.__new__(PrimaryFacts)
     new.__dict__.update(facts.__dict__)
     new.__dict__.update(fields)
@@ -211,17 +228,24 @@ class PrimaryCore:
 
     def next(self) -> Need | PrimaryDecision:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        failed = self.facts.error is not None
-        walk = primary_engine().walk(self.facts, _observed, self.state, failed)
-        self.state = walk.state
-        self.path += tuple(t.row.row for t in walk.taken)
-        if walk.need is not None:
+        key = (self.state, self.facts)
+        memo = _walked.get(key)
+        if memo is None:
+            failed = self.facts.error is not None
+            walk = primary_engine().walk(self.facts, _observed, self.state, failed)
+            memo = (walk.state, tuple(t.row.row for t in walk.taken), walk.need, walk.decided)
+            if len(_walked) < _MEMO_MAX:
+                _walked[key] = memo
+        state, rows, need, decided = memo
+        self.state = state
+        self.path += rows
+        if need is not None:
             # Resumed in the state that asked: name the row that led there all the same.
-            self._asked = Need(walk.need.evidence, self.path[-1] if self.path else None)
+            self._asked = Need(need.evidence, self.path[-1] if self.path else None)
             return self._asked
-        assert walk.decided is not None
+        assert isinstance(decided, Taken)
         self._asked = None
-        return _decision(walk.decided, self.facts, self.path)
+        return _decision(decided, self.facts, self.path)
 
     def observe(self, evidence: str, **fields: object) -> None:
         """Record what gathering ``evidence`` showed; only the evidence asked for, once."""
@@ -236,13 +260,13 @@ class PrimaryCore:
                 self.state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
-        self.facts = _with(self.facts, fields)
+        self.facts = observed_facts(self.facts, fields)
         self._asked = None
 
     def fail(self, error: str) -> PrimaryDecision:
         """spec 04 row 14: an exception while handling the candidate (a gather or the write
         of a decision raised). ``error`` is its description, already free of secrets."""
-        self.facts = _with(self.facts, {"error": error})
+        self.facts = observed_facts(self.facts, {"error": error})
         self._asked = None
         decided = self.next()
         assert isinstance(decided, PrimaryDecision)

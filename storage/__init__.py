@@ -7,7 +7,12 @@ the zero-candidate start-up (one SQL statement, spec 04) must not pay for.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# No `typing` at run time: the zero-candidate start-up imports this package before its one
+# query, and `typing` alone costs a few milliseconds of a process that needs ~20.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "ACTORS": "_repository",
@@ -45,6 +50,9 @@ _EXPORTS: dict[str, str] = {
     "journal_withdraw_quarantine": "_journal",
     "prepare_for_writes": "_connection",
     "primary_candidates": "_candidates",
+    "run_with_attempts": "_candidates",
+    "advance_read": "_advance_once",
+    "check_read": "_advance_once",
     "transaction": "_connection",
     "uuid7": "_rows",
 }
@@ -74,6 +82,8 @@ __all__ = [
     "RunChange",
     "RunRow",
     "StorageError",
+    "advance_read",
+    "check_read",
     "check_schema",
     "connect",
     "in_transaction",
@@ -85,16 +95,19 @@ __all__ = [
     "journal_withdraw_quarantine",
     "prepare_for_writes",
     "primary_candidates",
+    "run_with_attempts",
     "transaction",
     "uuid7",
 ]
 
 if TYPE_CHECKING:
+    from ._advance_once import advance_read, check_read
     from ._candidates import (
         PRIMARY_CANDIDATES_SQL,
         PRIMARY_PAGE,
         PrimaryCandidate,
         primary_candidates,
+        run_with_attempts,
     )
     from ._connection import (
         connect,

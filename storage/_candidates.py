@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from ._errors import BadRow
 
@@ -34,17 +33,30 @@ PRIMARY_CANDIDATES_INDEX = (
 )
 
 
-class PrimaryCandidate(NamedTuple):
-    # A NamedTuple, not a dataclass: `dataclasses` imports `inspect` (~15 ms), which the
-    # zero-candidate start-up path has no use for.
+TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
 
-    run_id: str
-    status: str
-    version: int
-    active_attempts: int
-    # Set when the row cannot be read (an id that is not UTF-8 text, a version that is not an
-    # integer): the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
-    problem: str | None = None
+    class PrimaryCandidate(NamedTuple):
+        run_id: str
+        status: str
+        version: int
+        active_attempts: int
+        problem: str | None = None
+
+else:
+    # A plain namedtuple, not a dataclass (`dataclasses` imports `inspect`, ~15 ms) nor a
+    # typing.NamedTuple (`typing`): the zero-candidate start-up has no use for either. The same
+    # fields as the class above, which is what the type checker sees. ``problem`` is set when
+    # the row cannot be read (an id that is not UTF-8 text, a version that is not an integer):
+    # the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
+    from collections import namedtuple
+
+    PrimaryCandidate = namedtuple(
+        "PrimaryCandidate",
+        ("run_id", "status", "version", "active_attempts", "problem"),
+        defaults=(None,),
+    )
 
 
 def primary_candidates(
@@ -149,3 +161,59 @@ def _kind(value: object) -> str:
     if isinstance(value, float):
         return "a real number"
     return type(value).__name__
+
+
+# --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
+
+_JOURNAL_COLUMNS = (
+    "attempt_id",
+    "run_id",
+    "state",
+    "quarantine_ref",
+    "purge_after_ms",
+    "registered_at_ms",
+    "updated_at_ms",
+)
+_RUN_WITH_ATTEMPTS: dict[str, Any] = {}
+
+
+def _statement() -> tuple[str, int, int]:
+    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS
+
+    run_cols = [c.strip() for c in RUN_COLUMNS.split(",")]
+    att_cols = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
+    sql = (
+        "SELECT "
+        + ", ".join(
+            [f"r.{c}" for c in run_cols]
+            + [f"a.{c}" for c in att_cols]
+            + [f"j.{c}" for c in _JOURNAL_COLUMNS]
+        )
+        + ' FROM "Runs" r LEFT JOIN "RunAttempts" a ON a.run_id = r.id '
+        'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '
+        "WHERE r.id = ? ORDER BY a.attempt"
+    )
+    return sql, len(run_cols), len(run_cols) + len(att_cols)
+
+
+def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any], Any]:
+    """The Run, its Attempts (ordered by attempt number) and the receipt journal row of the
+    latest Attempt, in ONE statement: ``(None, [], None)`` when the Run is gone.
+
+    The ADR-0068 pass reads a candidate this way once before its decision and once inside its
+    write transaction. (The journal is written only by the launcher, before its spawn, and by
+    a reconciler: reading it with the Run is reading it before the receipt, as it stands.)"""
+    from ._journal import JournalRow
+    from ._rows import AttemptRow, RunRow
+
+    if not _RUN_WITH_ATTEMPTS:
+        _RUN_WITH_ATTEMPTS["sql"] = _statement()
+    sql, n, m = _RUN_WITH_ATTEMPTS["sql"]  # built once, on first use
+    rows = [tuple(r) for r in conn.execute(sql, (run_id,)).fetchall()]
+    if not rows:
+        return None, [], None
+    run = RunRow(*rows[0][:n])
+    attempts = [AttemptRow(*r[n:m]) for r in rows if r[n] is not None]
+    last = rows[-1]
+    journal = JournalRow(*last[m:]) if attempts and last[m] is not None else None
+    return run, attempts, journal

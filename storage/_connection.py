@@ -9,7 +9,6 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
 
 from ._errors import (
     Busy,
@@ -22,7 +21,11 @@ from ._errors import (
     StorageError,
 )
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 5.0
 BUSY_TRIES = 5
@@ -35,7 +38,11 @@ _CLAMP_SLACK_S = 0.05
 
 
 def connect(
-    path: str, *, create: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S
+    path: str,
+    *,
+    create: bool = False,
+    busy_timeout_s: float = BUSY_TIMEOUT_S,
+    read_only: bool = False,
 ) -> sqlite3.Connection:
     """Open the node's database. Never creates one unless ``create`` (only `db init` does).
 
@@ -58,7 +65,9 @@ def connect(
     else:
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFile(path, file_kind(st.st_mode))
-    mode = "rwc" if create else "rw"
+    # read_only (a dry run): SQLite opens the file for reading only, so not even the
+    # checkpoint a closing connection may run can change a byte of it.
+    mode = "ro" if read_only else ("rwc" if create else "rw")
     uri = "file:" + _quote(os.path.abspath(path)) + f"?mode={mode}"
     try:
         conn = sqlite3.connect(

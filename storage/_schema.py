@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 
@@ -58,6 +57,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 
 def checksum(statements: tuple[str, ...]) -> str:
     """QingLong's rule: sha256 over the trimmed statements joined by a fixed boundary."""
+    import hashlib  # here, not at import: the start-up pass checks the schema without it
+
     return hashlib.sha256(_BOUNDARY.join(s.strip() for s in statements).encode()).hexdigest()
 
 

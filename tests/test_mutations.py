@@ -37,9 +37,9 @@ Mutation = Callable[[pytest.MonkeyPatch], None]
 
 
 def swap_evidence_order(mp: pytest.MonkeyPatch) -> None:
-    original = primary_mod.PrimaryReconciler._consume_receipt
+    original = primary_mod.PrimaryReconciler._gather_receipt
 
-    def consume(self: Any, cand: Any, *, first: bool) -> bool:
+    def gather(self: Any, cand: Any, *, first: bool) -> Any:
         if first:
             att = cand.attempt
             # The bug: process identity first; a live process needs no receipt read.
@@ -47,32 +47,30 @@ def swap_evidence_order(mp: pytest.MonkeyPatch) -> None:
                 att.executor_handle, self.provider, platform=self.platform
             )
             if probe.verdict == "running":
-                cand.seq.fire("find_none")
-                return False
-        return bool(original(self, cand, first=first))
+                return {"first_receipt": "missing"}
+        return original(self, cand, first=first)
 
-    mp.setattr(primary_mod.PrimaryReconciler, "_consume_receipt", consume)
+    mp.setattr(primary_mod.PrimaryReconciler, "_gather_receipt", gather)
 
 
 def skip_second_read(mp: pytest.MonkeyPatch) -> None:
-    original = primary_mod.PrimaryReconciler._consume_receipt
+    original = primary_mod.PrimaryReconciler._gather_receipt
 
-    def consume(self: Any, cand: Any, *, first: bool) -> bool:
+    def gather(self: Any, cand: Any, *, first: bool) -> Any:
         if not first:
-            cand.seq.fire("find_none")  # the bug: "nothing there", without looking
-            return False
-        return bool(original(self, cand, first=first))
+            return {"second_receipt": "missing"}  # the bug: "nothing there", without looking
+        return original(self, cand, first=first)
 
-    mp.setattr(primary_mod.PrimaryReconciler, "_consume_receipt", consume)
+    mp.setattr(primary_mod.PrimaryReconciler, "_gather_receipt", gather)
 
 
 def delete_before_commit(mp: pytest.MonkeyPatch) -> None:
     original = primary_mod.PrimaryReconciler._commit
 
-    def commit(self: Any, cand: Any, plan: Any) -> None:
-        if plan.actor == RECEIPT_EXECUTOR:
+    def commit(self: Any, cand: Any, make: Any) -> Any:
+        if make(cand.decision.facts).actor == RECEIPT_EXECUTOR:
             self.store.delete(cand.attempt.id)  # the bug: the file goes first
-        original(self, cand, plan)
+        return original(self, cand, make)
 
     mp.setattr(primary_mod.PrimaryReconciler, "_commit", commit)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +196,27 @@ def test_the_json_summary_of_a_pass_has_no_token(repo: Repository, db_path: Path
     summary: dict[str, Any] = json.loads(out.stdout)
     assert out.returncode == 0 and summary["recovered"] == 1
     assert "tok_" not in out.stdout
+
+
+def test_the_zero_candidate_command_imports_neither_typing_argparse_nor_json(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # The whole `qlfsm reconcile --json` process on zero candidates: the command line is read
+    # by hand and the empty summary written by hand (help and errors may load argparse).
+    root = tmp_path / "r"
+    code = (
+        "import sys\n"
+        "from reconciler.cli._main import main\n"
+        f"rc = main(['reconcile', '--db', {str(db_path)!r}, '--receipt-root', {str(root)!r}, "
+        "'--json'])\n"
+        "loaded = sorted(m for m in ('typing', 'argparse', 'json') if m in sys.modules)\n"
+        "sys.stderr.write(repr((rc, loaded)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stderr == repr((0, []))
+    assert out.stdout == (
+        '{"safe": true, "scanned": 0, "recovered": 0, "remaining": 0, "unresolved": 0, '
+        '"failed": 0, "truncated": false, "candidates": []}\n'
+    )

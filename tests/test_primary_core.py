@@ -37,7 +37,7 @@ from fsm import (
     run_machine,
 )
 from fsm._decision import Case, DecisionEngine, DecisionRow, DecisionTable
-from fsm._primary import check_lost_needs_grace
+from fsm._primary import check_lost_needs_grace, paths_to
 
 # spec 04 "Per candidate", transcribed from the spec.
 SPEC_04_ROWS = ["1", "2", "3", "3b", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"]
@@ -769,3 +769,42 @@ def test_deciding_from_a_decision_state_is_an_illegal_transition() -> None:
     with pytest.raises(IllegalTransition) as refused:
         engine.choose("done", PrimaryFacts(run_present=False))
     assert (refused.value.state, refused.value.event) == ("done", "decide")
+
+
+# --- carried over from the retired evidence sequence (fsm/_evidence.py) ------------------------
+
+
+def test_on_every_path_the_receipt_is_read_before_the_process_is_probed() -> None:
+    # ADR-0068 §2 steps 2-5: no path of the table reaches `probe` except through a receipt
+    # read that found nothing; and no decision after a probe skips that read.
+    for dest in PRIMARY_DECISIONS:
+        for path in paths_to(PRIMARY_TABLE, dest):
+            states = [t.case.state for t in path]
+            if "probe" in states:
+                assert "read_receipt" in states
+                assert states.index("read_receipt") < states.index("probe")
+                to_probe = next(t for t in path if t.case.then == "probe")
+                assert to_probe.case.guard == "durable_identity_stored"
+
+
+def test_a_claim_is_lost_only_after_the_first_receipt_read_found_nothing() -> None:
+    core = PrimaryCore("dispatching")
+    core.observe(
+        "read_run",
+        run_present=True,
+        run_owner="runtime",
+        run_status="dispatching",
+        cancel_requested=False,
+        cancel_reason=None,
+        attempt_count=1,
+        active_attempts=1,
+        attempt_status="claimed",
+        executor_type="local_process",
+        handle_present=False,
+        pid_valid=False,
+    )
+    assert core.next() == Need("read_receipt", "step 2.2")  # not lost yet: read first
+    core.observe("read_receipt", first_receipt="missing")
+    decided = core.next()
+    assert isinstance(decided, PrimaryDecision)
+    assert (decided.row, decided.state, decided.trigger) == ("7", "lost", "lose_unstarted_claim")

@@ -1,8 +1,10 @@
 """`qlfsm reconcile` (spec 06) and :func:`primary_pass`, the entry the `startup` command uses.
 
 The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
-so this module loads only the standard library, :mod:`reconciler.cli._util` and, when called,
-the two light storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
+so this module loads only the light part of the standard library (not ``typing``, ``argparse``
+or ``json``: the usual command line is parsed by hand, argparse serves help and errors, and the
+empty summary is written by hand), ``reconciler.cli._exit`` and, when called, the two light
+storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
 the candidate statement). Only when there ARE candidates does it import the reconciler (``fsm``,
 ``transitions``, the repository, receipts, identity). The receipt root is checked here with the
 rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test keeps them equal):
@@ -16,23 +18,16 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.cli._util import (
-    EXIT_BLOCKED,
-    EXIT_SAFE,
-    FatalError,
-    UsageError,
-    parser,
-    print_json,
-    table,
-)
-from reconciler.cli._verdict import blocking_lines, verdict_line
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, FatalError, UsageError
 from reconciler.primary._empty import empty_summary
 
+TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from storage._connection import LockBudget
 
 MAX_ROOT_BYTES = 4096
@@ -71,14 +66,14 @@ def check_receipt_root(path: str) -> str:
     return normalised
 
 
-def open_database(db: str) -> sqlite3.Connection:
+def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
     from storage._connection import connect
     from storage._errors import DatabaseMissing, StorageError
 
     try:
-        return connect(db)
+        return connect(db, read_only=read_only)
     except DatabaseMissing as exc:
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
@@ -119,7 +114,12 @@ def exit_code(summary: dict[str, Any]) -> int:
 
 
 def primary_pass(
-    db: str, receipt_root: str, profile: str, budget: LockBudget | None = None
+    db: str,
+    receipt_root: str,
+    profile: str,
+    budget: LockBudget | None = None,
+    *,
+    dry_run: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
 
@@ -131,16 +131,25 @@ def primary_pass(
     sleep, no write (spec 04 "Before any candidate"): the root is not even looked at.
     ``budget`` (a ``storage.LockBudget``, default from ``$QLFSM_LOCK_BUDGET_S``) bounds the
     total wait for other processes' write locks; `startup` shares one.
+
+    ``dry_run``: the same reads, probes and grace, nothing written: the connection is made
+    read-only (``PRAGMA query_only``) before anything else, and the summary (with
+    ``"dry_run": true``) and exit code are what the real pass would give now.
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
     if budget is None:
         budget = lock_budget_s()
-    conn = open_database(db)
+    conn = open_database(db, read_only=True) if dry_run else open_database(db)
     try:
+        if dry_run:
+            # Belt and braces: SQLite itself refuses any write on this connection.
+            conn.execute("PRAGMA query_only = ON")
         page, truncated = candidate_page(conn, db)
         if truncated or not page:
             summary = empty_summary(truncated, len(page))
+            if dry_run:
+                summary["dry_run"] = True
             return summary, exit_code(summary)
         # There are candidates: now, and only now, pay for the machines and the repository.
         from reconciler.node._clock import SystemClock
@@ -158,6 +167,7 @@ def primary_pass(
                 SystemClock(),
                 profile=profile,
                 budget=budget,
+                dry_run=dry_run,
             )
         except ReceiptRootError as exc:
             # The root checked as a root, before anything was written (D-3c): exit 2.
@@ -168,6 +178,75 @@ def primary_pass(
 
 
 def reconcile_command(argv: list[str]) -> int:
+    """`qlfsm reconcile`. The usual command line is read without argparse (the zero-candidate
+    path must not import it); anything else (help, a typo, an abbreviation) goes to argparse,
+    which says what is wrong. Errors are mapped by ``run_command``, loaded only then."""
+    quick = _quick_args(argv)
+    if quick is None:
+        from reconciler.cli._util import run_command
+
+        return run_command(argv, _parsed)
+    try:
+        return _reconcile(quick)
+    except Exception as exc:
+        from reconciler.cli._util import run_command
+
+        failed = exc
+
+        def again(_: list[str]) -> int:
+            raise failed  # mapped to its one line and exit code like any command's error
+
+        return run_command(argv, again)
+
+
+reconcile_command.handles_errors = True  # type: ignore[attr-defined]
+
+
+class _Args:
+    """The flags of `qlfsm reconcile`, as argparse would give them."""
+
+    def __init__(self) -> None:
+        self.db: str | None = None
+        self.receipt_root: str | None = None
+        self.profile: str | None = None
+        self.json = False
+        self.dry_run = False
+        self.debug = False
+
+
+_VALUES = {"--db": "db", "--receipt-root": "receipt_root", "--profile": "profile"}
+_SWITCHES = {"--json": "json", "--dry-run": "dry_run", "--debug": "debug"}
+
+
+def _quick_args(argv: list[str]) -> _Args | None:
+    """The flags when ``argv`` is spelled out plainly (``--db PATH`` or ``--db=PATH``), else
+    None (argparse then parses it, and explains what it does not accept)."""
+    args = _Args()
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _SWITCHES:
+            setattr(args, _SWITCHES[word], True)
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if name not in _VALUES:
+            return None
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        setattr(args, _VALUES[name], value)
+        i += 1
+    if args.db is None or args.receipt_root is None:
+        return None
+    return args
+
+
+def _parsed(argv: list[str]) -> int:
+    from reconciler.cli._util import parser
+
     p = parser(
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
@@ -183,19 +262,52 @@ def reconcile_command(argv: list[str]) -> int:
         help="edge or standalone (default: $QL_DEPLOYMENT_PROFILE, else standalone)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide every candidate (real receipt reads, real probes, the grace) and write "
+        "nothing: no commit, quarantine, journal change, receipt moved or deleted",
+    )
+    return _reconcile(p.parse_args(argv))
+
+
+def _reconcile(args: Any) -> int:
     profile = args.profile if args.profile is not None else default_profile()
-    summary, code = primary_pass(args.db, args.receipt_root, profile)
+    summary, code = primary_pass(args.db, args.receipt_root, profile, dry_run=args.dry_run)
     if args.json:
-        print_json(summary)
+        text = _flat_json(summary)
+        if text is None:
+            import json  # as cli._util.print_json, without loading argparse on the pass path
+
+            text = json.dumps(summary, ensure_ascii=False, sort_keys=False)
+        sys.stdout.write(text + "\n")
     else:
         sys.stdout.write(render(summary, args.db) + "\n")
     return code
 
 
+def _flat_json(summary: Mapping[str, Any]) -> str | None:
+    """``json.dumps(summary)`` for a summary without candidates (booleans and integers only),
+    without importing json; None for any other summary."""
+    parts = []
+    for key, value in summary.items():
+        if value is True or value is False:
+            shown = "true" if value else "false"
+        elif type(value) is int:
+            shown = str(value)
+        elif value == [] and type(value) is list:
+            shown = "[]"
+        else:
+            return None
+        parts.append(f'"{key}": {shown}')
+    return "{" + ", ".join(parts) + "}"
+
+
 def render(summary: dict[str, Any], db: str) -> str:
     """The human summary: one line of counts, the candidates, what blocks start-up (with the
     command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
+    from reconciler.cli._verdict import blocking_lines, verdict_line
+
     head = (
         f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
         f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "
@@ -203,6 +315,8 @@ def render(summary: dict[str, Any], db: str) -> str:
     )
     lines = [head]
     if summary["candidates"]:
+        from reconciler.cli._util import table
+
         rows = [
             [c["run_id"], c["attempt_id"] or "-", c["row"], c["outcome"], c["reason"]]
             for c in summary["candidates"]
@@ -212,5 +326,8 @@ def render(summary: dict[str, Any], db: str) -> str:
     if blocking:
         lines.append("")
         lines.extend(blocking)
-    lines.append(verdict_line(bool(summary["safe"])))
+    verdict = verdict_line(bool(summary["safe"]))
+    if summary.get("dry_run"):
+        verdict = f"dry run, nothing written; the pass would say: {verdict}"
+    lines.append(verdict)
     return "\n".join(lines)

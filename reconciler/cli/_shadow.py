@@ -315,6 +315,12 @@ def _startup(argv: list[str]) -> int:
         help="first do what 2.x initData does: running instances -> stopped, crontabs -> idle",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="predict the primary pass and write nothing; normalization and the shadow pass "
+        "(which write) are skipped, and the output says so",
+    )
     args = p.parse_args(argv)
     try:
         profile = resolve_profile(
@@ -342,6 +348,18 @@ def _startup(argv: list[str]) -> int:
         raise FatalError(
             f"database {args.db!r} does not exist; create it with `qlfsm db init --db {args.db}`"
         )
+    if args.dry_run:
+        # The shadow pass has no dry run: it is skipped (it and normalization write), so the
+        # prediction is the primary pass's on the database as it is now (docs/decisions.md).
+        summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
+        safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
+        skipped = {"state": "skipped", "reason": "dry_run"}
+        if args.json:
+            print_json({"shadow": skipped, "primary": summary, "safe": safe, "dry_run": True})
+        else:
+            text = human_startup(None, summary, safe, args.db)
+            sys.stdout.write(text + "\n")
+        return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
     if args.legacy_normalize:
         _normalize(args.db, lock)
     shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
@@ -378,22 +396,32 @@ def _normalize(db: str, lock: LockBudget) -> None:
 
 
 def human_startup(
-    audit: Mapping[str, Any],
+    audit: Mapping[str, Any] | None,
     summary: Mapping[str, Any],
     safe: bool,
     db: str,
     sweep: Mapping[str, Any] | None = None,
 ) -> str:
-    """Both passes, what blocks start-up (``_verdict``), the sweep, and the verdict."""
+    """Both passes, what blocks start-up (``_verdict``), the sweep, and the verdict.
+    ``audit`` None: a dry run, which skipped normalization and the shadow pass."""
     from reconciler.cli._sweep import human_sweep
     from reconciler.cli._verdict import blocking_lines, verdict_line
 
     keys = ("scanned", "recovered", "remaining", "unresolved", "failed")
     counts = ", ".join(f"{summary.get(k, 0)} {k}" for k in keys)
     trunc = " (truncated: more than one page of candidates)" if summary.get("truncated") else ""
-    lines = [human_audit(audit), "", f"primary (ADR-0068): {counts}{trunc}"]
+    shadow = (
+        human_audit(audit)
+        if audit is not None
+        else "legacy shadow (ADR-0448): skipped (dry run: it has no dry run; "
+        "normalization skipped too)"
+    )
+    lines = [shadow, "", f"primary (ADR-0068): {counts}{trunc}"]
     lines.extend(blocking_lines(summary, db))
     if sweep is not None:
         lines.append(human_sweep(sweep))
-    lines.append(verdict_line(safe))
+    verdict = verdict_line(safe)
+    if audit is None:
+        verdict = f"dry run, nothing written; the primary pass would say: {verdict}"
+    lines.append(verdict)
     return "\n".join(lines)

@@ -10,21 +10,15 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+# Defined where the zero-candidate start-up can raise them without importing this module.
+from reconciler.cli._exit import EXIT_BLOCKED as EXIT_BLOCKED
+from reconciler.cli._exit import EXIT_FATAL as EXIT_FATAL
+from reconciler.cli._exit import EXIT_SAFE as EXIT_SAFE
+from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
+from reconciler.cli._exit import FatalError as FatalError
+from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
-
-EXIT_SAFE = 0
-EXIT_FATAL = 1
-EXIT_USAGE = 2
-EXIT_BLOCKED = 3
-
-
-class UsageError(Exception):
-    """A bad flag or configuration: exit 2 with the message (which says how to fix it)."""
-
-
-class FatalError(Exception):
-    """The database is missing, unreadable or not QingLong's: exit 1."""
 
 
 class Parser(argparse.ArgumentParser):

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import uuid
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
@@ -325,7 +324,7 @@ def capture_handle(
     try:
         return format_handle(
             ProcessHandle(
-                handle_id if handle_id is not None else str(uuid.uuid4()),
+                handle_id if handle_id is not None else _uuid4(),
                 boot,
                 pid,
                 snapshot.pgrp,
@@ -334,3 +333,11 @@ def capture_handle(
         )
     except ValueError as error:
         raise CaptureFailed(str(error)) from error
+
+
+def _uuid4() -> str:
+    # Imported here: only the launcher makes handles, and the start-up pass must not pay for
+    # `uuid` at import.
+    import uuid
+
+    return str(uuid.uuid4())

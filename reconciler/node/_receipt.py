@@ -8,8 +8,6 @@ only ever writes canonical bytes), so whitespace, another key order, escaped key
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 from collections.abc import Mapping
@@ -213,6 +211,8 @@ def decode_receipt(data: bytes) -> Receipt:
 
 def token_sha256_hex(token: str) -> str:
     """SHA-256 of the token's UTF-8 bytes, 64 lower-case hex: what the database stores."""
+    import hashlib  # here, not at import: the start-up pass imports this module (OpenSSL)
+
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -253,6 +253,9 @@ def authenticate_receipt(
         return "started_before_attempt_started"
     if not isinstance(callback_token_hash, str) or _HEX64.fullmatch(callback_token_hash) is None:
         return "token_hash_invalid"
+    import hashlib  # here, not at import: most passes never authenticate a receipt (OpenSSL)
+    import hmac
+
     actual = hashlib.sha256(receipt.token.encode("utf-8")).digest()
     if not hmac.compare_digest(actual, bytes.fromhex(callback_token_hash)):
         return "token_mismatch"

@@ -4,7 +4,6 @@ from a validated Attempt ID, quarantine references, what a read answers, and the
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -119,7 +118,11 @@ def receipt_path(root: str, attempt_id: str) -> str:
 
 
 def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
-    nonce = secrets.token_hex(16) if nonce_hex is None else nonce_hex
+    if nonce_hex is None:
+        import secrets  # here: only a publication needs a nonce, never the start-up pass
+
+        nonce_hex = secrets.token_hex(16)
+    nonce = nonce_hex
     if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
         raise ValueError("temp nonce must be 32 lower-case hex digits")
     return f".{_require_id(attempt_id)}.{nonce}.tmp"

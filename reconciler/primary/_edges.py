@@ -9,9 +9,10 @@ receipt for a not-yet-running Attempt walks the legal edges through `running`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fsm import PrimaryFacts
+from fsm import RECEIPT_TRIGGERS, PrimaryDecision, PrimaryFacts, receipt_terminal
 from reconciler.node._receipt import Receipt
 from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
 
@@ -19,13 +20,16 @@ from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange,
 RECONCILER = Actor("reconciler", "local-startup")
 RECEIPT_EXECUTOR = Actor("executor", "completion-receipt")
 
-LOST_REASONS: dict[str, tuple[str, str]] = {
-    # reason -> (error code, error summary), as QingLong's coordinator writes them.
-    "unstarted_claim": (
+LOST_REASONS: dict[str, tuple[str, str, str]] = {
+    # The decision's trigger -> (dedupe reason, error code, error summary), as QingLong's
+    # coordinator writes them.
+    "lose_unstarted_claim": (
+        "unstarted_claim",
         "RECOVERY_UNSTARTED_CLAIM",
         "Claimed Attempt never crossed the start barrier",
     ),
-    "process_not_running": (
+    "lose_after_grace": (
+        "process_not_running",
         "RECOVERY_PROCESS_NOT_RUNNING",
         "Durable process identity proves the execution is not running",
     ),
@@ -41,12 +45,7 @@ _TERMINAL_ERRORS: dict[str, tuple[str, str]] = {
     "cancelled": ("EXECUTION_CANCELLED", "Execution was cancelled"),
     "failed": ("EXECUTION_FAILED", "Execution completed without success"),
 }
-_RECEIPT_TRIGGER = {
-    "succeeded": "succeed_by_receipt",
-    "failed": "fail_by_receipt",
-    "cancelled": "cancel_by_receipt",
-    "timed_out": "time_out_by_receipt",
-}
+Note = Mapping[str, object]  # the "decision" key every event of the pass carries
 
 
 @dataclass(frozen=True)
@@ -91,15 +90,38 @@ def expect_for(run: RunRow, attempt: AttemptRow | None) -> Expect:
     )
 
 
-def terminal_for(run: RunRow, receipt: Receipt) -> str:
-    """spec 04: a requested cancel wins (timeout -> timed_out); else the exit code decides."""
-    if run.cancel_requested_at_ms is not None:
-        return "timed_out" if run.cancel_reason == "timeout" else "cancelled"
-    return "succeeded" if receipt.exit_code == 0 else "failed"
+def decision_payload(decision: PrimaryDecision) -> Note:
+    """The "decision" key of every Run/Attempt event the pass writes (spec 02: the payload is
+    a JSON object; this key is qlfsm's, read by ``qlfsm explain``): the spec 04 row, its
+    reason code and the evidence it rested on. Verdicts and reason codes only: never a path,
+    a token, a handle or a command."""
+    f = decision.facts
+    return {
+        "decision": {
+            "record": "ADR-0068",
+            "row": decision.row,
+            "reason": decision.reason,
+            "evidence": {
+                "receipt": f.first_receipt,
+                "reread": f.second_receipt,
+                "process": f.process,
+                "probe_reason": f.probe_reason,
+                "pid_matches": f.handle_pid_matches if f.process is not None else None,
+                "grace_paid": f.grace_paid,
+                # A retained run is proven again by the final verifier after this edge.
+                "verifier": "pending" if decision.write == "adopt_running" else None,
+            },
+        }
+    }
 
 
 def completion(
-    run: RunRow, attempt: AttemptRow, receipt: Receipt, facts: PrimaryFacts, now_ms: int
+    run: RunRow,
+    attempt: AttemptRow,
+    receipt: Receipt,
+    facts: PrimaryFacts,
+    now_ms: int,
+    note: Note | None = None,
 ) -> Plan:
     """Row 5: Attempt and Run to the receipt's terminal status, Attempt event first.
 
@@ -108,9 +130,11 @@ def completion(
     transaction (QingLong writes the direct, ADR-0001-illegal edge).
     """
     at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
-    terminal = terminal_for(run, receipt)
+    # spec 04 "Terminal mapping", decided from the observed facts (fsm.receipt_terminal).
+    terminal = receipt_terminal(facts)
+    note = note or {}
     base = f"local-completion:{attempt.id}:{receipt.callback_sequence}"
-    chain = {"evidence": "completion_receipt"}
+    chain = {"evidence": "completion_receipt", **note}
     changes: list[Change] = []
     if attempt.status == "claimed":
         changes.append(
@@ -151,7 +175,7 @@ def completion(
         )
     error = _TERMINAL_ERRORS.get(terminal)
     errors = {"error_code": error[0], "error_summary": error[1]} if error else {}
-    trigger = _RECEIPT_TRIGGER[terminal]
+    trigger = RECEIPT_TRIGGERS[terminal]
     changes.append(
         AttemptChange(
             attempt.id,
@@ -163,11 +187,18 @@ def completion(
                 "finished_at_ms": at,
                 **errors,
             },
+            payload=note,
             dedupe_key=f"{base}:attempt",
         )
     )
     changes.append(
-        RunChange(trigger, facts, set={"finished_at_ms": at, **errors}, dedupe_key=f"{base}:run")
+        RunChange(
+            trigger,
+            facts,
+            set={"finished_at_ms": at, **errors},
+            payload=note,
+            dedupe_key=f"{base}:run",
+        )
     )
     return Plan(tuple(changes), RECEIPT_EXECUTOR, at, expect_for(run, attempt), terminal)
 
@@ -177,10 +208,17 @@ def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
 
 
 def lose_attempt(
-    run: RunRow, attempt: AttemptRow, reason: str, trigger: str, facts: PrimaryFacts, now_ms: int
+    run: RunRow,
+    attempt: AttemptRow,
+    trigger: str,
+    facts: PrimaryFacts,
+    now_ms: int,
+    note: Note | None = None,
 ) -> Plan:
-    """Rows 7 and 13: Attempt and Run to `lost` (the Run gets no finished time: not terminal)."""
-    code, summary = LOST_REASONS[reason]
+    """Rows 7 (``lose_unstarted_claim``) and 13 (``lose_after_grace``): Attempt and Run to
+    `lost` (the Run gets no finished time: not terminal)."""
+    reason, code, summary = LOST_REASONS[trigger]
+    note = note or {}
     at = at_or_after(now_ms, run, attempt)
     errors = {"error_code": code, "error_summary": summary}
     changes: tuple[Change, ...] = (
@@ -189,27 +227,31 @@ def lose_attempt(
             trigger,
             facts,
             set=errors,
+            payload=note,
             dedupe_key=f"local-recovery:attempt:{attempt.id}:{attempt.callback_sequence}:{reason}",
         ),
         RunChange(
             trigger,
             facts,
             set=errors,
-            payload={"error_code": code},
+            payload={"error_code": code, **note},
             dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{run.version}:{reason}",
         ),
     )
     return Plan(changes, RECONCILER, at, expect_for(run, attempt), "lost")
 
 
-def lose_missing_attempt(run: RunRow, facts: PrimaryFacts, now_ms: int) -> Plan:
+def lose_missing_attempt(
+    run: RunRow, facts: PrimaryFacts, now_ms: int, note: Note | None = None
+) -> Plan:
     """Row 3: a dispatching Run without any Attempt; one `run.lost` event."""
     code, summary = MISSING_ATTEMPT
+    note = note or {}
     change = RunChange(
         "lose_missing_attempt",
         facts,
         set={"error_code": code, "error_summary": summary},
-        payload={"error_code": code},
+        payload={"error_code": code, **note},
         dedupe_key=f"local-recovery:run:{run.id}:{run.version}:missing-attempt",
     )
     return Plan(
@@ -218,11 +260,15 @@ def lose_missing_attempt(run: RunRow, facts: PrimaryFacts, now_ms: int) -> Plan:
 
 
 def adopt_running(
-    run: RunRow, attempt: AttemptRow, facts: PrimaryFacts, now_ms: int
+    run: RunRow,
+    attempt: AttemptRow,
+    facts: PrimaryFacts,
+    now_ms: int,
+    note: Note | None = None,
 ) -> Plan | None:
     """Row 12: `starting -> running` and/or `dispatching -> running`; None when both run."""
     at = at_or_after(now_ms, run, attempt)
-    evidence = {"evidence": "durable_process_identity"}
+    evidence = {"evidence": "durable_process_identity", **(note or {})}
     changes: list[Change] = []
     version = run.version
     if attempt.status == "starting":

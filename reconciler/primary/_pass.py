@@ -1,34 +1,46 @@
 """ADR-0068: the receipt-first, process-identity-aware start-up reconciler (spec 04).
 
+The pass does only I/O. Which row of spec 04 decides a candidate is :class:`fsm.PrimaryCore`'s
+answer (the table in ``fsm/_primary_table.py``); the pass gathers exactly the evidence the core
+asks for, feeds back what it saw, and commits the decided edge's effect in ONE transaction in
+which the decision is taken again on the Run and Attempts re-read inside it (the compare-and-set
+is in the UPDATE's WHERE, checked by row count).
+
 One pass over the bounded candidate page, serially in Run id order, in two phases so that the
 publication grace is paid ONCE per pass (spec 04 "The grace"):
 
-- phase 1 takes every candidate through spec 04's table up to its probe; every candidate that
-  needs no grace (rows 1-12) is finished here, and `not_running` ones (row 13) are set aside
-  with the monotonic time of their probe;
+- phase 1 takes every candidate until the core decides it or asks for the grace (row 13: the
+  probe said `not_running`); those are set aside with the monotonic time of their probe;
 - one sleep, long enough that the LAST of those probes is a full grace old (so every one is);
-- phase 2 reads each set-aside candidate's receipt again and commits (row 13).
+- phase 2 observes the grace for each, reads its receipt again, re-checks it and commits.
 
-Every candidate walks :class:`fsm.EvidenceSequence`: the only way to record `lost` after a
-probe is through ``pay_grace`` and ``reread_receipt`` (ADR-0068 §2 step 6). Then the final
-verifier (ADR-0068 §5) queries the page again and proves every retained candidate a second time.
+Then the final verifier (ADR-0068 §5) queries the page again and proves every retained
+candidate a second time. ``dry_run``: the same reads, probes and grace, and nothing written.
 
-Ports are injected: the connection, a ReceiptStore, a ProcessProvider and a Clock.
+Ports are injected: the connection, a ReceiptStore, a ProcessProvider, a Clock and the probe.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from fsm import ATTEMPT_ACTIVE, EvidenceSequence, PrimaryFacts
+from fsm import (
+    ATTEMPT_ACTIVE,
+    Need,
+    PrimaryCore,
+    PrimaryDecision,
+    PrimaryFacts,
+    decide_primary,
+    observed_facts,
+)
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
-from reconciler.node._identity import ProcessProvider, inspect_handle
-from reconciler.node._receipt import authenticate_receipt
+from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle
+from reconciler.node._receipt import Receipt, authenticate_receipt
 from reconciler.node._receipt_store import (
     Found,
     Invalid,
@@ -44,6 +56,8 @@ from reconciler.primary._edges import (
     Plan,
     adopt_running,
     completion,
+    decision_payload,
+    expect_for,
     lose_attempt,
     lose_missing_attempt,
 )
@@ -57,13 +71,17 @@ from reconciler.primary._summary import (
 )
 from storage import (
     AttemptRow,
+    Conflict,
     JournalRow,
     LockBudget,
     PrimaryCandidate,
     Repository,
     RunRow,
+    advance_read,
     busy_wait_s,
+    check_read,
     database_error,
+    in_transaction,
     journal_get,
     journal_quarantine,
     journal_resolve,
@@ -71,26 +89,80 @@ from storage import (
     lock_budget,
     lock_budget_from_env,
     primary_candidates,
+    run_with_attempts,
     write_blocker,
 )
 
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 # The summary's `row` for a candidate whose receipt root or shard is not a usable directory:
-# no row of spec 04's table decides it (it is configuration, D-3c).
+# no row of spec 04's table decides it (it is configuration, D-3c), so it stays pass logic,
+# taken before the receipt read is observed.
 ROOT_ROW = "receipt_root"
 
+# The probe port: spec 03 "Inspection" of a stored handle (tests plug a gated one in).
+Probe = Callable[..., Evidence]
 
-@dataclass
+
 class _Candidate:
-    page: PrimaryCandidate
-    seq: EvidenceSequence = field(default_factory=EvidenceSequence)
-    run: RunRow | None = None
-    attempt: AttemptRow | None = None
-    probed_at: float = 0.0
-    probe_reason: str = ""
-    fingerprint: Fingerprint | None = None
-    result: CandidateResult | None = None
+    __slots__ = (
+        "after_read_run",
+        "attempt",
+        "attempts",
+        "core",
+        "decision",
+        "fingerprint",
+        "journal",
+        "page",
+        "probed_at",
+        "receipt",
+        "result",
+        "run",
+    )
+
+    def __init__(self, page: PrimaryCandidate) -> None:
+        self.page = page
+        self.core = PrimaryCore(page.status)
+        self.run: RunRow | None = None
+        self.attempts: list[AttemptRow] = []
+        self.attempt: AttemptRow | None = None  # the latest, once the core looks at it
+        self.journal: JournalRow | None = None  # the latest Attempt's receipt journal row
+        self.receipt: Receipt | None = None  # the trusted receipt a completion commits
+        self.probed_at = 0.0
+        self.fingerprint: Fingerprint | None = None
+        self.result: CandidateResult | None = None
+        self.decision: PrimaryDecision | None = None  # what is being committed
+        # What the core answered right after the Run was read: the re-check must get it again.
+        self.after_read_run: Need | PrimaryDecision | None = None
+
+
+class _Changed(Exception):
+    """Inside the write transaction the re-read Run/Attempt no longer gives the decision."""
+
+
+def read_run_fields(run: RunRow | None, attempts: list[AttemptRow]) -> dict[str, object]:
+    """The `read_run` observation (ADR-0068 §2 step 1) of one read of a Run and its Attempts."""
+    if run is None:
+        return {"run_present": False}
+    latest = attempts[-1] if attempts else None
+    pid = latest.pid if latest is not None else None
+    return {
+        "run_present": True,
+        "run_owner": run.execution_owner,
+        "run_status": run.status,
+        "cancel_requested": run.cancel_requested_at_ms is not None,
+        "cancel_reason": run.cancel_reason,
+        "attempt_count": len(attempts),
+        "active_attempts": sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE),
+        "attempt_status": latest.status if latest is not None else None,
+        "executor_type": latest.executor_type if latest is not None else None,
+        "handle_present": bool(latest.executor_handle) if latest is not None else None,
+        "pid_valid": (
+            isinstance(pid, int) and not isinstance(pid, bool) and pid >= 1
+            if latest is not None
+            else None
+        ),
+    }
 
 
 class PrimaryReconciler:
@@ -106,6 +178,8 @@ class PrimaryReconciler:
         profile: str = "standalone",
         platform: str = sys.platform,
         budget: LockBudget | None = None,
+        probe: Probe | None = None,
+        dry_run: bool = False,
     ) -> None:
         self.grace = grace_seconds(profile)
         self.conn = conn
@@ -115,6 +189,9 @@ class PrimaryReconciler:
         self.clock = clock
         self.platform = platform
         self.budget = budget if budget is not None else lock_budget_from_env()
+        # The real inspection unless a port is given (read when the pass is made).
+        self.probe: Probe = probe if probe is not None else inspect_handle
+        self.dry_run = dry_run
         # Why the pass stopped writing (database_locked / database_read_only), once it has.
         self.stopped: str | None = None
 
@@ -124,9 +201,13 @@ class PrimaryReconciler:
         page, truncated = primary_candidates(self.conn)
         if truncated or not page:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
-            return empty_summary(truncated, len(page))
-        with lock_budget(self.conn, self.budget):
-            return self._run(page)
+            summary = empty_summary(truncated, len(page))
+        else:
+            with lock_budget(self.conn, self.budget):
+                summary = self._run(page)
+        if self.dry_run:
+            summary["dry_run"] = True
+        return summary
 
     def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:
         self._check_root(page)
@@ -147,7 +228,7 @@ class PrimaryReconciler:
                 if cand.result is not None and cand.result.outcome == "remaining":
                     self._revoke(cand, f"not_run:{self.stopped}", outcome="failed")
             return summarize(results, False)
-        truncated = self._verify(todo, results)
+        truncated = self._verify(todo, results, page)
         return summarize(results, truncated)
 
     def _check_root(self, page: list[PrimaryCandidate]) -> None:
@@ -175,19 +256,18 @@ class PrimaryReconciler:
                         "directory, or restore it"
                     )
 
-    def _guarded(self, cand: _Candidate, step: Any) -> None:
-        # spec 04 row 14: any exception while handling the candidate -> failed. Each advance is
+    def _guarded(self, cand: _Candidate, step: Callable[[_Candidate], None]) -> None:
+        # spec 04 row 14: any exception while handling the candidate -> failed. Each write is
         # its own transaction, already rolled back by the time the exception reaches here.
         if cand.page.problem is not None:
             # A row the candidate query could not read (storage._text): this one fails alone.
-            cand.seq.fire("fail")
-            cand.result = self._result(cand, "14", f"error:BadRow: {cand.page.problem}")
+            decided = cand.core.fail(f"BadRow: {cand.page.problem}")
+            cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
             return
         if self.stopped is not None:
             # The database cannot be written any more (locked past the lock budget, or read-
             # only): no further write is attempted and nothing more is waited for.
-            cand.seq.fire("fail")
-            cand.result = self._result(cand, "14", f"{self.stopped}:not_attempted")
+            cand.result = self._result(cand, "14", "failed", f"{self.stopped}:not_attempted")
             return
         try:
             step(cand)
@@ -196,17 +276,12 @@ class PrimaryReconciler:
             if blocker is not None:
                 self.stopped = blocker
                 exc = self._named(exc)
-            if cand.seq.done and cand.result is not None:
+            if cand.result is not None:
                 # Decided (and committed) before the error: keep the decision, name the error.
                 cand.result.reason += f";error:{describe(exc)}"
                 return
-            if not cand.seq.done:
-                cand.seq.fire("fail")
-                cand.result = self._result(cand, "14", f"error:{describe(exc)}")
-            else:  # pragma: no cover - a sequence never ends without its result being set
-                att = cand.attempt.id if cand.attempt is not None else None
-                reason = f"error:{describe(exc)}"
-                cand.result = CandidateResult(cand.page.run_id, att, "14", "failed", reason)
+            decided = cand.core.fail(describe(exc))
+            cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
 
     def _named(self, exc: Exception) -> Exception:
         """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""
@@ -216,124 +291,69 @@ class PrimaryReconciler:
         # A read that found the database locked waited the connection's busy timeout.
         return database_error(path, exc, waited_s=busy_wait_s(self.conn))
 
-    def _result(self, cand: _Candidate, row: str, reason: str) -> CandidateResult:
+    def _result(self, cand: _Candidate, row: str, outcome: str, reason: str) -> CandidateResult:
         attempt_id = cand.attempt.id if cand.attempt is not None else None
-        return CandidateResult(cand.page.run_id, attempt_id, row, cand.seq.outcome, reason)
+        return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)
 
-    def _finish(self, cand: _Candidate, trigger: str, row: str, reason: str) -> None:
-        cand.seq.fire(trigger)
-        cand.result = self._result(cand, row, reason)
-
-    def _facts(self, cand: _Candidate, **kw: Any) -> PrimaryFacts:
-        run, att = cand.run, cand.attempt
-        assert run is not None
-        active = 1 if att is not None and att.status in ATTEMPT_ACTIVE else 0
-        return PrimaryFacts(
-            run_status=run.status,
-            attempt_status=att.status if att is not None else None,
-            active_attempts=active,
-            **kw,
-        )
-
-    def _commit(self, cand: _Candidate, plan: Plan) -> None:
-        run = cand.run
-        assert run is not None
-        self.repo.advance(
-            run.id,
-            run.version,
-            plan.changes,
-            actor=plan.actor,
-            at_ms=plan.at_ms,
-            expect=plan.expect,
-        )
-
-    # --- phase 1: spec 04 rows 1..12, and the probe of row 13 -------------------------------
+    # --- the loop: ask the core, gather exactly that, observe, until a decision -------------
 
     def _phase1(self, cand: _Candidate) -> None:
-        run = self.repo.get_run(cand.page.run_id)
-        attempts = self.repo.attempts_of(cand.page.run_id) if run is not None else []
-        active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
-        cand.run = run
-        if len(active) > 1:
-            return self._finish(cand, "hold", "1", "multiple_active_attempts")
-        if run is None:
-            return self._finish(cand, "hold", "2", "run_gone")
-        if run.execution_owner != "runtime":
-            return self._finish(cand, "hold", "2", "not_runtime_owned")
-        if run.status != cand.page.status:
-            return self._finish(cand, "hold", "2", "status_changed")
-        if not attempts and run.status == "dispatching":
-            facts = self._facts(cand)
-            cand.seq.require("lose_missing_attempt")
-            self._commit(cand, lose_missing_attempt(run, facts, self.clock.now_ms()))
-            return self._finish(cand, "lose_missing_attempt", "3", "attempt_missing_before_start")
-        if not active:
-            return self._finish(cand, "hold", "3b", "no_active_attempt")
-        latest = attempts[-1]  # attempts_of orders by attempt number
-        cand.attempt = latest
-        if latest.status not in ATTEMPT_ACTIVE:
-            return self._finish(cand, "hold", "4", "latest_attempt_not_active")
-        # ADR-0068 §2 steps 2-3: the one receipt path, before any process evidence.
-        cand.seq.fire("read_receipt")
-        if self._consume_receipt(cand, first=True):
-            return None
-        att = latest
-        if att.status == "claimed":
-            # ADR-0068 §2 step 5: an unstarted claim is lost WITHOUT probing any process.
-            facts = self._facts(cand, first_receipt="missing")
-            return self._lose(cand, "lose_unstarted_claim", "unstarted_claim", "7", facts)
-        if att.executor_type != "local_process":
-            return self._finish(cand, "hold", "8", "executor_not_local_process")
-        if not att.executor_handle:
-            return self._finish(cand, "hold", "8", "handle_missing")
-        if not isinstance(att.pid, int) or isinstance(att.pid, bool) or att.pid < 1:
-            return self._finish(cand, "hold", "8", "pid_invalid")
-        evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
-        # Three-valued: `unknown` is never read as gone (ADR-0068 §3).
-        if evidence.verdict == "unknown":
-            if evidence.reason == "provider_unavailable":
-                return self._finish(cand, "fail", "9", "provider_unavailable")
-            return self._finish(cand, "hold", "10", evidence.reason)
-        if evidence.pid != att.pid:
-            return self._finish(cand, "hold", "11", "handle_pid_mismatch")
-        if evidence.verdict == "running":
-            cand.seq.fire("probe_running")
-            return self._retain(cand)
-        cand.seq.fire("probe_not_running")
-        cand.probed_at = self.clock.monotonic()
-        cand.probe_reason = evidence.reason
-        return None  # waits for the shared grace (row 13)
+        self._drive(cand)
 
-    def _retain(self, cand: _Candidate) -> None:
-        """Row 12: adopt `running` where needed, keep the fingerprint for the verifier."""
+    def _phase2(self, cand: _Candidate) -> None:
+        if self.clock.monotonic() - cand.probed_at < self.grace:  # pragma: no cover - guarded
+            raise RuntimeError("second receipt read attempted before a full grace")
+        cand.core.observe("pay_grace", grace_paid=True)
+        self._drive(cand)
+
+    def _drive(self, cand: _Candidate) -> None:
+        core = cand.core
+        while True:
+            step = core.next()
+            if not isinstance(step, Need):
+                return self._decided(cand, step)
+            evidence = step.evidence
+            if evidence == "read_run":
+                self._read_run(cand)
+            elif evidence == "read_receipt":
+                seen = self._gather_receipt(cand, first=True)
+                if seen is None:
+                    return None  # the receipt root decided it (D-3c)
+                core.observe("read_receipt", **seen)
+            elif evidence == "probe":
+                self._probe(cand)
+            elif evidence == "pay_grace":
+                return None  # set aside: the one grace of the pass (spec 04 "The grace")
+            elif evidence == "reread_receipt":
+                seen = self._gather_receipt(cand, first=False)
+                if seen is None:
+                    return None
+                core.observe("reread_receipt", **seen)
+            else:  # recheck_run: observed inside the write transaction (_lose_after_grace)
+                return self._lose_after_grace(cand)
+
+    def _read_run(self, cand: _Candidate) -> None:
+        # ADR-0068 §2 step 1: ONE read of the Run and its Attempts before the decision.
+        run, attempts, journal = run_with_attempts(self.conn, cand.page.run_id)
+        cand.run, cand.attempts, cand.journal = run, attempts, journal
+        cand.core.observe("read_run", **read_run_fields(run, attempts))
+        step = cand.after_read_run = cand.core.next()
+        if attempts and (isinstance(step, Need) or step.row == "4"):
+            # The summary names the latest Attempt once a row looks at it (row 4 on).
+            cand.attempt = attempts[-1]  # attempts are ordered by attempt number
+
+    def _gather_receipt(self, cand: _Candidate, *, first: bool) -> dict[str, object] | None:
+        """Read the one receipt path (ADR-0068 §2 steps 2-4); None when the receipt root is
+        unusable (the candidate is then decided as configuration, D-3c)."""
         run, att = cand.run, cand.attempt
         assert run is not None and att is not None
-        facts = self._facts(
-            cand, first_receipt="missing", process="running", handle_pid_matches=True
-        )
-        cand.seq.require("retain")
-        plan = adopt_running(run, att, facts, self.clock.now_ms())
-        if plan is not None:
-            self._commit(cand, plan)
-            run = self.repo.get_run(run.id)
-            att = self.repo.get_attempt(att.id)
-            assert run is not None and att is not None
-            cand.run, cand.attempt = run, att
-        cand.fingerprint = fingerprint(run, att)
-        self._finish(cand, "retain", "12", "process_running")
-
-    def _consume_receipt(self, cand: _Candidate, *, first: bool) -> bool:
-        """Read the receipt; a trusted one completes (row 5), an invalid one is quarantined
-        (row 6). False when there is none (the sequence is then in a `*_missing` state)."""
-        run, att = cand.run, cand.attempt
-        assert run is not None and att is not None
+        key = "first_receipt" if first else "second_receipt"
         read = self.store.read(att.id)
-        row = "5" if first else "13"
         unusable = self._root_problem(read, att)
         if unusable is not None:
             # Configuration, not a receipt: no quarantine, no journal row, no probe (D-3c).
-            self._finish(cand, "hold", ROOT_ROW, unusable)
-            return True
+            cand.result = self._result(cand, ROOT_ROW, "unresolved", unusable)
+            return None
         if isinstance(read, RootMissing):
             read = Missing()  # a `claimed` Attempt: nothing was launched, so nothing published
         if isinstance(read, Found):
@@ -350,40 +370,27 @@ class PrimaryReconciler:
                 run_status=run.status,
             )
             if problem is None:
-                cand.seq.fire("trust")
-                if first:
-                    facts = self._facts(cand, first_receipt="trusted")
-                else:
-                    facts = self._facts(
-                        cand,
-                        first_receipt="missing",
-                        process="not_running",
-                        handle_pid_matches=True,
-                        grace_paid=True,
-                        second_receipt="trusted",
-                    )
-                cand.seq.require("commit_completion")
-                plan = completion(run, att, read.receipt, facts, self.clock.now_ms())
-                self._commit(cand, plan)
-                reason = f"receipt_{plan.terminal}" + ("" if first else "_after_grace")
-                self._finish(cand, "commit_completion", row, reason)
-                self._after_completion(cand)
-                return True
+                cand.receipt = read.receipt
+                return {key: "trusted", "receipt_exit_code": read.receipt.exit_code}
             read = Invalid(problem)
         if isinstance(read, Invalid):
-            cand.seq.fire("reject")
-            self._quarantine(run, att)
-            self._finish(
-                cand, "quarantine", "6" if first else "13", f"invalid_receipt:{read.reason}"
-            )
-            return True
-        journal = journal_get(self.conn, att.id) if first else None
-        if journal is not None and journal.state == "quarantined":
-            ref = journal.quarantine_ref
-            if ref is not None and not self.store.holds_quarantine(ref):
-                # The row claims a quarantine that never happened (an older qlfsm wrote such
-                # rows for a receipt-root mistake) or whose copy is gone: withdrawn, back to the
-                # launcher's `pending`, and the candidate is decided on its evidence (D-3c).
+            return {key: "invalid", "receipt_problem": read.reason}
+        if first and self._quarantined_earlier(att, cand.journal):
+            return {key: "quarantined"}
+        return {key: "missing"}
+
+    def _quarantined_earlier(self, att: AttemptRow, journal: JournalRow | None) -> bool:
+        """The path is empty: did an earlier pass quarantine this Attempt's receipt (spec 03)?
+        ``journal``: its journal row, read with the Run and its Attempts."""
+        if journal is None or journal.state != "quarantined":
+            return False
+        ref = journal.quarantine_ref
+        if ref is not None and not self.store.holds_quarantine(ref):
+            # The row claims a quarantine that never happened (an older qlfsm wrote such rows
+            # for a receipt-root mistake) or whose copy is gone: withdrawn, back to the
+            # launcher's `pending`, and the candidate is decided on its evidence (D-3c). A dry
+            # run predicts exactly that, without the withdrawal.
+            if not self.dry_run:
                 now = self.clock.now_ms()
                 pending = JournalRow(
                     att.id,
@@ -395,16 +402,10 @@ class PrimaryReconciler:
                     max(now, journal.registered_at_ms),
                 )
                 journal_withdraw_quarantine(self.conn, att.id, ref, pending)
-            else:
-                # An earlier pass quarantined this Attempt's receipt: the file is gone from the
-                # path, but the invalid fact stands. It keeps blocking (spec 03: the candidate
-                # stays unresolved) until someone decides, instead of turning into `lost` on the
-                # next boot.
-                cand.seq.fire("reject")
-                self._finish(cand, "quarantine", "6", "receipt_quarantined_earlier")
-                return True
-        cand.seq.fire("find_none")
-        return False
+            return False
+        # The file is gone from the path, but the invalid fact stands: it keeps blocking until
+        # someone decides, instead of turning into `lost` on the next boot (D-3a).
+        return True
 
     def _root_problem(self, read: ReadResult, att: AttemptRow) -> str | None:
         """The reason when the receipt could not be looked for at all, else None."""
@@ -412,6 +413,179 @@ class PrimaryReconciler:
             return f"receipt_root_unusable:{read.reason}:{read.path}"
         if isinstance(read, RootMissing) and att.status != "claimed":
             return f"receipt_root_missing:{self.store.root}"
+        return None
+
+    def _probe(self, cand: _Candidate) -> None:
+        # ADR-0068 §2 step 5: the exact durable identity, three-valued (§3).
+        att = cand.attempt
+        assert att is not None
+        evidence = self.probe(att.executor_handle, self.provider, platform=self.platform)
+        cand.core.observe(
+            "probe",
+            process=evidence.verdict,
+            probe_reason=evidence.reason,
+            handle_pid_matches=evidence.pid == att.pid,
+        )
+        cand.probed_at = self.clock.monotonic()
+
+    # --- the decision's effect --------------------------------------------------------------
+
+    def _decided(self, cand: _Candidate, decision: PrimaryDecision) -> None:
+        write = decision.write
+        if write is None or self.dry_run:
+            if write == "adopt_running" or decision.state == "retained":
+                run, att = cand.run, cand.attempt
+                assert run is not None and att is not None
+                cand.fingerprint = fingerprint(run, att)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+            return
+        run, att = cand.run, cand.attempt
+        assert run is not None
+        cand.decision = decision
+        now = self.clock.now_ms()
+        note = decision_payload(decision)
+        if write == "complete":
+            assert att is not None and cand.receipt is not None
+            receipt = cand.receipt
+            self._commit(cand, lambda facts: completion(run, att, receipt, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+            self._after_completion(cand)
+        elif write == "quarantine":
+            assert att is not None
+            self._quarantine(run, att)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        elif write == "lose_missing_attempt":
+            self._commit(cand, lambda facts: lose_missing_attempt(run, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        elif write == "lose":
+            trigger = decision.trigger
+            assert att is not None and trigger is not None
+            self._commit(cand, lambda facts: lose_attempt(run, att, trigger, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        else:  # adopt_running (row 12): only the aggregate not yet running moves
+            assert att is not None
+            if run.status == "running" and att.status == "running":
+                cand.fingerprint = fingerprint(run, att)  # nothing to adopt, nothing written
+            else:
+                version = self._commit(
+                    cand, lambda facts: adopt_running(run, att, facts, now, note)
+                )
+                cand.fingerprint = _adopted(run, att, version)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+
+    def _commit(self, cand: _Candidate, make: Callable[[PrimaryFacts], Plan | None]) -> int:
+        """The decided edge in ONE transaction (ADR-0068 §4): the Run and Attempts are re-read
+        inside it and must take the core the same way again; the plan is made from the facts
+        with that re-read, so every edge's guard is evaluated on them; every UPDATE
+        compare-and-sets in its WHERE (row count checked)."""
+        run, decision = cand.run, cand.decision
+        assert run is not None and decision is not None
+
+        def work(c: sqlite3.Connection) -> int:
+            facts, run_now, attempts = self._check_again(c, cand, decision)
+            plan = make(facts)
+            assert plan is not None
+            done = advance_read(
+                self.repo,
+                c,
+                run_now,
+                attempts,
+                run.id,
+                run.version,
+                plan.changes,
+                actor=plan.actor,
+                at_ms=plan.at_ms,
+                expect=plan.expect,
+            )
+            return done.version
+
+        return in_transaction(self.conn, work)
+
+    def _check_again(
+        self, c: sqlite3.Connection, cand: _Candidate, decision: PrimaryDecision
+    ) -> tuple[PrimaryFacts, RunRow | None, list[AttemptRow]]:
+        """The one re-read inside the write transaction: the core, fed it, must answer what it
+        answered on the first read (the same row 3 decision, or the same receipt step); the
+        decision's facts with the re-read are what the edges' guards are evaluated on."""
+        run, attempts, _ = run_with_attempts(c, cand.page.run_id)
+        # First what the compare-and-set will require (the same errors as ever), then the row.
+        decided_on, att = cand.run, cand.attempt
+        assert decided_on is not None
+        if decision.write == "lose_missing_attempt":
+            att = None  # row 3: the Run alone was decided on
+        check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
+        fields = read_run_fields(run, attempts)
+        core = PrimaryCore(cand.page.status)
+        core.observe("read_run", **fields)
+        again, before = core.next(), cand.after_read_run
+        if isinstance(again, Need) and isinstance(before, Need):
+            same = again.evidence == before.evidence
+        else:
+            same = (
+                isinstance(again, PrimaryDecision)
+                and isinstance(before, PrimaryDecision)
+                and (again.row, again.state) == (before.row, before.state)
+            )
+        if not same:
+            raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
+        return observed_facts(decision.facts, fields), run, attempts
+
+    def _lose_after_grace(self, cand: _Candidate) -> None:
+        """Row 13, last part: re-check the Run/Attempt (nothing may have changed since the
+        probe) and commit `lost` in the SAME transaction as that re-read."""
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        before = fingerprint(run, att)
+        core = cand.core
+
+        def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
+            now_run, attempts, _ = run_with_attempts(c, run.id)
+            now_att = attempts[-1] if attempts else None
+            active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
+            unchanged = not (
+                now_run is None
+                or now_att is None
+                or active != 1
+                or fingerprint(now_run, now_att) != before
+            )
+            return unchanged, now_run, attempts
+
+        if self.dry_run:
+            core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
+            return self._drive(cand)
+
+        def work(c: sqlite3.Connection) -> PrimaryDecision:
+            unchanged, now_run, attempts = recheck(c)
+            facts = observed_facts(core.facts, {"unchanged_on_recheck": unchanged})
+            decision = decide_primary(facts)
+            assert isinstance(decision, PrimaryDecision)
+            if decision.write == "lose":
+                assert decision.trigger is not None
+                plan = lose_attempt(
+                    run,
+                    att,
+                    decision.trigger,
+                    decision.facts,
+                    self.clock.now_ms(),
+                    decision_payload(decision),
+                )
+                advance_read(
+                    self.repo,
+                    c,
+                    now_run,
+                    attempts,
+                    run.id,
+                    run.version,
+                    plan.changes,
+                    actor=plan.actor,
+                    at_ms=plan.at_ms,
+                    expect=plan.expect,
+                )
+            return decision
+
+        decision = in_transaction(self.conn, work)
+        core.observe("recheck_run", unchanged_on_recheck=decision.facts.unchanged_on_recheck)
+        cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
         return None
 
     def _after_completion(self, cand: _Candidate) -> None:
@@ -443,20 +617,6 @@ class PrimaryReconciler:
             journal_withdraw_quarantine(self.conn, att.id, ref, previous)
             raise
 
-    def _lose(
-        self, cand: _Candidate, trigger: str, reason: str, row: str, facts: PrimaryFacts
-    ) -> None:
-        """Rows 7 and 13. ``trigger`` is the Run/Attempt edge; the evidence machine's edge is
-        ``lose_unstarted_claim`` (before any probe) or ``lose_not_running`` (after the grace
-        and the second read), and it must be allowed BEFORE anything is committed."""
-        run, att = cand.run, cand.attempt
-        assert run is not None and att is not None
-        step = "lose_not_running" if trigger == "lose_after_grace" else trigger
-        cand.seq.require(step)
-        self._commit(cand, lose_attempt(run, att, reason, trigger, facts, self.clock.now_ms()))
-        detail = reason if row != "13" else f"{reason}:{cand.probe_reason}"
-        self._finish(cand, step, row, detail)
-
     # --- the grace, once ----------------------------------------------------------------------
 
     def _pay_grace(self, waiting: list[_Candidate]) -> None:
@@ -468,43 +628,12 @@ class PrimaryReconciler:
             self.clock.sleep(remaining)
             remaining = self.grace - (self.clock.monotonic() - youngest)
 
-    # --- phase 2: row 13 after the grace ------------------------------------------------------
-
-    def _phase2(self, cand: _Candidate) -> None:
-        if self.clock.monotonic() - cand.probed_at < self.grace:  # pragma: no cover - guarded
-            raise RuntimeError("second receipt read attempted before a full grace")
-        cand.seq.fire("pay_grace")
-        cand.seq.fire("reread_receipt")
-        if self._consume_receipt(cand, first=False):
-            return
-        run, att = cand.run, cand.attempt
-        assert run is not None and att is not None
-        # Re-read the Run/Attempt: nothing may have changed since the probe (spec 04 row 13).
-        now_run = self.repo.get_run(run.id)
-        attempts = self.repo.attempts_of(run.id) if now_run is not None else []
-        now_att = attempts[-1] if attempts else None
-        active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
-        if (
-            now_run is None
-            or now_att is None
-            or active != 1
-            or fingerprint(now_run, now_att) != fingerprint(run, att)
-        ):
-            return self._finish(cand, "hold", "13", "changed_before_lost")
-        facts = self._facts(
-            cand,
-            first_receipt="missing",
-            process="not_running",
-            handle_pid_matches=True,
-            grace_paid=True,
-            second_receipt="missing",
-            unchanged_on_recheck=True,
-        )
-        return self._lose(cand, "lose_after_grace", "process_not_running", "13", facts)
-
     # --- final verifier (ADR-0068 §5) ---------------------------------------------------------
 
-    def _verify(self, todo: list[_Candidate], results: list[CandidateResult]) -> bool:
+    def _verify(
+        self, todo: list[_Candidate], results: list[CandidateResult], first: list[PrimaryCandidate]
+    ) -> bool:
+        # spec 04 "Final verifier": the candidate query runs again (the page is not reused).
         page, truncated = primary_candidates(self.conn)
         by_id = {c.page.run_id: c for c in todo}
         retained = {c.page.run_id: c for c in todo if c.result and c.result.outcome == "remaining"}
@@ -516,8 +645,9 @@ class PrimaryReconciler:
                 results.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "new"))
             elif now.run_id in retained:
                 self._verify_one(cand, now)
-            elif cand.result.outcome == "recovered":
+            elif cand.result.outcome == "recovered" and not self.dry_run:
                 # It was terminalized or lost, yet it is a candidate again: someone moved it.
+                # (A dry run wrote nothing: its recovered candidates are still on the page.)
                 results.append(
                     CandidateResult(now.run_id, None, "verifier", "unresolved", "reappeared")
                 )
@@ -536,13 +666,12 @@ class PrimaryReconciler:
                 return self._revoke(cand, unusable)
             if not isinstance(read, Missing):
                 return self._revoke(cand, "receipt_appeared")
-            evidence = inspect_handle(att.executor_handle, self.provider, platform=self.platform)
+            evidence = self.probe(att.executor_handle, self.provider, platform=self.platform)
             if evidence.reason == "provider_unavailable":
                 return self._revoke(cand, "provider_unavailable", outcome="failed")  # as row 9
             if evidence.verdict != "running" or evidence.pid != att.pid:
                 return self._revoke(cand, f"process_{evidence.verdict}:{evidence.reason}")
-            run = self.repo.get_run(now.run_id)
-            attempts = self.repo.attempts_of(now.run_id)
+            run, attempts, _ = run_with_attempts(self.conn, now.run_id)
             if (
                 run is None
                 or not attempts
@@ -564,6 +693,23 @@ class PrimaryReconciler:
         cand.result.reason = f"verifier:{why}"
 
 
+def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
+    # Row 12 moved whichever aggregate was not yet running, in the transaction that returned
+    # ``version``: the fingerprint the verifier must find is that of the rows as committed.
+    run_status = "running" if run.status == "dispatching" else run.status
+    att_status = "running" if att.status == "starting" else att.status
+    return (
+        run.id,
+        run_status,
+        version,
+        att.id,
+        att_status,
+        att.callback_sequence,
+        att.executor_handle,
+        att.pid,
+    )
+
+
 def reconcile(
     conn: sqlite3.Connection,
     store: ReceiptStore,
@@ -573,13 +719,25 @@ def reconcile(
     profile: str = "standalone",
     platform: str = sys.platform,
     budget: LockBudget | None = None,
+    probe: Probe | None = None,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Run one ADR-0068 pass and return spec 04's summary (see :class:`PrimaryReconciler`).
 
     ``budget``: the most the pass waits, in total, for other processes' write locks
     (default ``$QLFSM_LOCK_BUDGET_S``, else 5 s); then it stops writing and every candidate
     not yet decided fails with a reason naming the lock (docs/decisions.md "lock budget").
+    ``dry_run``: every read, probe and the grace as usual, but nothing is written, moved or
+    deleted; the summary says what each candidate would get (and gains ``"dry_run": true``).
     """
     return PrimaryReconciler(
-        conn, store, provider, clock, profile=profile, platform=platform, budget=budget
+        conn,
+        store,
+        provider,
+        clock,
+        profile=profile,
+        platform=platform,
+        budget=budget,
+        probe=probe,
+        dry_run=dry_run,
     ).run()

@@ -1,0 +1,186 @@
+"""One decided change set on rows already read inside the caller's transaction: every edge
+planned on the lifecycle machines (guards evaluated on the change's evidence), then ONE
+compare-and-set UPDATE per aggregate and one event per edge (spec 01 rules 3-5).
+
+The same edges, versions, events and dedupe keys as :meth:`Repository.advance_in`, which
+re-reads the Run and the expected Attempts itself and bumps the Run once per event. The
+ADR-0068 pass has just read them in the same ``BEGIN IMMEDIATE`` (its decision's re-check), so
+reading them again would only cost statements: a dead candidate's `lost` is two UPDATEs and two
+INSERTs here, where ``advance_in`` needs two more SELECTs and a third UPDATE.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
+
+from ._changes import (
+    _ATTEMPT_SETTABLE,
+    _RUN_SETTABLE,
+    _check_actor,
+    _check_expected,
+    _check_fields,
+    _check_time,
+    _set_clause,
+)
+from ._errors import Conflict, InvalidField, NotFound
+from ._repository import (
+    Actor,
+    Advanced,
+    AttemptChange,
+    Change,
+    Expect,
+    Repository,
+)
+from ._rows import AttemptRow, RunRow
+
+
+def advance_read(
+    repo: Repository,
+    c: sqlite3.Connection,
+    run: RunRow | None,
+    attempts: Sequence[AttemptRow],
+    run_id: str,
+    expected_version: int,
+    changes: Sequence[Change],
+    *,
+    actor: Actor,
+    at_ms: int,
+    expect: Expect | None = None,
+) -> Advanced:
+    """Apply ``changes`` to ``run`` and ``attempts`` as read in this transaction (``c``)."""
+    _check_actor(actor)
+    run = check_read(run, attempts, run_id, expected_version, expect)
+    by_id = {a.id: a for a in attempts}
+    status, version, sequence = run.status, run.version, run.event_sequence
+    run_sets: dict[str, object] = {}
+    moved: dict[str, tuple[str, dict[str, object]]] = {}  # attempt id -> (status, sets)
+    events = []
+    steps = []
+    attempt_id: str | None
+    for change in changes:
+        version += 1
+        sequence += 1
+        if isinstance(change, AttemptChange):
+            att = by_id.get(change.attempt_id)
+            if att is None:
+                raise NotFound("attempt", change.attempt_id)
+            if status in RUN_TERMINAL:
+                # spec 01: an Attempt may not move once its Run is terminal.
+                raise Conflict("run", run_id, "non-terminal (its attempts are frozen)")
+            now_status, now_sets = moved.get(att.id, (att.status, {}))
+            step = attempt_machine().plan(now_status, change.trigger, change.evidence)
+            sets = dict(change.set)
+            _check_fields("attempt", step.dest, sets, _ATTEMPT_SETTABLE)
+            started = now_sets.get("started_at_ms", att.started_at_ms)
+            _check_time(at_ms, att.created_at_ms, started, "attempt")  # type: ignore[arg-type]
+            if step.dest in ATTEMPT_TERMINAL:
+                sets.setdefault("finished_at_ms", at_ms)
+            if "callback_sequence" in sets and (
+                step.dest not in ATTEMPT_TERMINAL
+                or sets["callback_sequence"] != att.callback_sequence + 1
+            ):
+                raise InvalidField(
+                    "callback_sequence is set only on a terminal attempt and must be "
+                    f"the stored sequence + 1 ({att.callback_sequence + 1})"
+                )
+            moved[att.id] = (step.dest, {**now_sets, **sets})
+            payload: dict[str, object] = {
+                "attempt_id": att.id,
+                "from_status": step.source,
+                "to_status": step.dest,
+                "version": version,
+            }
+            for key in ("exit_code", "callback_sequence", "error_code"):
+                if key in sets:
+                    payload[key] = sets[key]
+            payload.update(change.payload)
+            event_type, attempt_id = f"attempt.{step.dest}", att.id
+        else:
+            step = run_machine().plan(status, change.trigger, change.evidence)
+            _check_fields("run", step.dest, change.set, _RUN_SETTABLE)
+            started = run_sets.get("started_at_ms", run.started_at_ms)
+            _check_time(at_ms, run.created_at_ms, started, "run")  # type: ignore[arg-type]
+            status = step.dest
+            run_sets.update(change.set)
+            payload = {"from_status": step.source, "to_status": step.dest, "version": version}
+            payload.update(change.payload)
+            event_type, attempt_id = f"run.{step.dest}", None
+        events.append(
+            repo._insert_event(
+                c,
+                run_id,
+                sequence,
+                event_type,
+                actor,
+                attempt_id,
+                payload,
+                change.dedupe_key,
+                at_ms,
+            )
+        )
+        steps.append(step)
+    for att_id, (dest, sets) in moved.items():
+        _cas_attempt(c, by_id[att_id], dest, sets)
+    _cas_run(c, run, status, version, sequence, run_sets)
+    return Advanced(run_id, version, tuple(steps), tuple(events))
+
+
+def check_read(
+    run: RunRow | None,
+    attempts: Sequence[AttemptRow],
+    run_id: str,
+    expected_version: int,
+    expect: Expect | None,
+) -> RunRow:
+    """The re-read rows still hold what the decision used: the same checks, in the same order
+    and with the same errors, as :meth:`Repository.advance_in` makes on its own re-read."""
+    if run is None:
+        raise NotFound("run", run_id)
+    if run.version != expected_version:
+        raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    if expect is not None:
+        _check_expected("run", run_id, run, expect.run)
+        by_id = {a.id: a for a in attempts}
+        for expected_id, fields in expect.attempts.items():
+            if expected_id not in by_id:
+                raise NotFound("attempt", expected_id)
+            _check_expected("attempt", expected_id, by_id[expected_id], fields)
+    return run
+
+
+def _cas_attempt(
+    c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
+) -> None:
+    assignments, params = _set_clause({"status": status, **sets})
+    # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
+    cur = c.execute(
+        f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
+        "WHERE id = ? AND status = ? AND callback_sequence = ?",
+        (*params, att.id, att.status, att.callback_sequence),
+    )
+    if cur.rowcount != 1:
+        raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
+
+
+def _cas_run(
+    c: sqlite3.Connection,
+    run: RunRow,
+    status: str,
+    version: int,
+    sequence: int,
+    sets: Mapping[str, object],
+) -> None:
+    columns = {"event_sequence": sequence, "version": version, **sets}
+    if status != run.status:
+        columns["status"] = status
+    assignments, params = _set_clause(columns)
+    # spec 01 rule 3: compare-and-set on id + expected version (+ status), checked by row count.
+    cur = c.execute(
+        f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? AND status = ?',
+        (*params, run.id, run.version, run.status),
+    )
+    if cur.rowcount != 1:
+        raise Conflict("run", run.id, f"at version {run.version} in {run.status}")

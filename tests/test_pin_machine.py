@@ -14,8 +14,8 @@ from transitions.core import MachineError
 
 from fsm import (
     ATTEMPT_SPEC,
-    EVIDENCE_SPEC,
     LEGACY_SPEC,
+    PRIMARY_DECISION_SPEC,
     RUN_SPEC,
     Edge,
     GuardRefused,
@@ -197,7 +197,7 @@ def test_the_message_says_where_to_fix_the_table() -> None:
         RUN_SPEC,
         ATTEMPT_SPEC,
         LEGACY_SPEC,
-        EVIDENCE_SPEC,
+        PRIMARY_DECISION_SPEC,
     ],
     ids=[
         "toy",
@@ -208,7 +208,7 @@ def test_the_message_says_where_to_fix_the_table() -> None:
         "run",
         "attempt",
         "legacy",
-        "evidence",
+        "primary-decision",
     ],
 )
 def test_a_valid_spec_is_accepted(good: MachineSpec) -> None:
@@ -347,7 +347,7 @@ def test_of_several_guards_on_one_trigger_the_step_names_the_one_that_held(
 
 
 def test_a_fresh_lifecycle_offers_no_to_state_trigger_and_ignores_no_invalid_one() -> None:
-    for s in (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC, EVIDENCE_SPEC):
+    for s in (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC, PRIMARY_DECISION_SPEC):
         lifecycle = Lifecycle(s)
         thing = Thing()
         lifecycle.attach(thing, s.initial)

@@ -236,11 +236,18 @@ class DecisionEngine:
         return model.taken
 
     def walk(
-        self, facts: object, observed: Observed, state: str | None = None, failed: bool = False
+        self,
+        facts: object,
+        observed: Observed,
+        state: str | None = None,
+        failed: bool = False,
+        view: Callable[[str, object], object] | None = None,
     ) -> Walk:
         """From ``state`` (default: the initial one), take rows while their evidence was
         observed; stop at the first evidence still missing or at the decision. ``failed``:
-        handling the candidate raised; the exception row decides where it stands."""
+        handling the candidate raised; the exception row decides where it stands. ``view``:
+        the facts as they stood at a state (a replay of facts gathered further on must not
+        let a later observation decide an earlier row)."""
         at = self.table.evidence[0] if state is None else state
         if failed:
             return Walk(at, (), None, self.choose(at, facts, FAIL))
@@ -251,7 +258,7 @@ class DecisionEngine:
             if not observed(at, facts):
                 asked = taken[-1].row.row if taken else None
                 return Walk(at, tuple(taken), Need(at, asked), None)
-            step = self.choose(at, facts)
+            step = self.choose(at, facts if view is None else view(at, facts))
             if step.case.then in self.table.decisions:
                 return Walk(at, tuple(taken), None, step)
             taken.append(step)

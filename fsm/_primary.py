@@ -20,6 +20,7 @@ once for all of them, then observes ``grace_paid`` for each and goes on (spec 04
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import NamedTuple
@@ -193,11 +194,41 @@ def _decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
             "page_status is missing: every candidate comes with its status on the page "
             "(spec 04 row 2 compares it)",
         )
-    walk = primary_engine().walk(facts, _observed, failed=facts.error is not None)
+    walk = primary_engine().walk(facts, _observed, failed=facts.error is not None, view=_as_of)
     if walk.need is not None:
         return walk.need
     assert walk.decided is not None
     return _decision(walk.decided, facts, tuple(t.row.row for t in walk.taken))
+
+
+def _later_fields() -> dict[str, dict[str, object]]:
+    # Each later field back at its default: what it is before that evidence is observed.
+    defaults = {f.name: f.default for f in dataclasses.fields(PrimaryFacts)}
+    order = PRIMARY_TABLE.evidence
+    return {
+        state: {
+            f: defaults[f]
+            for later in order[i + 1 :]
+            for f in sorted(PRIMARY_EVIDENCE_FIELDS.get(later, ()))
+        }
+        for i, state in enumerate(order)
+    }
+
+
+_LATER_FIELDS: dict[str, dict[str, object]] = {}
+
+
+def _as_of(state: str, facts: object) -> object:
+    """``facts`` as they stood when the candidate was at ``state``: what later evidence fills
+    is not seen yet (spec 04: rows are tried in the evidence order, so a receipt found on the
+    second read decides row 13, never row 5)."""
+    assert isinstance(facts, PrimaryFacts)
+    if not _LATER_FIELDS:
+        _LATER_FIELDS.update(_later_fields())
+    later = _LATER_FIELDS.get(state, {})
+    if all(facts.__dict__.get(f) == d for f, d in later.items()):
+        return facts
+    return observed_facts(facts, later)
 
 
 def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:

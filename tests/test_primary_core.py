@@ -808,3 +808,27 @@ def test_a_claim_is_lost_only_after_the_first_receipt_read_found_nothing() -> No
     decided = core.next()
     assert isinstance(decided, PrimaryDecision)
     assert (decided.row, decided.state, decided.trigger) == ("7", "lost", "lose_unstarted_claim")
+
+
+def test_the_pure_function_fed_a_decisions_own_facts_decides_as_the_core_did() -> None:
+    # decide_primary replays the table over facts gathered to the end: a fact observed late
+    # (a receipt found only on the second read) must not decide an earlier row (row 5).
+    checked = 0
+    for _world, decision in worlds():
+        again = decide_primary(decision.facts)
+        assert isinstance(again, PrimaryDecision)
+        assert (again.row, again.outcome, again.reason) == (
+            decision.row,
+            decision.outcome,
+            decision.reason,
+        ), decision.facts
+        checked += 1
+    assert checked > 100
+
+
+def test_a_receipt_trusted_only_on_the_second_read_is_row_13_from_the_complete_facts() -> None:
+    facts = everything_but()
+    late = dataclasses.replace(facts, second_receipt="trusted", receipt_exit_code=0)
+    decision = decide_primary(late)
+    assert isinstance(decision, PrimaryDecision)
+    assert (decision.row, decision.reason) == ("13", "receipt_succeeded_after_grace")

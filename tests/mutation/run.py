@@ -76,6 +76,21 @@ def modules_from_pyproject() -> list[str]:
     return [str(m) for m in modules]
 
 
+def missing_listed(modules: list[str]) -> list[str]:
+    """Listed modules with no such file (deleted since they were listed): skipped, said so."""
+    return [m for m in modules if not (ROOT / m).is_file()]
+
+
+def missing_tests() -> list[str]:
+    """Test files of the selection that do not exist: mutmut would stop in its first run."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    selection = (
+        config.get("tool", {}).get("mutmut", {}).get("pytest_add_cli_args_test_selection", [])
+    )
+    paths = [str(a).split("::")[0] for a in selection if not str(a).startswith("-")]
+    return [p for p in paths if not (ROOT / p).exists()]
+
+
 def dotted(module: str) -> str:
     """mutmut's name prefix for a module path: fsm/_legacy.py -> fsm._legacy"""
     name = module.removesuffix(".py").replace("/", ".")
@@ -213,6 +228,24 @@ def main(argv: list[str] | None = None) -> int:
             f"(configured: {', '.join(configured)})"
         )
     modules = args.modules or configured
+    for module in missing_listed(modules):
+        # A module deleted after it was listed: nothing to mutate, which is not a failure.
+        print(
+            f"skipped {module}: listed in [tool.mutmut] only_mutate, but there is no such file "
+            "(remove it from the list)"
+        )
+    modules = [m for m in modules if m not in missing_listed(modules)]
+    if not modules:
+        print("error: none of the modules to measure exists", file=sys.stderr)
+        return 2
+    gone = missing_tests()
+    if gone and not args.report:
+        print(
+            f"error: {', '.join(gone)} in [tool.mutmut] pytest_add_cli_args_test_selection "
+            "does not exist; remove it from the list",
+            file=sys.stderr,
+        )
+        return 2
     if not args.report:
         os.nice(10)  # the machine is shared; mutmut's children inherit this
         rc = run_mutmut(modules, args.jobs, args.keep)

@@ -1,0 +1,197 @@
+"""The decision tables pinned field by field: ADR-0068's (spec 04) and ADR-0448's (spec 05).
+
+mutmut does not mutate module-level data, so a wrong guard, next state, reason, write or trigger
+in a table would survive every mutant run. Here each table is compared with an expectation
+written from its spec (row by row, in "first matching row wins" order); for ADR-0068's, every
+single-case change of the table (deleted, or any one field changed) is also shown to change
+some decision over a fact space, so that no case is dead weight the expectation could hide.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from fsm import (
+    LEGACY_TABLE,
+    PRIMARY_DECISIONS,
+    PRIMARY_EVIDENCE,
+    PRIMARY_EVIDENCE_FIELDS,
+    PRIMARY_TABLE,
+    DecisionTable,
+)
+
+# (row, evidence state, guard, then, reason, write, trigger), spec 04 order. Rows not in spec
+# 04's table are ADR-0068 §2's evidence steps 2 (read the receipt) and 5 (probe).
+R, Q, P, G, RR, RC = (
+    "read_run",
+    "read_receipt",
+    "probe",
+    "pay_grace",
+    "reread_receipt",
+    "recheck_run",
+)
+EXPECTED: list[tuple[str, str, str, str, str, str | None, str | None]] = [
+    ("1", R, "several_active_attempts", "unresolved", "multiple_active_attempts", None, None),
+    ("2", R, "run_gone", "unresolved", "run_gone", None, None),
+    ("2", R, "not_runtime_owned", "unresolved", "not_runtime_owned", None, None),
+    ("2", R, "status_changed", "unresolved", "status_changed", None, None),
+    (
+        "3",
+        R,
+        "attempt_missing_before_start",
+        "lost",
+        "attempt_missing_before_start",
+        "lose_missing_attempt",
+        "lose_missing_attempt",
+    ),
+    ("3b", R, "no_active_attempt_otherwise", "unresolved", "no_active_attempt", None, None),
+    ("4", R, "latest_attempt_not_active", "unresolved", "latest_attempt_not_active", None, None),
+    ("step 2.2", R, "one_active_latest_attempt", Q, "", None, None),
+    ("5", Q, "trusted_receipt", "completed", "receipt_{terminal}", "complete", None),
+    (
+        "6",
+        Q,
+        "invalid_receipt",
+        "quarantined",
+        "invalid_receipt:{receipt_problem}",
+        "quarantine",
+        None,
+    ),
+    ("6", Q, "quarantined_earlier", "unresolved", "receipt_quarantined_earlier", None, None),
+    ("7", Q, "unstarted_claim", "lost", "unstarted_claim", "lose", "lose_unstarted_claim"),
+    ("8", Q, "executor_not_local_process", "unresolved", "executor_not_local_process", None, None),
+    ("8", Q, "handle_missing", "unresolved", "handle_missing", None, None),
+    ("8", Q, "pid_invalid", "unresolved", "pid_invalid", None, None),
+    ("step 2.5", Q, "durable_identity_stored", P, "", None, None),
+    ("9", P, "provider_unavailable", "failed", "provider_unavailable", None, None),
+    ("10", P, "identity_unknown", "unresolved", "{probe_reason}", None, None),
+    ("11", P, "handle_pid_mismatch", "unresolved", "handle_pid_mismatch", None, None),
+    (
+        "12",
+        P,
+        "exact_process_running",
+        "retained",
+        "process_running",
+        "adopt_running",
+        "adopt_running",
+    ),
+    ("13", P, "trusted_not_running", G, "", None, None),
+    ("13", G, "grace_elapsed", RR, "", None, None),
+    ("13", RR, "trusted_receipt", "completed", "receipt_{terminal}_after_grace", "complete", None),
+    (
+        "13",
+        RR,
+        "invalid_receipt",
+        "quarantined",
+        "invalid_receipt:{receipt_problem}",
+        "quarantine",
+        None,
+    ),
+    ("13", RR, "receipt_still_missing", RC, "", None, None),
+    ("13", RC, "changed_on_recheck", "unresolved", "changed_before_lost", None, None),
+    (
+        "13",
+        RC,
+        "not_running_after_grace",
+        "lost",
+        "process_not_running:{probe_reason}",
+        "lose",
+        "lose_after_grace",
+    ),
+    *(
+        ("14", s, "error_raised", "failed", "error:{error}", None, None)
+        for s in (R, Q, P, G, RR, RC)
+    ),
+]
+
+
+def _cases(table: DecisionTable) -> list[tuple[str, str, str, str, str, str | None, str | None]]:
+    return [(r.row, *c) for r in table.rows for c in r.cases]
+
+
+def test_every_case_of_the_adr_0068_table_is_the_one_spec_04_gives() -> None:
+    assert _cases(PRIMARY_TABLE) == EXPECTED
+    assert PRIMARY_TABLE.name == "primary_decision"
+    assert PRIMARY_EVIDENCE == (R, Q, P, G, RR, RC)
+    assert PRIMARY_TABLE.evidence == PRIMARY_EVIDENCE
+    assert dict(PRIMARY_DECISIONS) == {
+        "completed": "recovered",
+        "lost": "recovered",
+        "retained": "remaining",
+        "quarantined": "unresolved",
+        "unresolved": "unresolved",
+        "failed": "failed",
+    }
+    # What each gather observes (ADR-0068 §2; the pass's adapter fills exactly these).
+    assert {
+        R: {
+            "run_present",
+            "run_owner",
+            "run_status",
+            "cancel_requested",
+            "cancel_reason",
+            "attempt_count",
+            "active_attempts",
+            "attempt_status",
+            "executor_type",
+            "handle_present",
+            "pid_valid",
+        },
+        Q: {"first_receipt", "receipt_exit_code", "receipt_problem"},
+        P: {"process", "probe_reason", "handle_pid_matches"},
+        G: {"grace_paid"},
+        RR: {"second_receipt", "receipt_exit_code", "receipt_problem"},
+        RC: {"unchanged_on_recheck"},
+    } == PRIMARY_EVIDENCE_FIELDS
+    # Only row 14 answers an exception; every row cites its record.
+    assert [r.row for r in PRIMARY_TABLE.rows if r.on_exception] == ["14"]
+    for r in PRIMARY_TABLE.rows:
+        section = {"step 2.2": "§2 step 2", "step 2.5": "§2 step 5"}.get(r.row, f"row {r.row}")
+        assert r.cites == f"ADR-0068 {section}"
+        assert r.facts
+
+
+def test_the_table_module_built_again_gives_the_same_table() -> None:
+    # The table is built once, when fsm is imported; building it again runs the same helpers
+    # (so a wrong helper is seen here, not only in the first import).
+    module = importlib.reload(importlib.import_module("fsm._primary_table"))
+    assert _cases(module.PRIMARY_TABLE) == EXPECTED
+    assert module.PRIMARY_TABLE == PRIMARY_TABLE
+    assert module.PRIMARY_EVIDENCE_FIELDS == PRIMARY_EVIDENCE_FIELDS
+
+
+# --- ADR-0448's table (spec 05 "Per candidate") ------------------------------------------------
+
+LR, LA, LE = "read_run", "read_attempts", "read_evidence"
+# (row, evidence state, guard, then, reason, write, trigger): the outcome is the decision
+# state; the trigger is the legacy_shadow edge; the write what the pass commits (spec 05).
+LEGACY_EXPECTED: list[tuple[str, str, str, str, str, str | None, str | None]] = [
+    ("1", LR, "not_eligible", "skipped", "", None, "skip"),
+    ("step 3", LR, "eligible_candidate", LA, "", None, None),
+    ("2", LA, "unique_terminal_attempt", "repaired", "", "repair", "repair"),
+    ("2b", LA, "no_active_attempt", "ambiguous", "", None, "hold"),
+    ("3", LA, "multiple_active_attempts", "ambiguous", "", None, "hold"),
+    ("step 4", LA, "one_active_attempt", LE, "", None, None),
+    ("4", LE, "evidence_truncated", "ambiguous", "", None, "hold"),
+    ("5", LE, "ambiguous_selection", "ambiguous", "", None, "hold"),
+    ("6", LE, "stopped_with_finished", "cancelled", "", "cancel", "cancel"),
+    ("7", LE, "unique_finished_evidence", "completed", "", "complete", "complete"),
+    ("8", LE, "awaiting_system_crond", "pending", "", None, "wait"),
+    ("9", LE, "no_spawn_evidence", "abandoned", "", "abandon", "abandon"),
+    ("10", LE, "no_terminal_evidence", "marked_lost", "", "mark_lost", "mark_lost"),
+    ("11", LE, "illegal_combination", "ambiguous", "", None, "hold"),
+    *(("12", s, "error_raised", "failed", "", None, "fail") for s in (LR, LA, LE)),
+]
+
+
+def test_every_case_of_the_adr_0448_table_is_the_one_spec_05_gives() -> None:
+    assert _cases(LEGACY_TABLE) == LEGACY_EXPECTED
+    assert LEGACY_TABLE.name == "legacy_decision"
+    assert LEGACY_TABLE.evidence == (LR, LA, LE)
+    # The nine outcomes of spec 05, each its own decision state.
+    outcomes = "completed cancelled abandoned marked_lost repaired pending ambiguous skipped failed"
+    assert dict(LEGACY_TABLE.decisions) == {o: o for o in outcomes.split()}
+    assert [r.row for r in LEGACY_TABLE.rows if r.on_exception] == ["12"]
+    for r in LEGACY_TABLE.rows:
+        section = {"step 3": "§3", "step 4": "§4"}.get(r.row, f"row {r.row}")
+        assert r.cites == f"ADR-0448 {section}"

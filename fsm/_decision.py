@@ -225,6 +225,9 @@ class DecisionEngine:
         one); GuardRefused when the facts satisfy no row there (the facts contradict
         themselves, or the table misses a case).
         """
+        if state not in self.table.evidence:
+            # transitions itself answers an unknown state with a ValueError of its own.
+            raise IllegalTransition(self.table.name, state, event)
         model = _Model(state)
         try:
             moved = bool(self._events[event].trigger(model, facts=facts))

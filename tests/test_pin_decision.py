@@ -689,3 +689,9 @@ def test_a_table_reaching_lost_after_a_probe_without_all_of_row_13_is_refused(
     problem = refused.value.problem
     assert problem.startswith("lost after a probe without the grace and re-reads: read_run[")
     assert problem.endswith(shown)
+
+
+def test_choosing_from_a_state_the_table_does_not_have_is_an_illegal_transition() -> None:
+    with pytest.raises(IllegalTransition) as refused:
+        engine().choose("no_such_state", object())
+    assert (refused.value.state, refused.value.event) == ("no_such_state", "decide")

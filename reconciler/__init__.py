@@ -7,12 +7,10 @@ re-exported lazily from the private modules.
 
 from __future__ import annotations
 
+from reconciler._lazy import lazy_exports
+
 # No `typing` at run time: `qlfsm` installs its signal handlers right after this package is
 # imported, and everything imported before that is a window they do not cover.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 _EXPORTS: dict[str, str] = {
     "Receipt": "reconciler.node._receipt",
     "InvalidReceipt": "reconciler.node._receipt",
@@ -48,10 +46,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -6,11 +6,11 @@ The public names are exported lazily: importing the package loads none of its mo
 
 from __future__ import annotations
 
+from reconciler._lazy import lazy_exports
+
 # No `typing` at run time (see reconciler/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from reconciler.diagrams._check import Drawing as Drawing
     from reconciler.diagrams._check import DrawnEdge as DrawnEdge
     from reconciler.diagrams._check import check as check
@@ -68,12 +68,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once resolved, a plain attribute
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

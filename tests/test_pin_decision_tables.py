@@ -10,6 +10,8 @@ some decision over a fact space, so that no case is dead weight the expectation 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 
 from fsm import (
     LEGACY_TABLE,
@@ -195,3 +197,23 @@ def test_every_case_of_the_adr_0448_table_is_the_one_spec_05_gives() -> None:
     for r in LEGACY_TABLE.rows:
         section = {"step 3": "§3", "step 4": "§4"}.get(r.row, f"row {r.row}")
         assert r.cites == f"ADR-0448 {section}"
+
+
+def test_the_adr_0448_table_module_built_again_gives_the_same_table() -> None:
+    # As for ADR-0068 above: the ADR-0448 table is built by helpers that run once, at import.
+    # A second copy of the module (its own name, so no class of the first is replaced) runs
+    # them again, so a wrong helper is seen here.
+    import fsm._legacy as legacy
+
+    spec = importlib.util.spec_from_file_location("fsm._legacy_built_again", legacy.__file__)
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    again.__package__ = "fsm"
+    sys.modules[spec.name] = again  # dataclasses look their module up while building
+    try:
+        spec.loader.exec_module(again)
+    finally:
+        del sys.modules[spec.name]
+    assert _cases(again.LEGACY_TABLE) == LEGACY_EXPECTED
+    assert again.LEGACY_TABLE == LEGACY_TABLE
+    assert again.LEGACY_SPEC == legacy.LEGACY_SPEC

@@ -148,6 +148,11 @@ class Step:
     guard: str | None
 
 
+# Bound on the distinct (state, trigger, evidence) plans kept per machine: a pass sees a few
+# evidence shapes; unusual facts (an error text, a receipt problem) only add entries up to here.
+_PLAN_MEMO_MAX = 4096
+
+
 class _Scratch:
     state: str
 
@@ -158,6 +163,7 @@ class Lifecycle:
     def __init__(self, spec: MachineSpec) -> None:
         validate_spec(spec)
         self.spec = spec
+        self._planned: dict[tuple[str, str, object], Step] = {}
         self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}
         for e in spec.edges:
             self._edges[(e.trigger, e.source)] = (*self._edges.get((e.trigger, e.source), ()), e)
@@ -197,6 +203,18 @@ class Lifecycle:
         Raises IllegalTransition when no such edge leaves ``state`` and GuardRefused when its
         guard does not hold: a refusal is an explicit outcome, never a silent no-op.
         """
+        # A plan is a pure function of (state, trigger, evidence): the guards read only the
+        # evidence, which is a frozen, hashable facts object (no ids in it). So each distinct
+        # edge is decided through `transitions` once per process and then looked up: the
+        # ADR-0068 pass plans the same two edges for every dead candidate. Refusals are not
+        # kept (each raises anew); unhashable evidence is simply planned every time.
+        try:
+            key: tuple[str, str, object] | None = (state, trigger, evidence)
+            found = self._planned.get(key)  # type: ignore[arg-type]
+        except TypeError:
+            key, found = None, None
+        if found is not None:
+            return found
         if state not in self.spec.states:
             raise IllegalTransition(self.name, state, trigger)
         # The scratch model is fired through the machine's own Event (so `transitions` still
@@ -204,7 +222,10 @@ class Lifecycle:
         # and cost more than the decision itself, twice per edge on the reconcile path.
         scratch = _Scratch()
         scratch.state = state
-        return self._fire_on(scratch, state, trigger, evidence)
+        step = self._fire_on(scratch, state, trigger, evidence)
+        if key is not None and len(self._planned) < _PLAN_MEMO_MAX:
+            self._planned[key] = step
+        return step
 
     def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
         """Fire on a model already attached with :meth:`attach` (after its commit)."""

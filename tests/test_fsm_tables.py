@@ -473,3 +473,24 @@ def test_fired_on_a_model_the_edge_moves_it_and_a_refusal_carries_state_and_even
         assert (illegal.value.state, illegal.value.event) == ("succeeded", "fail")
     finally:
         lifecycle.detach(model)
+
+
+@pytest.mark.parametrize(
+    ("kind", "edge"), GUARDED, ids=[f"{k}:{e.source}-{e.trigger}" for k, e in GUARDED]
+)
+def test_a_remembered_plan_is_the_plan_and_a_refusal_is_never_remembered(
+    kind: str, edge: Edge
+) -> None:
+    # Plans are remembered per (state, trigger, evidence): asking again, in any order, must
+    # give what `transitions` decided the first time, and refused evidence must stay refused.
+    lifecycle = run_machine() if kind == "run" else attempt_machine()
+    assert edge.guard is not None
+    holds = EVIDENCE[edge.guard]
+    nothing = PrimaryFacts(run_status=edge.source, attempt_status="running", active_attempts=1)
+    for _ in range(2):
+        with pytest.raises(GuardRefused):
+            lifecycle.plan(edge.source, edge.trigger, nothing)
+        step = lifecycle.plan(edge.source, edge.trigger, holds)
+        assert (step.source, step.dest, step.guard) == (edge.source, edge.dest, edge.guard)
+    with pytest.raises(IllegalTransition):
+        lifecycle.plan("no-such-state", edge.trigger, holds)

@@ -71,7 +71,8 @@ def _handle_error(h: ProcessHandle) -> str | None:
     hid = h.handle_id
     if not isinstance(hid, str) or not hid or "\0" in hid:
         return "handle id must be a non-empty string without NUL"
-    if any("\ud800" <= c <= "\udfff" for c in hid):
+    # An ASCII id holds no surrogate: the per-character scan is only for the rest.
+    if not hid.isascii() and any("\ud800" <= c <= "\udfff" for c in hid):
         return "handle id must not contain lone surrogates"
     # The real bound is JavaScript's string length: UTF-16 code units, not code points.
     if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
@@ -93,6 +94,14 @@ def format_handle(h: ProcessHandle) -> str:
     error = _handle_error(h)
     if error is not None:
         raise ValueError(error)
+    handle = _encode_handle(h)
+    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
+        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
+    return handle
+
+
+def _encode_handle(h: ProcessHandle) -> str:
+    """The canonical text of fields :func:`_handle_error` has accepted (no length bound)."""
     payload = {
         "v": 1,
         "h": h.handle_id,
@@ -104,10 +113,7 @@ def format_handle(h: ProcessHandle) -> str:
     # ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped.
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
-    handle = HANDLE_PREFIX + encoded
-    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
-        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
-    return handle
+    return HANDLE_PREFIX + encoded
 
 
 def parse_handle(s: object) -> ProcessHandle | None:
@@ -130,7 +136,10 @@ def parse_handle(s: object) -> ProcessHandle | None:
         if payload["v"] != 1 or isinstance(payload["v"], bool):
             return None
         handle = ProcessHandle(payload["h"], payload["b"], payload["p"], payload["g"], payload["s"])
-        if _handle_error(handle) is not None or format_handle(handle) != s:
+        # The canonical re-format must give ``s`` back: the fields were validated just above
+        # (format_handle would validate them again), and ``s`` is within the length bound, so
+        # an equal text is too.
+        if _handle_error(handle) is not None or _encode_handle(handle) != s:
             return None
         return handle
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):

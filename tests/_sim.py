@@ -1,4 +1,4 @@
-"""The ordering-exploration harness (issue 6): one simulated node, every actor's atomic steps.
+"""The ordering-exploration harness: one simulated node, every actor's atomic steps.
 
 Built on the same ports as the real parts: ``FakeClock`` (reconciler/node/_clock.py),
 ``FakeProcessTable`` (reconciler/node/_identity.py), ``MemoryReceiptStore``
@@ -19,7 +19,7 @@ the COMMIT gate that is between BEGIN IMMEDIATE and COMMIT: SQLite discards the 
 transaction, as it does when a process dies), then every later port call of that worker raises
 :class:`Crashed`, so a dead reconciler never touches the store again.
 
-The invariants of issue 6 §2 are checked by :meth:`World.check` after every step (the
+The invariants of docs/orderings.md are checked by :meth:`World.check` after every step (the
 stateful test and the exhaustive search call it); a violation raises
 :class:`InvariantViolation` naming the invariant.
 
@@ -298,7 +298,7 @@ class World(NodeActors, ShadowDriver, Invariants):
     # --- convergence --------------------------------------------------------------------------
 
     def converge(self) -> int:
-        """Issue 6: the world falls quiet (launchers dead, reconciler killed), then start-up
+        """The world falls quiet (launchers dead, reconciler killed), then start-up
         passes run (shadow, primary) until one writes nothing; a further pass must write
         nothing. Returns how many passes it took."""
         if self.worker is not None and not self.worker.done:

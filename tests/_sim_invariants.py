@@ -27,7 +27,7 @@ class Invariants:
         raise InvariantViolation(f"{invariant}: {detail}")
 
     def check(self) -> None:
-        """Every invariant of issue 6 §2 that is a property of one moment."""
+        """Every invariant of docs/orderings.md that is a property of one moment."""
         if self.violations:
             self.fail("recorded", "; ".join(self.violations))
         c = self.conn

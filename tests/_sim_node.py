@@ -64,7 +64,7 @@ class Crashed(BaseException):
 
 
 class InvariantViolation(AssertionError):
-    """One of issue 6's invariants failed; the message starts with the invariant's name."""
+    """An invariant of docs/orderings.md failed; the message starts with the invariant's name."""
 
 
 _SESSION: dict[str, Path] = {}

@@ -1,4 +1,4 @@
-"""Exhaustive small-scope search over the harness's step functions (issue 6 §3).
+"""Exhaustive small-scope search over the harness's step functions.
 
 Breadth-first over ORDERINGS: a node is the sequence of actions taken since the world was made
 (launcher, wrapper, world and reconciler steps, the same functions the stateful test's rules
@@ -42,7 +42,7 @@ class Scope:
         "reuse",
         "reboot",
     )
-    converge_leaves: bool = True  # at the depth bound: quiesce and converge (issue 6 §2)
+    converge_leaves: bool = True  # at the depth bound: quiesce and converge
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Issue 6 §5: SIGKILL a real `python -m reconciler reconcile` at many points of a batch.
+"""SIGKILL a real `python -m reconciler reconcile` at many points of a batch.
 
 The batch: dead processes (real `sleep`s, killed and reaped: their handles prove
 `not_running`), some of which published a real receipt file, and one live `sleep` that must be

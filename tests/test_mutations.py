@@ -1,4 +1,4 @@
-"""Issue 6 §6: proof that the suite bites. Five deliberate bugs, each enabled by a monkeypatch
+"""Proof that the suite bites. Five deliberate bugs, each enabled by a monkeypatch
 of the real reconciler (no switch in the product code), and each must be caught:
 
 1. ``swap_evidence_order``: the process is probed before the receipt is read, and a running

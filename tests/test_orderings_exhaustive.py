@@ -1,4 +1,4 @@
-"""Issue 6 §3: every ordering of the harness's steps within small scopes, exhaustively.
+"""Every ordering of the harness's steps within small scopes, exhaustively.
 
 Each scope starts from a quiet node and tries EVERY enabled action at every step (reconciler
 gates, a reconciler crash or start, wrapper publish/exit/kill, PID reuse, reboot, /proc outage,

@@ -1,4 +1,4 @@
-"""Issue 6 §2: hypothesis interleaves every atomic step of every actor of a node.
+"""Hypothesis interleaves every atomic step of every actor of a node.
 
 Actors (tests/_sim.py): the launcher of each runtime Run (transaction 1, spawn, transaction 2,
 crash), its wrapper process (publish the receipt, exit, be reaped, be SIGKILLed, crash while
@@ -10,7 +10,7 @@ and the ADR-0448 pass's page, per-candidate decision (each row of spec 05) and t
 between the two commits of rows 9/10. A reconciler can crash at any gate (its connection is
 dropped, an open transaction with it) and be started again.
 
-After every step `World.check` asserts the invariants of issue 6 §2; at the end the world
+After every step `World.check` asserts the invariants of docs/orderings.md; at the end the world
 falls quiet and start-up passes must converge, after which a further pass writes nothing.
 """
 

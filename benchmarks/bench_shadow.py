@@ -1,7 +1,7 @@
 """Benchmark (not a test): the cost of one legacy-shadow keyset page at 10^5 legacy runs
 against 10^3 (ADR-0448 §3, spec 05 "Candidates": keyset, never OFFSET).
 
-    /tmp/venv/bin/python benchmarks/bench_shadow.py [--small 1000] [--large 100000]
+    python benchmarks/bench_shadow.py [--small 1000] [--large 100000]
 
 For each size it builds a real SQLite file with `db init`, fills it with legacy Runs in the
 three active statuses (plus terminal ones, which the partial index leaves out) and one active

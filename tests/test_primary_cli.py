@@ -125,9 +125,10 @@ def test_a_truncated_page_blocks_without_importing_the_reconciler(
     # Observed, not decided: QingLong reports the 256 too; the four counts stay 0.
     assert summary["scanned"] == 256
     assert [summary[k] for k in ("recovered", "remaining", "unresolved", "failed")] == [0] * 4
-    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-t", "--json")
+    root = str(tmp_path / "r")
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", root, "--json")
     assert out.returncode == 3 and json.loads(out.stdout)["scanned"] == 256
-    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-t")
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", root)
     assert out.stdout.startswith("scanned 256: recovered 0") and "truncated at 256" in out.stdout
 
 
@@ -190,9 +191,12 @@ def test_the_human_output_names_the_verdict(db_path: Path) -> None:
     assert out.returncode == 0 and out.stdout.strip().endswith("SAFE to start")
 
 
-def test_the_json_summary_of_a_pass_has_no_token(repo: Repository, db_path: Path) -> None:
+def test_the_json_summary_of_a_pass_has_no_token(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
-    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/tmp/qlfsm-r2", "--json")
+    root = str(tmp_path / "r")
+    out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", root, "--json")
     summary: dict[str, Any] = json.loads(out.stdout)
     assert out.returncode == 0 and summary["recovered"] == 1
     assert "tok_" not in out.stdout

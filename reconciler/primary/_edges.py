@@ -3,8 +3,9 @@
 Each function returns the changes for ONE ``Repository.advance`` (one ``BEGIN IMMEDIATE``
 transaction) plus the fields that transaction must find unchanged (``Expect``). Event types,
 actors, dedupe keys, error codes and summaries follow QingLong 3.0's coordinator and completion
-processor (``/tmp/facts/recovery.md`` §2); the only difference is D-3 (docs/decisions.md): a
-receipt for a not-yet-running Attempt walks the legal edges through `running`.
+processor (as its public TypeScript source writes them); the only difference is D-3
+(docs/decisions.md): a receipt for a not-yet-running Attempt walks the legal edges through
+`running`.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from storage import (
     RunRow,
 )
 
-# /tmp/facts/recovery.md §4: actors, error codes and summaries of QingLong's writer (H) and
-# start-up reconciler (G).
+# Actors, error codes and summaries as QingLong 3.0's legacy-shadow writer (H) and start-up
+# reconciler (G) write them (its public TypeScript source).
 RECONCILER = Actor("reconciler")  # G: `{ type: 'reconciler' }`, no actor id
 COMPATIBILITY = Actor("compatibility")  # H: the shadow writer, no actor id
 LOST = ("LEGACY_RECONCILE_OWNER_LOST", "Legacy worker restarted without terminal evidence")
@@ -224,7 +224,7 @@ def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> N
 def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
-    attempt.running, run.running, attempt.<t>, run.<t> (/tmp/facts/recovery.md §4)."""
+    attempt.running, run.running, attempt.<t>, run.<t>, as QingLong's writer chains them."""
     run, attempt = _rows(repo, ctx)
     assert ctx.attempt is not None
     at = _at(

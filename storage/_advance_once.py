@@ -19,6 +19,11 @@ from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
 from ._changes import (
     _ATTEMPT_SETTABLE,
     _RUN_SETTABLE,
+    Actor,
+    Advanced,
+    AttemptChange,
+    Change,
+    Expect,
     _check_actor,
     _check_expected,
     _check_fields,
@@ -26,19 +31,12 @@ from ._changes import (
     _set_clause,
 )
 from ._errors import Conflict, InvalidField, NotFound
-from ._repository import (
-    Actor,
-    Advanced,
-    AttemptChange,
-    Change,
-    Expect,
-    Repository,
-)
+from ._row_statements import RowStatements
 from ._rows import AttemptRow, RunRow
 
 
 def advance_read(
-    repo: Repository,
+    repo: RowStatements,
     c: sqlite3.Connection,
     run: RunRow | None,
     attempts: Sequence[AttemptRow],
@@ -123,7 +121,7 @@ def advance_read(
         )
         steps.append(step)
     for att_id, (dest, sets) in moved.items():
-        _cas_attempt(c, by_id[att_id], dest, sets)
+        repo._cas_attempt(c, by_id[att_id], dest, sets)
     _cas_run(c, run, status, version, sequence, run_sets)
     return Advanced(run_id, version, tuple(steps), tuple(events))
 
@@ -149,20 +147,6 @@ def check_read(
                 raise NotFound("attempt", expected_id)
             _check_expected("attempt", expected_id, by_id[expected_id], fields)
     return run
-
-
-def _cas_attempt(
-    c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
-) -> None:
-    assignments, params = _set_clause({"status": status, **sets})
-    # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
-    cur = c.execute(
-        f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
-        "WHERE id = ? AND status = ? AND callback_sequence = ?",
-        (*params, att.id, att.status, att.callback_sequence),
-    )
-    if cur.rowcount != 1:
-        raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
 
 
 def _cas_run(

@@ -11,10 +11,6 @@ from typing import Any
 from fsm import Step
 
 from ._errors import Conflict, InvalidField
-from ._rows import (
-    AttemptRow,
-    RunRow,
-)
 
 ACTORS = frozenset(
     {
@@ -163,19 +159,3 @@ def _check_fields(
 def _check_time(at_ms: int, created: int, started: int | None, what: str) -> None:
     if at_ms < created or (started is not None and at_ms < started):
         raise InvalidField(f"at_ms {at_ms} is earlier than the {what}'s created/started time")
-
-
-def _replace_run(
-    run: RunRow, status: str, version: int, sequence: int, sets: Mapping[str, object]
-) -> RunRow:
-    values = dict(run.__dict__)
-    values.update(sets)
-    values.update(status=status, version=version, event_sequence=sequence)
-    return RunRow(**values)
-
-
-def _replace_attempt(att: AttemptRow, status: str, sets: Mapping[str, object]) -> AttemptRow:
-    values = dict(att.__dict__)
-    values.update(sets)
-    values["status"] = status
-    return AttemptRow(**values)

@@ -14,18 +14,9 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, Step, attempt_machine, run_machine
+from fsm import RUN_TERMINAL, attempt_machine, run_machine
 
-from ._changes import (
-    _ATTEMPT_SETTABLE,
-    _RUN_SETTABLE,
-    _check_actor,
-    _check_expected,
-    _check_fields,
-    _check_time,
-    _replace_attempt,
-    _replace_run,
-)
+from ._advance_once import advance_read
 from ._changes import ACTORS as ACTORS
 from ._changes import NON_MOVING_EVENTS as NON_MOVING_EVENTS
 from ._changes import Actor as Actor
@@ -34,8 +25,12 @@ from ._changes import AttemptChange as AttemptChange
 from ._changes import Change as Change
 from ._changes import Expect as Expect
 from ._changes import RunChange as RunChange
+from ._changes import (
+    _check_actor,
+    _check_time,
+)
 from ._connection import in_transaction
-from ._errors import Conflict, InvalidField
+from ._errors import InvalidField
 from ._row_statements import RowStatements
 from ._rows import (
     ATTEMPT_COLUMNS,
@@ -279,88 +274,25 @@ class Repository(RowStatements):
         at_ms: int,
         expect: Expect | None,
     ) -> Advanced:
+        # Read the Run and every Attempt the changes or the expectations name, then apply them
+        # as the one engine does (storage._advance_once): one compare-and-set UPDATE per
+        # aggregate, one event per edge (spec 01 rules 3-5).
         run = self._run_for_update(c, run_id, expected_version)
-        attempts: dict[str, AttemptRow] = {}
-        if expect is not None:
-            _check_expected("run", run_id, run, expect.run)
-            for attempt_id, fields in expect.attempts.items():
-                row = self._attempt_of_run(c, run_id, attempt_id)
-                _check_expected("attempt", attempt_id, row, fields)
-                attempts[attempt_id] = row
-        steps: list[Step] = []
-        events: list[str] = []
-        for change in changes:
-            if isinstance(change, RunChange):
-                step = run_machine().plan(run.status, change.trigger, change.evidence)
-                _check_fields("run", step.dest, change.set, _RUN_SETTABLE)
-                _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
-                version, sequence = self._bump_run(c, run, step.dest, change.set)
-                payload = {"from_status": step.source, "to_status": step.dest, "version": version}
-                payload.update(change.payload)
-                events.append(
-                    self._insert_event(
-                        c,
-                        run_id,
-                        sequence,
-                        f"run.{step.dest}",
-                        actor,
-                        None,
-                        payload,
-                        change.dedupe_key,
-                        at_ms,
-                    )
-                )
-                run = _replace_run(run, step.dest, version, sequence, change.set)
-            else:
-                att = attempts.get(change.attempt_id) or self._attempt_of_run(
-                    c, run_id, change.attempt_id
-                )
-                if run.status in RUN_TERMINAL:
-                    # spec 01: an Attempt may not move once its Run is terminal.
-                    raise Conflict("run", run_id, "non-terminal (its attempts are frozen)")
-                step = attempt_machine().plan(att.status, change.trigger, change.evidence)
-                sets = dict(change.set)
-                _check_fields("attempt", step.dest, sets, _ATTEMPT_SETTABLE)
-                _check_time(at_ms, att.created_at_ms, att.started_at_ms, "attempt")
-                if step.dest in ATTEMPT_TERMINAL:
-                    sets.setdefault("finished_at_ms", at_ms)
-                if "callback_sequence" in sets and (
-                    step.dest not in ATTEMPT_TERMINAL
-                    or sets["callback_sequence"] != att.callback_sequence + 1
-                ):
-                    raise InvalidField(
-                        "callback_sequence is set only on a terminal attempt and must be "
-                        f"the stored sequence + 1 ({att.callback_sequence + 1})"
-                    )
-                self._cas_attempt(c, att, step.dest, sets)
-                version, sequence = self._bump_run(c, run, None, {})
-                payload = {
-                    "attempt_id": att.id,
-                    "from_status": step.source,
-                    "to_status": step.dest,
-                    "version": version,
-                }
-                for key in ("exit_code", "callback_sequence", "error_code"):
-                    if key in sets:
-                        payload[key] = sets[key]
-                payload.update(change.payload)
-                events.append(
-                    self._insert_event(
-                        c,
-                        run_id,
-                        sequence,
-                        f"attempt.{step.dest}",
-                        actor,
-                        att.id,
-                        payload,
-                        change.dedupe_key,
-                        at_ms,
-                    )
-                )
-                run = _replace_run(run, run.status, version, sequence, {})
-                attempts[att.id] = _replace_attempt(att, step.dest, sets)
-            steps.append(step)
-        return Advanced(run_id, run.version, tuple(steps), tuple(events))
+        named = [*(expect.attempts if expect is not None else ())]
+        named += [ch.attempt_id for ch in changes if isinstance(ch, AttemptChange)]
+        attempts = [self._attempt_of_run(c, run_id, a) for a in dict.fromkeys(named)]
+        return advance_read(
+            self,
+            c,
+            run,
+            attempts,
+            run_id,
+            expected_version,
+            changes,
+            actor=actor,
+            at_ms=at_ms,
+            expect=expect,
+        )
 
     def append_event(
         self,

@@ -13,8 +13,14 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
+    from dataclasses import dataclass as record
+    from dataclasses import field
+else:
+    from storage._record import field, record
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -39,7 +45,7 @@ class CaptureFailed(Exception):
     """The launcher could not prove the spawned process's identity; the launch must fail."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcessHandle:
     handle_id: str
     boot_id: str
@@ -48,7 +54,7 @@ class ProcessHandle:
     start_ticks: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcStat:
     pid: int
     state: str
@@ -56,7 +62,7 @@ class ProcStat:
     start_ticks: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Evidence:
     verdict: Verdict
     reason: str
@@ -209,7 +215,7 @@ class ProcProvider:
         return data.decode("utf-8", errors="replace")
 
 
-@dataclass
+@record
 class _FakeProcess:
     pgid: int
     start_ticks: str
@@ -217,7 +223,7 @@ class _FakeProcess:
     comm: str = "fake (worker) x"
 
 
-@dataclass
+@record
 class FakeProcessTable:
     """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
 

@@ -34,7 +34,7 @@ from typing import Any
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
-from reconciler.node._identity import ProcessProvider, inspect_handle
+from reconciler.node._identity import PassProvider, ProcessProvider, inspect_handle
 from reconciler.node._receipt_store import ReceiptRootError, ReceiptStore
 from reconciler.primary._gather import Gathering
 from reconciler.primary._state import PassCandidate, Probe
@@ -75,7 +75,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         self.conn = conn
         self.repo = Repository(conn)
         self.store = store
-        self.provider = provider
+        # The boot id once per pass; an absent stat confirmed before it counts (D-13).
+        self.provider = PassProvider(provider)
         self.clock = clock
         self.platform = platform
         self.budget = budget if budget is not None else lock_budget_from_env()

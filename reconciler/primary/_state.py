@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
 from reconciler.node._clock import Clock
-from reconciler.node._identity import Evidence, ProcessProvider
+from reconciler.node._identity import Evidence, PassProvider
 from reconciler.node._receipt import Receipt
 from reconciler.node._receipt_store import ReadResult, ReceiptStore, RootMissing, Unusable
 from reconciler.primary._summary import CandidateResult, Fingerprint
@@ -94,7 +94,7 @@ class PassState:
     conn: sqlite3.Connection
     repo: Repository
     store: ReceiptStore
-    provider: ProcessProvider
+    provider: PassProvider
     clock: Clock
     platform: str
     budget: LockBudget

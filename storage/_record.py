@@ -61,6 +61,13 @@ def _bind(
     kwargs: dict[str, object],
 ) -> list[object]:
     # The constructor's slow path (keywords or defaults), with dataclasses' error messages.
+    given = len(args)
+    if given + len(kwargs) == len(names):
+        # Every later field by keyword (the usual call): nothing to default, nothing unknown.
+        try:
+            return [*args, *[kwargs[name] for name in names[given:]]]
+        except KeyError:
+            pass
     if len(args) > len(names):
         raise TypeError(
             f"{cls.__qualname__}.__init__() takes {len(names) + 1} positional arguments but "

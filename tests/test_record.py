@@ -42,6 +42,8 @@ def test_a_record_is_built_equal_to_the_dataclass_it_replaces() -> None:
         ((1, "y"), {}),
         ((), {"a": 2, "c": [3]}),
         ((1,), {"b": "z"}),
+        ((1,), {"b": "z", "c": [4]}),
+        ((), {"c": [5], "b": "q", "a": 3}),
     ]
     for args, kwargs in calls:
         d, r = AsDataclass(*args, **kwargs), AsRecord(*args, **kwargs)
@@ -75,6 +77,7 @@ def test_records_compare_by_class_and_fields() -> None:
         ((1, "y", [], 4), {}, "positional arguments but 5 were given"),
         ((1,), {"a": 2}, "got multiple values for argument 'a'"),
         ((1,), {"zz": 2}, "got an unexpected keyword argument 'zz'"),
+        ((1,), {"b": "y", "zz": 2}, "got an unexpected keyword argument 'zz'"),
     ],
 )
 def test_a_wrong_call_is_refused_as_a_dataclass_refuses_it(

@@ -35,6 +35,10 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 _DEAD_STATES: Final = frozenset({"Z", "X", "x"})
 _STAT_BOUND: Final = 64 * 1024
 
+# ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped. One encoder for
+# every handle (json.dumps with options would build one per call).
+_HANDLE_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
 Verdict = Literal["running", "not_running", "unknown"]
 
 
@@ -117,8 +121,7 @@ def _encode_handle(h: ProcessHandle) -> str:
         "g": h.pgid,
         "s": h.start_ticks,
     }
-    # ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped.
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    text = _HANDLE_JSON(payload)
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
     return HANDLE_PREFIX + encoded
 

@@ -289,8 +289,8 @@ class PrimaryCore:
         if not isinstance(asked, Need) or asked.evidence != evidence:
             raise IllegalTransition(PRIMARY_TABLE.name, self.state, evidence)
         allowed = PRIMARY_EVIDENCE_FIELDS[evidence]
-        unknown = sorted(set(fields) - allowed)
-        if unknown:
+        if not allowed.issuperset(fields):
+            unknown = sorted(set(fields) - allowed)
             raise EvidenceError(
                 PRIMARY_TABLE.name,
                 self.state,

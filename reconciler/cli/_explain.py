@@ -58,7 +58,8 @@ def explain_command(argv: list[str]) -> int:
         if not os.path.isdir(parent):
             raise UsageError(f"--svg {args.svg!r}: directory {parent!r} does not exist")
     from reconciler.cli._reconcile import open_database
-    from reconciler.ops._explain import ACTIVE_RUN, UnknownRun, explain
+    from reconciler.ops._explain import UnknownRun, explain
+    from reconciler.ops._now import ACTIVE_RUN
     from storage import check_schema
 
     conn = open_database(args.db)
@@ -95,7 +96,7 @@ def explain_command(argv: list[str]) -> int:
 
 def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
     """ADR-0448's row for this run now, with the origins `startup` would enable."""
-    from reconciler.ops._explain import legacy_now
+    from reconciler.ops._now import legacy_now
     from reconciler.shadow import ORIGINS_ENV, parse_origins
 
     chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))

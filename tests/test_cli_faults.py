@@ -281,7 +281,9 @@ WHOLE = {("running", "running"), ("dispatching", "claimed"), ("lost", "lost")}
 
 
 @linux_only
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_reconcile_signalled_at_any_moment_ends_by_the_signal_with_one_line_and_whole_runs(
     template_db: Path, tmp_path: Path, receipts: Path, signum: int
 ) -> None:
@@ -301,7 +303,7 @@ def test_reconcile_signalled_at_any_moment_ends_by_the_signal_with_one_line_and_
         for i, delay in enumerate(spread(length)):
             db, proc, _ = reconcile(i, delay_s=delay)
             assert "Traceback" not in proc.stderr, (delay, proc.stderr)
-            if proc.returncode == -signum:  # the shell's 128 + n: 130 / 143
+            if proc.returncode == -signum:  # the shell's 128 + n: 130 / 143 / 129
                 ended_by_signal += 1
                 assert one_line(proc.stderr).startswith(f"qlfsm: interrupted ({name})")
                 assert proc.stdout == ""  # no summary at all rather than part of one

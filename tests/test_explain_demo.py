@@ -19,6 +19,8 @@ import pytest
 from test_explain import expected_edges, taken_edges
 from test_primary_support import linux_only, qlfsm
 
+from reconciler.cli._demo import ORIGINS
+
 LEGACY = {
     "legacy sign-in": ("succeeded", "7", "succeed"),
     "legacy stopped": ("cancelled", "6", "cancel"),
@@ -61,8 +63,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     return db, labels, proc.stdout
 
 
-def explain(db: Path, run_id: str) -> dict[str, Any]:
-    out = qlfsm("explain", "--db", str(db), "--run", run_id, "--json")
+def explain(db: Path, run_id: str, *extra: str) -> dict[str, Any]:
+    out = qlfsm("explain", "--db", str(db), "--run", run_id, "--json", *extra)
     assert out.returncode == 0, out.stderr
     data: dict[str, Any] = json.loads(out.stdout)
     return data
@@ -150,9 +152,29 @@ def test_every_demo_run_is_explained_by_the_row_that_decided_it(
         last = data["steps"][-1]
         assert (last["machine"], last["to"], last["trigger"]) == ("run", status, trigger), label
         assert (last["record"], last["row"]) == ("ADR-0448", row), label
-    # system crond outlives the server: pending (ADR-0448 row 8) writes nothing.
-    crond = explain(db, labels["legacy system crond"])
+    # system crond outlives the server: pending (ADR-0448 row 8) writes nothing; explain
+    # names the row from the same reads and table, with the origins the demo enabled.
+    crond = explain(db, labels["legacy system crond"], "--origins", ORIGINS)
     assert decided(crond) == [] and crond["run"]["status"] == "running"
+    now = crond["now"]
+    assert (now["record"], now["row"], now["outcome"]) == ("ADR-0448", "8", "pending")
+    assert now["evidence"]["origin"] == "scheduled_system"
+    assert now["evidence"]["attempt_status"] == "running"
+
+
+@linux_only
+def test_the_demo_asks_explain_about_the_job_start_up_kept_running_while_it_runs(
+    demo: tuple[Path, dict[str, str], str],
+) -> None:
+    # Keeping a live process (row 12) writes no event: the demo's step 6 asks a dry run, while
+    # the job still runs, what start-up decides for it.
+    _db, labels, out = demo
+    backup = labels["backup (sleep 30)"]
+    tail = out[out.index("6. and 'backup (sleep 30)', which start-up kept running?") :]
+    assert f"--run {backup} --receipt-root " in tail
+    assert "start-up now (ADR-0068, nothing written): row 12 -> remaining (process_running)" in (
+        tail
+    )
 
 
 @linux_only

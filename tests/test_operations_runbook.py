@@ -116,9 +116,15 @@ def test_the_blocked_start_up_walk_through_runs_end_to_end(site: Site) -> None:
     explained = out["walkthrough-2"]
     assert f"run {RUN} (runtime, manual): now running" in explained
     assert f"receipt journal of attempt {ATTEMPT}: quarantined" in explained
+    # The pass wrote nothing for it; the dry run names the row that blocks it.
+    assert "start-up now (ADR-0068, nothing written): row 6 -> unresolved" in explained
     resolved = out["walkthrough-3"]
     assert f"resolved: run {RUN} running -> failed; attempt {ATTEMPT} running -> failed" in resolved
     assert "operator's decision -> failed" in resolved and "receipt corrupt" in resolved
+    # The quarantined row outlives the decision for the sweep, and explain says it no longer
+    # blocks (docs/decisions.md D-12).
+    assert f"receipt journal of attempt {ATTEMPT}: quarantined" in resolved
+    assert "no longer blocks start-up (the Attempt is failed)" in resolved
     again = out["walkthrough-4"]
     assert "verdict: SAFE to start" in again and "startup exit 0" in again
     assert out["sweep"].startswith("sweep: ")

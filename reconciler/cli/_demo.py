@@ -92,6 +92,7 @@ def demo_command(argv: list[str]) -> int:
             say(f"   {line.removeprefix('qlfsm: ')}")
         ok = report(str(db), jobs, result)
         explain_lost(str(db), jobs)
+        explain_kept(str(db), str(receipts), jobs)
     finally:
         stopped = stop_survivors(jobs)
     if stopped:
@@ -365,6 +366,22 @@ def explain_lost(db: str, jobs: list[Job]) -> None:
     say(f"\n5. why was {job.label!r} marked lost? qlfsm explain --db {db} --run {job.run_id}")
     proc = qlfsm("explain", "--db", db, "--run", job.run_id)
     for line in proc.stdout.splitlines():
+        say(f"   {line}".rstrip())
+
+
+def explain_kept(db: str, receipts: str, jobs: list[Job]) -> None:
+    """And the job start-up kept running? Keeping it wrote no event (spec 04 row 12), so
+    `explain` asks a dry run what start-up would decide now, while the job still runs."""
+    job = next(j for j in jobs if j.owner == "runtime" and j.expect == "running")
+    say(
+        f"\n6. and {job.label!r}, which start-up kept running? "
+        f"qlfsm explain --db {db} --run {job.run_id} --receipt-root {receipts}"
+    )
+    proc = qlfsm("explain", "--db", db, "--run", job.run_id, "--receipt-root", receipts)
+    lines = proc.stdout.splitlines()
+    # Its path is the launcher's edges, as for any run; what is new here is the last part.
+    start = next((i for i, line in enumerate(lines) if line.startswith("no start-up")), 0)
+    for line in lines[start:]:
         say(f"   {line}".rstrip())
 
 

@@ -12,7 +12,9 @@ from typing import Any
 
 from reconciler.cli._util import FatalError, UsageError, parser, print_json, table
 from reconciler.cli._verdict import clean
+from reconciler.ops._explain import iso_time
 
+_ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
 _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_paid", "reread")
 
@@ -34,6 +36,22 @@ def explain_command(argv: list[str]) -> int:
         "numbered (needs Graphviz dot: pip install '.[diagrams]')",
     )
     p.add_argument("--dot", help="the dot program for --svg (default: $QLFSM_DOT, graphviz-pure)")
+    p.add_argument(
+        "--receipt-root",
+        metavar="DIR",
+        help="for a runtime run still queued/dispatching/running: also show the decision "
+        "start-up would take NOW, from a dry run of `qlfsm reconcile` (reads the receipts, "
+        "probes the processes, may wait the grace once; writes nothing)",
+    )
+    p.add_argument(
+        "--profile",
+        help="deployment profile of that dry run (default: $QL_DEPLOYMENT_PROFILE, standalone)",
+    )
+    p.add_argument(
+        "--origins",
+        help="for a legacy run still active: the enabled origins of the ADR-0448 decision it "
+        "would get now (default: $QL3_SHADOW_ORIGINS; none enabled = row 1, skipped)",
+    )
     args = p.parse_args(argv)
     if args.svg is not None:
         parent = os.path.dirname(os.path.abspath(args.svg))
@@ -41,6 +59,7 @@ def explain_command(argv: list[str]) -> int:
             raise UsageError(f"--svg {args.svg!r}: directory {parent!r} does not exist")
     from reconciler.cli._reconcile import open_database
     from reconciler.ops._explain import UnknownRun, explain
+    from reconciler.ops._now import ACTIVE_RUN
     from storage import check_schema
 
     conn = open_database(args.db)
@@ -53,8 +72,16 @@ def explain_command(argv: list[str]) -> int:
                 f"run {args.run!r} is not in {args.db}; list runs with "
                 f"`qlfsm inspect --db {args.db}`"
             ) from exc
+        if found.run.status in ACTIVE_RUN and found.run.execution_owner == "legacy":
+            found.now = _legacy_now(conn, found.run, args.origins)
     finally:
         conn.close()
+    if (
+        found.run.status in ACTIVE_RUN
+        and found.run.execution_owner == "runtime"
+        and args.receipt_root is not None
+    ):
+        found.now = _primary_now(args.db, args.receipt_root, args.profile, found.run.id)
     if args.svg is not None:
         _write_svg(args.svg, found, args.dot)
     data = found.as_dict()
@@ -65,6 +92,42 @@ def explain_command(argv: list[str]) -> int:
         if args.svg is not None:
             sys.stdout.write(f"\ndiagrams with this run's edges: {args.svg}\n")
     return 0
+
+
+def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
+    """ADR-0448's row for this run now, with the origins `startup` would enable."""
+    from reconciler.ops._now import legacy_now
+    from reconciler.shadow import ORIGINS_ENV, parse_origins
+
+    chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
+    return legacy_now(conn, run, frozenset(chosen.enabled))
+
+
+def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
+    """ADR-0068's row for this run now: a dry run of the whole pass (the grace is paid once
+    per pass, and the final verifier looks at every candidate), this run's entry kept."""
+    from reconciler.cli._reconcile import default_profile, primary_pass
+    from reconciler.ops._explain import ADR0068, ROW_FACTS
+
+    summary, _ = primary_pass(
+        db, root, profile if profile is not None else default_profile(), dry_run=True
+    )
+    entry = next((c for c in summary.get("candidates", []) if c["run_id"] == run_id), None)
+    if entry is None:
+        why = (
+            "the candidate page was truncated before it"
+            if summary.get("truncated")
+            else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
+        )
+        return {"record": ADR0068, "row": None, "outcome": None, "reason": why}
+    row = str(entry["row"])
+    return {
+        "record": ADR0068,
+        "row": row,
+        "outcome": entry["outcome"],
+        "reason": entry["reason"],
+        "row_facts": ROW_FACTS.get((ADR0068, row)),
+    }
 
 
 def _write_svg(path: str, found: Any, dot: str | None) -> None:
@@ -100,9 +163,18 @@ def render(data: Mapping[str, Any]) -> str:
             + (f" ({clean(a['error_code'])})" if a["error_code"] else "")
             + (f", exit {a['exit_code']}" if a["exit_code"] is not None else "")
         )
+    status_of = {a["id"]: a["status"] for a in data["attempts"]}
     for j in data["journal"]:
         where = f" at {clean(j['quarantine_ref'])}" if j["quarantine_ref"] else ""
-        lines.append(f"receipt journal of attempt {clean(j['attempt_id'])}: {j['state']}{where}")
+        line = f"receipt journal of attempt {clean(j['attempt_id'])}: {j['state']}{where}"
+        status = status_of.get(j["attempt_id"])
+        if j["state"] == "quarantined" and status not in _ACTIVE_ATTEMPT:
+            # docs/decisions.md D-12 "resolve": the row outlives the decision on purpose.
+            line += (
+                f"; no longer blocks start-up (the Attempt is {clean(status)}); `qlfsm sweep` "
+                f"removes the copy and this row after {iso_time(j['purge_after_ms'])}"
+            )
+        lines.append(line)
     lines.append("")
     rows = []
     notes: dict[int, list[str]] = {}
@@ -117,19 +189,48 @@ def render(data: Mapping[str, Any]) -> str:
     for s, line in zip(data["steps"], rendered[2:], strict=True):
         lines.append(line)
         lines.extend(f"    {n}" for n in notes[s["sequence"]])
-    if not any(s["row"] for s in data["steps"]) and run["status"] in (
-        "queued",
-        "dispatching",
-        "running",
-    ):
+    active = run["status"] in ("queued", "dispatching", "running")
+    if active and not any(s["row"] for s in data["steps"]):
         lines.append("")
         lines.append(
             "no start-up decision moved this run: a pass writes an event only when it moves a "
             "state (a live process kept running, or a run left unresolved or pending, leaves "
-            "none); the last pass's row and reason for it are in the output of "
-            "`qlfsm startup` / `qlfsm reconcile`"
+            "none)"
+        )
+    now = data.get("now")
+    if isinstance(now, Mapping):
+        lines.append("")
+        lines.append(_render_now(now))
+    elif active and run["execution_owner"] == "runtime":
+        lines.append("")
+        lines.append(
+            "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
+            "its receipt, probes its process, writes nothing)"
         )
     return "\n".join(lines)
+
+
+def _render_now(now: Mapping[str, Any]) -> str:
+    record = clean(now.get("record"))
+    if now.get("row") is None:
+        return f"start-up now ({record}, nothing written): {clean(now.get('reason'))}"
+    head = (
+        f"start-up now ({record}, nothing written): row {clean(now['row'])} -> "
+        f"{clean(now.get('outcome'))} ({clean(now.get('reason'))})"
+    )
+    out = [head]
+    if now.get("row_facts"):
+        out.append(f"    row {clean(now['row'])}: {clean(now['row_facts'])}")
+    evidence = now.get("evidence")
+    if isinstance(evidence, Mapping):
+        shown = ", ".join(f"{clean(k)}={clean(v)}" for k, v in evidence.items() if v is not None)
+        out.append(f"    evidence: {shown}")
+        if evidence.get("origin_enabled") is False:
+            out.append(
+                "    its origin is not enabled: give the origins `startup` runs with "
+                "(--origins or $QL3_SHADOW_ORIGINS)"
+            )
+    return "\n".join(out)
 
 
 def _notes(step: Mapping[str, Any]) -> list[str]:

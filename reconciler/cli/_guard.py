@@ -1,8 +1,9 @@
 """What keeps every `qlfsm` command whole against its process environment (spec 06 "Exit
-codes"): SIGINT/SIGTERM at any moment after the entry point starts, and a stdout or stderr that
-cannot be written (a closed pipe, a full disk, a closed descriptor).
+codes"): SIGINT/SIGTERM (and SIGHUP) at any moment after the entry point starts, and a stdout
+or stderr that cannot be written (a closed pipe, a full disk, a closed descriptor).
 
-- A signal raises once (``KeyboardInterrupt`` for SIGINT, :class:`Terminated` for SIGTERM)
+- A signal raises once (``KeyboardInterrupt`` for SIGINT, :class:`Terminated` for SIGTERM and
+  SIGHUP)
   wherever the command is, its module import included; every database change is one
   transaction that rolls back on any exception (``storage.transaction``), so unwinding leaves
   nothing half-written. Later signals are blocked: they cannot cut the unwinding short. One
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 EXIT_OUTPUT = 4
-EXIT_SIGNAL: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + n, as a shell says
-WATCHED = (signal.SIGINT, signal.SIGTERM)
+# 128 + n, as a shell says. SIGHUP: the terminal or the session that started qlfsm went away
+# (an ssh connection dropped mid-`startup`); it ends the command like SIGTERM.
+EXIT_SIGNAL: dict[int, int] = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
+WATCHED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised like ``KeyboardInterrupt`` (not an ``Exception``, so no fail-open or
-    per-candidate ``except Exception`` swallows it: the command stops)."""
+    """SIGTERM or SIGHUP, raised like ``KeyboardInterrupt`` (not an ``Exception``, so no
+    fail-open or per-candidate ``except Exception`` swallows it: the command stops)."""
 
 
 class _Guarded(io.TextIOBase):
@@ -213,9 +216,13 @@ def settle() -> None:
 
 
 def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
-    """The one stderr line for a signal, and its exit code: 130 SIGINT, 143 SIGTERM, or 0 for
-    `shadow`, which fails open (spec 06)."""
-    signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    """The one stderr line for a signal, and its exit code: 129 SIGHUP, 130 SIGINT, 143
+    SIGTERM, or 0 for `shadow`, which fails open (spec 06)."""
+    if isinstance(exc, Terminated):
+        # SIGTERM or SIGHUP: the handler recorded which one.
+        signum = _STATE.signum if _STATE.signum == signal.SIGHUP else signal.SIGTERM
+    else:
+        signum = signal.SIGINT
     _STATE.signum = signum
     name = signal.Signals(signum).name
     if fail_open:

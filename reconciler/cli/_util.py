@@ -49,7 +49,8 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         _fail(str(exc))
         return EXIT_FATAL
     except (KeyboardInterrupt, Terminated) as exc:
-        # SIGINT / SIGTERM (reconciler.cli._guard): one line, 130 / 143; never a traceback.
+        # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
+        # a traceback.
         return interrupted(exc)
     except Exception as exc:
         cause = interrupt_in(exc)

@@ -141,6 +141,10 @@ class Explanation:
     attempts: list[AttemptRow]
     steps: list[Step]
     journal: list[JournalRow] = field(default_factory=list)
+    # The decision a start-up pass would take NOW for a run that is still active (``decide_now``
+    # for a legacy run, a dry run of the primary pass for a runtime one): a pass writes nothing
+    # for a run it keeps, leaves pending or unresolved, so no event can hold that decision.
+    now: Mapping[str, Any] | None = None
 
     def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
         """The edges of ``machine`` this run took, each with the sequences that took it."""
@@ -184,6 +188,7 @@ class Explanation:
                 for j in self.journal
             ],
             "steps": [s.as_dict() for s in self.steps],
+            "now": dict(self.now) if self.now is not None else None,
         }
 
 

@@ -1,0 +1,60 @@
+"""The decision a start-up pass would take NOW for a run that is still active, for `explain`.
+
+A pass writes no event for a run it keeps running, leaves pending or unresolved (spec 04 row
+12, spec 05 row 8), so no stored event can say why such a run is where it is; the passes' own
+reads and tables can. Reads only (docs/decisions.md D-12 "explain").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from reconciler.ops._explain import ADR0448, ROW_FACTS
+from storage import Repository, RunRow
+
+# The statuses of a Run that a start-up pass still looks at (spec 04 / spec 05 candidates).
+ACTIVE_RUN = frozenset({"queued", "dispatching", "running"})
+# The legacy facts shown with a decision now: statuses, counts and verdicts only (spec 05
+# privacy: never an id, a pid, a path or a command).
+_LEGACY_FACT_KEYS = (
+    "origin",
+    "origin_enabled",
+    "run_status",
+    "active_attempts",
+    "attempt_status",
+    "latest_attempt_status",
+    "evidence_truncated",
+    "selection",
+    "matched_status",
+    "matched_finished",
+)
+
+
+def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -> dict[str, Any]:
+    """The ADR-0448 row the shadow pass would take for ``run`` now, from the same reads and the
+    same table (``reconciler.shadow``'s ``gather`` and ``fsm.classify_legacy``). Reads only."""
+    from fsm import classify_legacy
+    from reconciler.shadow._pass import gather
+    from storage import LegacyCandidate
+
+    cand = LegacyCandidate(
+        run_id=run.id,
+        status=run.status,
+        version=run.version,
+        origin=run.execution_origin,
+        legacy_cron_id=run.legacy_cron_id,
+        created_at_ms=run.created_at_ms,
+        active_attempts=0,  # gather re-reads everything it needs; only the id is used
+        attempt=None,
+    )
+    facts, _ = gather(conn, Repository(conn), cand, enabled)
+    decision = classify_legacy(facts)
+    return {
+        "record": ADR0448,
+        "row": decision.row,
+        "outcome": decision.outcome,
+        "reason": decision.guard,
+        "row_facts": ROW_FACTS[(ADR0448, decision.row)],
+        "evidence": {k: getattr(facts, k) for k in _LEGACY_FACT_KEYS},
+    }

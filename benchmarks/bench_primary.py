@@ -10,9 +10,12 @@
 (d) SQL statements per dead candidate, counted with sqlite3's trace callback in-process
     (aim <= 8).
 
-Usage: python benchmarks/bench_primary.py [--rounds N] [--json]
+Usage: python benchmarks/bench_primary.py [--rounds N] [--json] [--instructions]
 Each round runs both sides back to back, in alternating order, so machine noise hits both
 alike; the figure is the ratio of the medians. The load average is reported with it.
+``--instructions`` adds (a) and (b) as ratios of instructions executed (valgrind's cachegrind,
+one run of each side, PYTHONHASHSEED=0): CPU work only (no fsync, no sleep, no scheduling),
+but the same from run to run whatever the load.
 """
 
 from __future__ import annotations
@@ -167,6 +170,29 @@ def qlfsm_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "reconciler"]
 
 
+def instructions(argv: list[str]) -> int:
+    """Instructions the whole process executes (valgrind --tool=cachegrind, no cache model)."""
+    env = dict(ENV or os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            *argv,
+        ],
+        capture_output=True,
+        check=False,
+        env=env,
+    )
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{argv[:3]} under valgrind failed: {done.stderr.decode()[-400:]}")
+    for line in done.stderr.decode().splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":")[1].replace(",", ""))
+    raise SystemExit("valgrind printed no instruction count")
+
+
 def statements_per_dead_candidate(work: Path, n: int = 32) -> float:
     """(d): every statement the pass sends, minus the ones it sends once per pass."""
     from reconciler.node._clock import SystemClock
@@ -189,7 +215,7 @@ def statements_per_dead_candidate(work: Path, n: int = 32) -> float:
     return (counts[2 * n] - counts[n]) / n
 
 
-def bench(rounds: int) -> dict[str, Any]:
+def bench(rounds: int, count_instructions: bool = False) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="qlfsm-bench-"))
     try:
         zero = work / "zero.db"
@@ -254,6 +280,31 @@ def bench(rounds: int) -> dict[str, Any]:
                 first()
                 second()
         med = statistics.median
+        counted: dict[str, Any] = {}
+        if count_instructions:
+            a, b = work / "iq.db", work / "ir.db"
+            shutil.copyfile(template, a)
+            shutil.copyfile(template, b)
+            iq_zero = instructions(
+                [*qlfsm_argv(), "reconcile", "--db", str(zero), "--receipt-root", root]
+            )
+            ir_zero = instructions(
+                [sys.executable, "-c", RAW_ZERO, str(zero), PRIMARY_CANDIDATES_SQL]
+            )
+            iq_many = instructions(
+                [*qlfsm_argv(), "reconcile", "--db", str(a), "--receipt-root", root, "--json"]
+            )
+            ir_many = instructions(
+                [sys.executable, "-c", RAW_PASS, str(b), PRIMARY_CANDIDATES_SQL, "0.1"]
+            )
+            counted = {
+                "a_instructions_qlfsm": iq_zero,
+                "a_instructions_raw": ir_zero,
+                "a_instructions_ratio": round(iq_zero / ir_zero, 2),
+                "b_instructions_qlfsm": iq_many,
+                "b_instructions_raw": ir_many,
+                "b_instructions_ratio": round(iq_many / ir_many, 2),
+            }
         return {
             "rounds": rounds,
             "load_average_before": [round(x, 2) for x in load_before],
@@ -268,6 +319,7 @@ def bench(rounds: int) -> dict[str, Any]:
             "c_peak_rss_raw_kib": max(r_rss),
             "c_ratio": round(max(q_rss) / max(r_rss), 2),
             "d_statements_per_dead_candidate": per_candidate,
+            **counted,
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -277,8 +329,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--instructions", action="store_true", help="also count instructions (needs valgrind)"
+    )
     args = p.parse_args()
-    result = bench(args.rounds)
+    result = bench(args.rounds, args.instructions)
     if args.json:
         print(json.dumps(result))
     else:

@@ -249,16 +249,20 @@ class PrimaryCore:
     fields that evidence does not fill (EvidenceError).
     """
 
-    __slots__ = ("_asked", "facts", "path", "state")
+    __slots__ = ("_answer", "_asked", "facts", "path", "state")
 
     def __init__(self, page_status: str) -> None:
         self.facts = PrimaryFacts(page_status=page_status)
         self.state: str = PRIMARY_TABLE.evidence[0]
         self.path: tuple[str, ...] = ()
         self._asked: Need | None = None  # what next() asked for, until it is observed
+        # The answer of next() until new facts are observed: asking again is not walking again.
+        self._answer: Need | PrimaryDecision | None = None
 
     def next(self) -> Need | PrimaryDecision:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
+        if self._answer is not None:
+            return self._answer
         key = (self.state, self.facts)
         memo = _walked.get(key)
         if memo is None:
@@ -272,11 +276,12 @@ class PrimaryCore:
         self.path += rows
         if need is not None:
             # Resumed in the state that asked: name the row that led there all the same.
-            self._asked = Need(need.evidence, self.path[-1] if self.path else None)
+            self._asked = self._answer = Need(need.evidence, self.path[-1] if self.path else None)
             return self._asked
         assert isinstance(decided, Taken)
         self._asked = None
-        return _decision(decided, self.facts, self.path)
+        self._answer = _decision(decided, self.facts, self.path)
+        return self._answer
 
     def observe(self, evidence: str, **fields: object) -> None:
         """Record what gathering ``evidence`` showed; only the evidence asked for, once."""
@@ -284,21 +289,21 @@ class PrimaryCore:
         if not isinstance(asked, Need) or asked.evidence != evidence:
             raise IllegalTransition(PRIMARY_TABLE.name, self.state, evidence)
         allowed = PRIMARY_EVIDENCE_FIELDS[evidence]
-        unknown = sorted(set(fields) - allowed)
-        if unknown:
+        if not allowed.issuperset(fields):
+            unknown = sorted(set(fields) - allowed)
             raise EvidenceError(
                 PRIMARY_TABLE.name,
                 self.state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
         self.facts = observed_facts(self.facts, fields)
-        self._asked = None
+        self._asked = self._answer = None
 
     def fail(self, error: str) -> PrimaryDecision:
         """spec 04 row 14: an exception while handling the candidate (a gather or the write
         of a decision raised). ``error`` is its description, already free of secrets."""
         self.facts = observed_facts(self.facts, {"error": error})
-        self._asked = None
+        self._asked = self._answer = None
         decided = self.next()
         assert isinstance(decided, PrimaryDecision)
         return decided

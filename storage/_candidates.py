@@ -209,7 +209,9 @@ def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[
     if not _RUN_WITH_ATTEMPTS:
         _RUN_WITH_ATTEMPTS["sql"] = _statement()
     sql, n, m = _RUN_WITH_ATTEMPTS["sql"]  # built once, on first use
-    rows = [tuple(r) for r in conn.execute(sql, (run_id,)).fetchall()]
+    cursor = conn.execute(sql, (run_id,))
+    cursor.row_factory = None  # plain tuples: the columns are taken by position below
+    rows = cursor.fetchall()
     if not rows:
         return None, [], None
     run = RunRow(*rows[0][:n])

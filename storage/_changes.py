@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import Step
 
 from ._errors import Conflict, InvalidField
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
+    from dataclasses import dataclass as record
+    from dataclasses import field
+else:
+    from ._record import field, record
 
 ACTORS = frozenset(
     {
@@ -62,13 +68,13 @@ _ATTEMPT_SETTABLE = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Actor:
     type: str
     id: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunChange:
     """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
 
@@ -79,7 +85,7 @@ class RunChange:
     dedupe_key: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttemptChange:
     """One Attempt edge of the Run's Attempt ``attempt_id``."""
 
@@ -94,7 +100,7 @@ class AttemptChange:
 Change = RunChange | AttemptChange
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expect:
     """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
 
@@ -102,7 +108,7 @@ class Expect:
     attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Advanced:
     run_id: str
     version: int

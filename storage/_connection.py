@@ -292,26 +292,37 @@ def _why_cannot_open(path: str) -> str:
     return "SQLite cannot open it"
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; ROLLBACK on any exception (spec 01 rule 5)."""
-    budget = getattr(conn, "lock_budget", None)
-    started = time.monotonic()
-    try:
-        # Waiting for another process's lock happens here (the driver's busy timeout): in
-        # BEGIN IMMEDIATE, or once in switching a rollback-journal file to WAL.
-        prepare_for_writes(conn)
-        conn.execute("BEGIN IMMEDIATE")
-    finally:
-        if budget is not None:
-            budget.spent += time.monotonic() - started
-    try:
-        yield conn
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    else:
+class transaction:  # lower case: called as `with transaction(conn) as c:`, a function before
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; ROLLBACK on any exception (spec 01 rule 5).
+
+    A class, not a generator-based context manager: the ADR-0068 pass opens one per candidate
+    and the generator machinery cost more than everything else around the two statements."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = self.conn
+        budget = getattr(conn, "lock_budget", None)
+        started = time.monotonic()
+        try:
+            # Waiting for another process's lock happens here (the driver's busy timeout): in
+            # BEGIN IMMEDIATE, or once in switching a rollback-journal file to WAL.
+            prepare_for_writes(conn)
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            if budget is not None:
+                budget.spent += time.monotonic() - started
+        return conn
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        conn = self.conn
+        if kind is not None:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return  # the exception goes on
         try:
             conn.execute("COMMIT")
         except BaseException:

@@ -22,6 +22,10 @@ from ._rows import (
     uuid7,
 )
 
+# spec 02: the payload as compact, key-sorted JSON; one encoder for every event (json.dumps
+# with these options would build a new one per call).
+_PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
 
 class RowStatements:
     """The row-level statements of a Repository transaction, each on its connection."""
@@ -105,7 +109,7 @@ class RowStatements:
                     actor.type,
                     actor.id,
                     attempt_id,
-                    json.dumps(dict(payload), separators=(",", ":"), sort_keys=True),
+                    _PAYLOAD_JSON(dict(payload)),
                     at_ms,
                 ),
             )

@@ -20,6 +20,7 @@ from reconciler.node import (
     CaptureFailed,
     Evidence,
     FakeProcessTable,
+    PassProvider,
     ProcessHandle,
     ProcProvider,
     ProviderUnavailable,
@@ -343,4 +344,92 @@ def test_an_unreadable_stat_is_provider_unavailable_not_gone(
     stat_file.mkdir()
     assert inspect_handle(handle, provider) == Evidence(
         "unknown", "provider_unavailable", sleeper.pid
+    )
+
+
+@linux_only
+def test_an_absent_pid_counts_only_while_the_proc_root_itself_is_there(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    # spec 03: unknown is never gone. A /proc that vanished (unmounted) has no <pid>/stat
+    # either; that is provider_unavailable, not "no such PID" (docs/decisions.md D-13).
+    provider = fake_proc_root(tmp_path, ProcProvider().boot_id(), sleeper.pid)
+    assert provider.read_stat(sleeper.pid + 100_000) is None
+    assert provider.read_stat(sleeper.pid) is not None
+    shutil.rmtree(provider.proc_root)
+    with pytest.raises(ProviderUnavailable, match="process table unreadable"):
+        provider.read_stat(sleeper.pid + 100_000)
+
+
+@linux_only
+def test_a_pass_provider_reads_the_boot_id_once_and_a_vanished_proc_is_still_unavailable(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    handle = capture_handle(sleeper.pid, ProcProvider())
+    real = fake_proc_root(tmp_path, ProcProvider().boot_id(), sleeper.pid)
+    reads: list[str] = []
+
+    class Counting(ProcProvider):
+        def boot_id(self) -> str:
+            reads.append("boot_id")
+            return super().boot_id()
+
+    provider = PassProvider(Counting(real.proc_root))
+    assert inspect_handle(handle, provider).verdict == "running"
+    assert inspect_handle(handle, provider).verdict == "running"
+    assert reads == ["boot_id"]
+    # The boot id is kept, /proc goes: the absent stat is not trusted.
+    shutil.rmtree(real.proc_root)
+    assert inspect_handle(handle, provider) == Evidence(
+        "unknown", "provider_unavailable", sleeper.pid
+    )
+
+
+def test_a_pass_provider_does_not_keep_a_failed_boot_id_read() -> None:
+    table = FakeProcessTable()
+    provider = PassProvider(table)
+    table.make_unavailable()
+    with pytest.raises(ProviderUnavailable):
+        provider.boot_id()
+    table.make_unavailable(False)
+    assert provider.boot_id() == table.boot
+
+
+class TableThatForgets:
+    """A provider whose table vanishes: the boot id then fails, but a stat reads as absent
+    (the shape a cached boot id must not turn into `not_running`)."""
+
+    def __init__(self, table: FakeProcessTable) -> None:
+        self.table = table
+        self.gone = False
+
+    def boot_id(self) -> str:
+        if self.gone:
+            raise ProviderUnavailable("table gone")
+        return self.table.boot_id()
+
+    def read_stat(self, pid: int) -> str | None:
+        return None if self.gone else self.table.read_stat(pid)
+
+
+def test_a_pass_provider_over_any_other_provider_confirms_an_absent_stat_by_the_boot_id() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    dead = table.spawn()
+    handle = capture_handle(pid, table, platform="linux")
+    dead_handle = capture_handle(dead, table, platform="linux")
+    table.reap(dead)
+    forgets = TableThatForgets(table)
+    provider = PassProvider(forgets)
+    assert inspect_handle(handle, provider, platform="linux").verdict == "running"
+    assert inspect_handle(dead_handle, provider, platform="linux").reason == "pid_absent"
+    forgets.gone = True
+    assert inspect_handle(handle, provider, platform="linux") == Evidence(
+        "unknown", "provider_unavailable", pid
+    )
+    # Still readable, but another boot: not trusted either.
+    forgets.gone = False
+    table.reboot()
+    assert inspect_handle(dead_handle, provider, platform="linux") == Evidence(
+        "unknown", "provider_unavailable", dead
     )

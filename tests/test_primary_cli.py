@@ -224,3 +224,25 @@ def test_the_zero_candidate_command_imports_neither_typing_argparse_nor_json(
         '{"safe": true, "scanned": 0, "recovered": 0, "remaining": 0, "unresolved": 0, '
         '"failed": 0, "truncated": false, "candidates": []}\n'
     )
+
+
+def test_the_zero_candidate_verdict_for_a_person_imports_neither_typing_argparse_json_nor_shlex(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # The human summary and verdict come from light modules (cli._text, cli._verdict): on
+    # zero candidates nothing of the command line's argparse/json helpers is loaded.
+    root = tmp_path / "r"
+    code = (
+        "import sys\n"
+        "from reconciler.cli._main import main\n"
+        f"rc = main(['reconcile', '--db', {str(db_path)!r}, '--receipt-root', {str(root)!r}])\n"
+        "loaded = sorted(m for m in ('typing', 'argparse', 'json', 'shlex') if m in sys.modules)\n"
+        "sys.stderr.write(repr((rc, loaded)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stderr == repr((0, []))
+    assert out.stdout == (
+        "scanned 0: recovered 0, remaining 0, unresolved 0, failed 0\nverdict: SAFE to start\n"
+    )

@@ -3,6 +3,7 @@ files, receipt files and real child processes."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,15 @@ from test_primary_support import (
     status,
 )
 
-from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, format_handle, parse_handle
+from reconciler.node import (
+    FakeClock,
+    FileReceiptStore,
+    ProcessHandle,
+    ProcProvider,
+    format_handle,
+    inspect_handle,
+    parse_handle,
+)
 from reconciler.primary import reconcile
 from storage import Repository
 
@@ -75,6 +84,51 @@ def test_row_9_an_unreadable_proc_is_failed(
     )
     assert summary["failed"] == 1 and summary["safe"] is False
     assert status(repo, "run-1", "at-1") == ("running", "running")
+
+
+@linux_only
+def test_row_9_proc_vanishing_mid_pass_is_failed_never_lost_although_the_boot_id_is_kept(
+    repo: Repository, conn: Any, store: FileReceiptStore, tmp_path: Path
+) -> None:
+    # The boot id is read once per pass (D-13). A /proc that vanishes after that has no
+    # <pid>/stat either: the next candidate's absent stat must be provider_unavailable (row 9),
+    # never pid_absent -> not_running -> lost (spec 03: unknown is never gone).
+    with sleepers() as [s]:
+        real = parse_handle(s.handle)
+        assert real is not None
+        fake = proc_root(tmp_path, real.boot_id, [])  # the table is there; both pids absent
+        boots: list[str] = []
+
+        class Counting(ProcProvider):
+            def boot_id(self) -> str:
+                boots.append("boot_id")
+                return super().boot_id()
+
+        for n, pid in enumerate((s.pid + 100_000, s.pid + 100_001), 1):
+            handle = format_handle(
+                ProcessHandle(f"h-{n}", real.boot_id, pid, pid, real.start_ticks)
+            )
+            make_candidate(repo, f"run-{n}", f"at-{n}", handle=handle, pid=pid)
+        probed: list[str] = []
+
+        def probe(handle_text: object, provider: Any, *, platform: str = "linux") -> Any:
+            evidence = inspect_handle(handle_text, provider, platform=platform)
+            probed.append(evidence.reason)
+            if len(probed) == 1:
+                shutil.rmtree(fake.proc_root)  # /proc is gone after the first probe
+            return evidence
+
+        summary = reconcile(conn, store, Counting(fake.proc_root), FakeClock(), probe=probe)
+    first, second = summary["candidates"]
+    assert probed == ["pid_absent", "provider_unavailable"]
+    assert (first["row"], first["outcome"]) == ("13", "recovered")
+    assert (second["row"], second["outcome"], second["reason"]) == (
+        "9",
+        "failed",
+        "provider_unavailable",
+    )
+    assert status(repo, "run-2", "at-2") == ("running", "running")
+    assert boots == ["boot_id"]  # once for the pass
 
 
 def test_row_10_an_invalid_handle_is_unresolved_without_reading_proc(

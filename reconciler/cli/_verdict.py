@@ -8,11 +8,12 @@ Standard library only: the zero-candidate `reconcile` imports this module.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Mapping
-from typing import Any
+from reconciler.cli._text import table, use_colour
 
-from reconciler.cli._util import table, use_colour
+TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate `reconcile` imports this
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 SAFE = "SAFE to start"
 BLOCKED = "start-up BLOCKED"
@@ -29,6 +30,8 @@ def verdict_line(safe: bool) -> str:
 
 
 def explain_command(db: str, run_id: str) -> str:
+    import shlex  # only when something blocks: not on the zero-candidate path
+
     return f"qlfsm explain --db {shlex.quote(db)} --run {shlex.quote(run_id)}"
 
 
@@ -37,6 +40,8 @@ def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
     or the truncated page. Empty when nothing blocks."""
     lines: list[str] = []
     if summary.get("truncated"):
+        import shlex
+
         lines.append(
             "blocked: more than 256 candidate runs (the page was truncated), so none was "
             "decided; list them with "

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from reconciler.node._identity import CaptureFailed as CaptureFailed
     from reconciler.node._identity import Evidence as Evidence
     from reconciler.node._identity import FakeProcessTable as FakeProcessTable
+    from reconciler.node._identity import PassProvider as PassProvider
     from reconciler.node._identity import ProcessHandle as ProcessHandle
     from reconciler.node._identity import ProcessProvider as ProcessProvider
     from reconciler.node._identity import ProcProvider as ProcProvider
@@ -89,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "CaptureFailed": "reconciler.node._identity",
     "Evidence": "reconciler.node._identity",
     "FakeProcessTable": "reconciler.node._identity",
+    "PassProvider": "reconciler.node._identity",
     "ProcProvider": "reconciler.node._identity",
     "ProcessHandle": "reconciler.node._identity",
     "ProcessProvider": "reconciler.node._identity",

@@ -13,8 +13,14 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
+    from dataclasses import dataclass as record
+    from dataclasses import field
+else:
+    from storage._record import field, record
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -27,6 +33,11 @@ _TICKS = re.compile(r"[0-9]{1,32}")
 _DECIMAL = re.compile(r"[0-9]{1,20}")
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 _DEAD_STATES: Final = frozenset({"Z", "X", "x"})
+_STAT_BOUND: Final = 64 * 1024
+
+# ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped. One encoder for
+# every handle (json.dumps with options would build one per call).
+_HANDLE_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 Verdict = Literal["running", "not_running", "unknown"]
 
@@ -39,7 +50,7 @@ class CaptureFailed(Exception):
     """The launcher could not prove the spawned process's identity; the launch must fail."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcessHandle:
     handle_id: str
     boot_id: str
@@ -48,7 +59,7 @@ class ProcessHandle:
     start_ticks: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcStat:
     pid: int
     state: str
@@ -56,7 +67,7 @@ class ProcStat:
     start_ticks: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Evidence:
     verdict: Verdict
     reason: str
@@ -110,8 +121,7 @@ def _encode_handle(h: ProcessHandle) -> str:
         "g": h.pgid,
         "s": h.start_ticks,
     }
-    # ensure_ascii=False: JSON.stringify leaves non-ASCII characters unescaped.
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    text = _HANDLE_JSON(payload)
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
     return HANDLE_PREFIX + encoded
 
@@ -177,7 +187,8 @@ class ProcessProvider(Protocol):
     def boot_id(self) -> str: ...
 
     def read_stat(self, pid: int) -> str | None:
-        """The text of `/proc/<pid>/stat`, or None when no such PID exists."""
+        """The text of `/proc/<pid>/stat`, or None when no such PID exists (and the process
+        table itself was readable: see :class:`PassProvider`)."""
         ...
 
 
@@ -186,10 +197,11 @@ class ProcProvider:
 
     def __init__(self, proc_root: str = "/proc") -> None:
         self.proc_root = proc_root
+        self._boot_path = os.path.join(proc_root, "sys/kernel/random/boot_id")
 
     def boot_id(self) -> str:
         try:
-            with open(os.path.join(self.proc_root, "sys/kernel/random/boot_id"), "rb") as f:
+            with open(self._boot_path, "rb") as f:
                 value = f.read(256).decode("ascii").strip()
         except (OSError, UnicodeError) as error:
             raise ProviderUnavailable(f"boot id unreadable: {type(error).__name__}") from None
@@ -198,18 +210,66 @@ class ProcProvider:
         return value
 
     def read_stat(self, pid: int) -> str | None:
+        # os.open/os.read: one file, read whole (a stat line is far below the bound).
         try:
-            with open(os.path.join(self.proc_root, str(pid), "stat"), "rb") as f:
-                data = f.read(64 * 1024)
+            fd = os.open(f"{self.proc_root}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                chunks = []
+                size = 0
+                while size < _STAT_BOUND and (chunk := os.read(fd, _STAT_BOUND - size)):
+                    chunks.append(chunk)
+                    size += len(chunk)
+            finally:
+                os.close(fd)
         except OSError as error:
-            # ENOENT: no such PID; ESRCH: it exited while the file was being read.
+            # ENOENT: no such PID; ESRCH: it exited while the file was being read. Either only
+            # once the process table itself is confirmed there: a /proc that vanished (or was
+            # unmounted) has no <pid>/stat either, and "no such PID" would read as `not_running`
+            # (spec 03: unknown is never gone). One stat(2) of the boot id file confirms it.
             if error.errno in (errno.ENOENT, errno.ESRCH):
+                self._confirm_table()
                 return None
             raise ProviderUnavailable(f"stat unreadable: {type(error).__name__}") from None
-        return data.decode("utf-8", errors="replace")
+        return b"".join(chunks).decode("utf-8", errors="replace")
+
+    def _confirm_table(self) -> None:
+        try:
+            os.stat(self._boot_path)
+        except OSError as error:
+            raise ProviderUnavailable(f"process table unreadable: {type(error).__name__}") from None
 
 
-@dataclass
+class PassProvider:
+    """The process table as ONE pass sees it: the boot id read once (on first use; a failed
+    read is not kept, so the next probe asks again), `<pid>/stat` read per probe.
+
+    Safe only because an absent stat is confirmed before it counts: :class:`ProcProvider`
+    confirms its `/proc` itself before answering None; any other provider is asked for its
+    boot id again, which must still be readable and the same. Otherwise the probe gets
+    ProviderUnavailable (`unknown / provider_unavailable`), never "no such PID" (spec 03;
+    docs/decisions.md D-13)."""
+
+    __slots__ = ("_boot", "_confirms", "inner")
+
+    def __init__(self, inner: ProcessProvider) -> None:
+        self.inner = inner
+        self._boot: str | None = None
+        self._confirms = isinstance(inner, ProcProvider)
+
+    def boot_id(self) -> str:
+        if self._boot is None:
+            self._boot = self.inner.boot_id()
+        return self._boot
+
+    def read_stat(self, pid: int) -> str | None:
+        text = self.inner.read_stat(pid)
+        # Not a ProcProvider: the boot id read again (it raises if the table is gone).
+        if text is None and not self._confirms and self.inner.boot_id() != self.boot_id():
+            raise ProviderUnavailable("boot id changed during the pass")
+        return text
+
+
+@record
 class _FakeProcess:
     pgid: int
     start_ticks: str
@@ -217,7 +277,7 @@ class _FakeProcess:
     comm: str = "fake (worker) x"
 
 
-@dataclass
+@record
 class FakeProcessTable:
     """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
 

@@ -4,7 +4,6 @@ from a validated Attempt ID, quarantine references, what a read answers, and the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -14,6 +13,12 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
+    from dataclasses import dataclass as record
+else:
+    from storage._record import record
 
 MAX_ROOT_BYTES: Final = 4096
 QUARANTINE_DIR: Final = ".quarantine"
@@ -44,30 +49,30 @@ class ReceiptExists(Exception):
         self.attempt_id = attempt_id
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Missing:
     """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Found:
     receipt: Receipt
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Invalid:
     """Something is at the path but it is not a trusted-format receipt; quarantine it."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RootMissing:
     """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
     launched one it is a configuration error (the launcher creates the root before spawning)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Unusable:
     """The root or the Attempt's shard exists but is not a real directory: a configuration
     problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,

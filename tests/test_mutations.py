@@ -29,6 +29,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from test_orderings_stateful import NodeOrderings
 
 import reconciler.primary._pass as primary_mod
+import reconciler.primary._writes as writes_mod
 from reconciler.node import Evidence
 from reconciler.primary import RECEIPT_EXECUTOR
 from storage import AttemptChange
@@ -96,8 +97,8 @@ def attempt_without_run(mp: pytest.MonkeyPatch) -> None:
 
         return plan
 
-    mp.setattr(primary_mod, "lose_attempt", attempt_only(primary_mod.lose_attempt))
-    mp.setattr(primary_mod, "completion", attempt_only(primary_mod.completion))
+    mp.setattr(writes_mod, "lose_attempt", attempt_only(writes_mod.lose_attempt))
+    mp.setattr(writes_mod, "completion", attempt_only(writes_mod.completion))
 
 
 # --- the named scenarios: a few fixed steps on a fresh world, then start-up passes -----------

@@ -1,0 +1,257 @@
+"""ADR-0068 §4: the decided edge's effect, in ONE transaction that re-reads the Run and its
+Attempts and takes the decision again on them (every UPDATE compare-and-sets in its WHERE).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from fsm import (
+    ATTEMPT_ACTIVE,
+    Need,
+    PrimaryCore,
+    PrimaryDecision,
+    PrimaryFacts,
+    decide_primary,
+    observed_facts,
+)
+from reconciler.node._receipt_store import QuarantineNotDone
+from reconciler.primary._edges import (
+    Plan,
+    adopt_running,
+    completion,
+    decision_payload,
+    expect_for,
+    lose_attempt,
+    lose_missing_attempt,
+)
+from reconciler.primary._state import PassCandidate, PassState, read_run_fields
+from reconciler.primary._summary import Fingerprint, describe, fingerprint
+from storage import (
+    AttemptRow,
+    Conflict,
+    RunRow,
+    advance_read,
+    check_read,
+    in_transaction,
+    journal_get,
+    journal_quarantine,
+    journal_resolve,
+    journal_withdraw_quarantine,
+    run_with_attempts,
+    write_blocker,
+)
+
+# How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
+QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
+
+
+class Writing(PassState):
+    """The write transactions of :class:`reconciler.primary._pass.PrimaryReconciler`."""
+
+    # --- the decision's effect --------------------------------------------------------------
+
+    def _decided(self, cand: PassCandidate, decision: PrimaryDecision) -> None:
+        write = decision.write
+        if write is None or self.dry_run:
+            if write == "adopt_running" or decision.state == "retained":
+                run, att = cand.run, cand.attempt
+                assert run is not None and att is not None
+                cand.fingerprint = fingerprint(run, att)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+            return
+        run, att = cand.run, cand.attempt
+        assert run is not None
+        cand.decision = decision
+        now = self.clock.now_ms()
+        note = decision_payload(decision)
+        if write == "complete":
+            assert att is not None and cand.receipt is not None
+            receipt = cand.receipt
+            self._commit(cand, lambda facts: completion(run, att, receipt, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+            self._after_completion(cand)
+        elif write == "quarantine":
+            assert att is not None
+            self._quarantine(run, att)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        elif write == "lose_missing_attempt":
+            self._commit(cand, lambda facts: lose_missing_attempt(run, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        elif write == "lose":
+            trigger = decision.trigger
+            assert att is not None and trigger is not None
+            self._commit(cand, lambda facts: lose_attempt(run, att, trigger, facts, now, note))
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        else:  # adopt_running (row 12): only the aggregate not yet running moves
+            assert att is not None
+            if run.status == "running" and att.status == "running":
+                cand.fingerprint = fingerprint(run, att)  # nothing to adopt, nothing written
+            else:
+                version = self._commit(
+                    cand, lambda facts: adopt_running(run, att, facts, now, note)
+                )
+                cand.fingerprint = _adopted(run, att, version)
+            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+
+    def _commit(self, cand: PassCandidate, make: Callable[[PrimaryFacts], Plan | None]) -> int:
+        """The decided edge in ONE transaction (ADR-0068 §4): the Run and Attempts are re-read
+        inside it and must take the core the same way again; the plan is made from the facts
+        with that re-read, so every edge's guard is evaluated on them; every UPDATE
+        compare-and-sets in its WHERE (row count checked)."""
+        run, decision = cand.run, cand.decision
+        assert run is not None and decision is not None
+
+        def work(c: sqlite3.Connection) -> int:
+            facts, run_now, attempts = self._check_again(c, cand, decision)
+            plan = make(facts)
+            assert plan is not None
+            done = advance_read(
+                self.repo,
+                c,
+                run_now,
+                attempts,
+                run.id,
+                run.version,
+                plan.changes,
+                actor=plan.actor,
+                at_ms=plan.at_ms,
+                expect=plan.expect,
+            )
+            return done.version
+
+        return in_transaction(self.conn, work)
+
+    def _check_again(
+        self, c: sqlite3.Connection, cand: PassCandidate, decision: PrimaryDecision
+    ) -> tuple[PrimaryFacts, RunRow | None, list[AttemptRow]]:
+        """The one re-read inside the write transaction: the core, fed it, must answer what it
+        answered on the first read (the same row 3 decision, or the same receipt step); the
+        decision's facts with the re-read are what the edges' guards are evaluated on."""
+        run, attempts, _ = run_with_attempts(c, cand.page.run_id)
+        # First what the compare-and-set will require (the same errors as ever), then the row.
+        decided_on, att = cand.run, cand.attempt
+        assert decided_on is not None
+        if decision.write == "lose_missing_attempt":
+            att = None  # row 3: the Run alone was decided on
+        check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
+        fields = read_run_fields(run, attempts)
+        core = PrimaryCore(cand.page.status)
+        core.observe("read_run", **fields)
+        again, before = core.next(), cand.after_read_run
+        if isinstance(again, Need) and isinstance(before, Need):
+            same = again.evidence == before.evidence
+        else:
+            same = (
+                isinstance(again, PrimaryDecision)
+                and isinstance(before, PrimaryDecision)
+                and (again.row, again.state) == (before.row, before.state)
+            )
+        if not same:
+            raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
+        return observed_facts(decision.facts, fields), run, attempts
+
+    def _lose_after_grace(self, cand: PassCandidate) -> None:
+        """Row 13, last part: re-check the Run/Attempt (nothing may have changed since the
+        probe) and commit `lost` in the SAME transaction as that re-read."""
+        run, att = cand.run, cand.attempt
+        assert run is not None and att is not None
+        before = fingerprint(run, att)
+        core = cand.core
+
+        def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
+            now_run, attempts, _ = run_with_attempts(c, run.id)
+            now_att = attempts[-1] if attempts else None
+            active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
+            unchanged = not (
+                now_run is None
+                or now_att is None
+                or active != 1
+                or fingerprint(now_run, now_att) != before
+            )
+            return unchanged, now_run, attempts
+
+        if self.dry_run:
+            core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
+            return self._drive(cand)
+
+        def work(c: sqlite3.Connection) -> PrimaryDecision:
+            unchanged, now_run, attempts = recheck(c)
+            facts = observed_facts(core.facts, {"unchanged_on_recheck": unchanged})
+            decision = decide_primary(facts)
+            assert isinstance(decision, PrimaryDecision)
+            if decision.write == "lose":
+                assert decision.trigger is not None
+                plan = lose_attempt(
+                    run,
+                    att,
+                    decision.trigger,
+                    decision.facts,
+                    self.clock.now_ms(),
+                    decision_payload(decision),
+                )
+                advance_read(
+                    self.repo,
+                    c,
+                    now_run,
+                    attempts,
+                    run.id,
+                    run.version,
+                    plan.changes,
+                    actor=plan.actor,
+                    at_ms=plan.at_ms,
+                    expect=plan.expect,
+                )
+            return decision
+
+        decision = in_transaction(self.conn, work)
+        core.observe("recheck_run", unchanged_on_recheck=decision.facts.unchanged_on_recheck)
+        cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        return None
+
+    def _after_completion(self, cand: PassCandidate) -> None:
+        # spec 03: delete the receipt only AFTER the commit, then resolve the journal. A failure
+        # here leaves a committed terminal Run: recovered, with the leftover named.
+        att = cand.attempt
+        assert att is not None and cand.result is not None
+        try:
+            self.store.delete(att.id)
+            journal_resolve(self.conn, att.id)
+        except Exception as exc:
+            self.stopped = self.stopped or write_blocker(exc)
+            cand.result.reason += f";cleanup_failed:{describe(exc)}"
+
+    def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
+        # spec 03: the journal intent is committed FIRST, then the file is moved. A second
+        # invalid receipt of the same Attempt gets its own slot (D-3c): the journal row then
+        # names the newest copy, and every copy stays until its purge time.
+        previous = journal_get(self.conn, att.id)
+        earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
+        ref = self.store.quarantine_target(att.id, earlier)
+        now = self.clock.now_ms()
+        journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        try:
+            self.store.quarantine(att.id, ref)
+        except QuarantineNotDone:
+            # Nothing was moved: no row may claim a quarantine that did not happen. Withdrawn
+            # in this same pass; the candidate is `failed` (row 14) and the receipt stays put.
+            journal_withdraw_quarantine(self.conn, att.id, ref, previous)
+            raise
+
+
+def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
+    # Row 12 moved whichever aggregate was not yet running, in the transaction that returned
+    # ``version``: the fingerprint the verifier must find is that of the rows as committed.
+    run_status = "running" if run.status == "dispatching" else run.status
+    att_status = "running" if att.status == "starting" else att.status
+    return (
+        run.id,
+        run_status,
+        version,
+        att.id,
+        att_status,
+        att.callback_sequence,
+        att.executor_handle,
+        att.pid,
+    )

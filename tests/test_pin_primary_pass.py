@@ -7,6 +7,7 @@ process table are the fakes that implement the same ports (time has to be contro
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,52 @@ def test_a_failed_receipt_cleanup_after_the_commit_keeps_the_decision_and_names_
     assert status(repo, "run-1", "at-1") == ("failed", "failed")  # the commit stands
     assert (Path(store.root) / "at" / "at-1.json").exists()  # the leftover is harmless
     assert summary["safe"] is True
+
+
+def _two_dead(repo: Repository) -> FakeProcessTable:
+    table = FakeProcessTable()
+    for n in (1, 2):
+        candidate(repo, table, n, alive=False)
+    return table
+
+
+def test_a_database_that_cannot_be_written_stops_the_pass_and_names_the_file(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # docs/decisions.md "lock budget": a write that finds the database read-only stops every
+    # later write; the candidate that found it fails naming the storage error and the file,
+    # each later one fails as not attempted.
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    conn.execute("PRAGMA query_only = ON")  # every write answers SQLITE_READONLY
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    first, second = summary["candidates"]
+    assert (first["row"], first["outcome"]) == ("14", "failed")
+    assert first["reason"].startswith(
+        f"error:DatabaseReadOnly: database {conn.path!r} cannot be written: "
+    )
+    assert (second["row"], second["outcome"], second["reason"]) == (
+        "14",
+        "failed",
+        "database_read_only:not_attempted",
+    )
+    assert (summary["failed"], summary["safe"]) == (2, False)
+    conn.execute("PRAGMA query_only = OFF")
+    assert status(repo, "run-1", "at-1") == status(repo, "run-2", "at-2") == ("running", "running")
+
+
+def test_a_connection_without_a_path_reports_the_driver_error_as_it_came(
+    repo: Repository, db_path: Path, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    plain = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        plain.execute("PRAGMA query_only = ON")
+        summary = pass_(plain, WatchedStore(store, clock), table, clock)
+    finally:
+        plain.close()
+    first, second = summary["candidates"]
+    assert first["reason"].startswith("error:OperationalError: ")
+    assert "readonly" in first["reason"]
+    assert second["reason"] == "database_read_only:not_attempted"

@@ -16,11 +16,11 @@ import pytest
 from test_primary_support import T0, make_candidate, receipt, status
 
 from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
 from reconciler.node._receipt import Receipt
 from reconciler.node._receipt_store import FileReceiptStore, ReadResult
 from reconciler.primary._pass import reconcile
-from storage import Repository, journal_get, journal_register
+from storage import LockBudget, Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone
 WEEK_MS = 7 * 24 * 3600 * 1000  # docs/decisions.md D-3a: quarantine keeps a receipt 7 days
@@ -314,3 +314,43 @@ def test_a_connection_without_a_path_reports_the_driver_error_as_it_came(
     assert first["reason"].startswith("error:OperationalError: ")
     assert "readonly" in first["reason"]
     assert second["reason"] == "database_read_only:not_attempted"
+
+
+@dataclass
+class RecordingProbe:
+    """The real probe, recording each handle it was asked about and the lock budget the pass's
+    connection was charging its writes to at that moment."""
+
+    conn: Any
+    seen: list[tuple[str, Any]] = field(default_factory=list)
+
+    def __call__(self, handle: str, provider: Any, *, platform: str) -> Any:
+        self.seen.append((platform, getattr(self.conn, "lock_budget", None)))
+        return inspect_handle(handle, provider, platform=platform)
+
+
+def test_the_probe_and_the_lock_budget_given_are_the_ones_the_pass_uses(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    probe = RecordingProbe(conn)
+    budget = LockBudget(1.25)
+    summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
+    assert [c["row"] for c in summary["candidates"]] == ["13", "13"]
+    assert probe.seen == [("linux", budget)] * 2
+    assert getattr(conn, "lock_budget", "gone") is None  # only while the pass runs
+
+
+def test_without_a_lock_budget_the_pass_charges_the_one_of_the_environment(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QLFSM_LOCK_BUDGET_S", "0.75")
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    probe = RecordingProbe(conn)
+    reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    assert len(probe.seen) == 2
+    charged = probe.seen[0][1]
+    assert probe.seen[1][1] is charged  # one budget for the whole pass
+    assert isinstance(charged, LockBudget) and charged.seconds == 0.75

@@ -1,5 +1,6 @@
 """ADR-0068 pass details no table row shows: the one grace is measured from the YOUNGEST probe,
-the quarantine's purge time, and a cleanup failure after the terminal commit.
+the quarantine's purge time, a cleanup failure after the terminal commit, a database that
+cannot be written, the probe and lock budget given, and the final verifier's revocations.
 
 Through the public ``reconcile`` only, on real SQLite and real receipt files; the clock and the
 process table are the fakes that implement the same ports (time has to be controlled here).
@@ -354,3 +355,117 @@ def test_without_a_lock_budget_the_pass_charges_the_one_of_the_environment(
     charged = probe.seen[0][1]
     assert probe.seen[1][1] is charged  # one budget for the whole pass
     assert isinstance(charged, LockBudget) and charged.seconds == 0.75
+
+
+# --- the final verifier (ADR-0068 §5, spec 04 "Final verifier") ---------------------------------
+
+
+def _before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """Run ``change`` once, after the pass's writes, just before the verifier reads the
+    candidates again (someone else writing meanwhile)."""
+    import reconciler.primary._verify as verify
+
+    real = verify.primary_candidates
+
+    def again(conn: Any, *args: Any, **kw: Any) -> Any:
+        change()
+        return real(conn, *args, **kw)
+
+    monkeypatch.setattr(verify, "primary_candidates", again)
+
+
+def _verified(
+    conn: Any,
+    store: FileReceiptStore,
+    monkeypatch: pytest.MonkeyPatch,
+    change: Any,
+    table: FakeProcessTable,
+) -> list[tuple[str, str | None, str, str, str]]:
+    clock = FakeClock(T0)
+    _before_the_verifier(monkeypatch, change)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    return [
+        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
+        for c in summary["candidates"]
+    ]
+
+
+RETAINED = ("run-1", "at-1", "12", "remaining", "process_running")
+
+
+def test_a_candidate_that_appeared_during_the_pass_is_reported_new_and_unresolved(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: candidate(repo, table, 9, alive=True), table)
+    assert got == [RETAINED, ("run-9", None, "verifier", "unresolved", "new")]
+
+
+def test_a_recovered_candidate_moved_back_is_reported_reappeared(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+
+    def moved_back() -> None:
+        conn.execute("UPDATE \"Runs\" SET status = 'running' WHERE id = 'run-1'")
+        conn.execute("UPDATE \"RunAttempts\" SET status = 'running' WHERE id = 'at-1'")
+
+    got = _verified(conn, store, monkeypatch, moved_back, table)
+    assert got == [
+        ("run-1", "at-1", "13", "recovered", "process_not_running:pid_absent"),
+        ("run-1", None, "verifier", "unresolved", "reappeared"),
+    ]
+
+
+def test_a_retained_candidate_gone_from_the_candidates_is_revoked_as_vanished(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    ended = lambda: conn.execute("UPDATE \"Runs\" SET status = 'succeeded' WHERE id = 'run-1'")  # noqa: E731
+    got = _verified(conn, store, monkeypatch, ended, table)
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:vanished")]
+
+
+def test_a_retained_candidate_whose_process_ended_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    pid = candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: table.reap(pid), table)
+    assert got[0][:4] == ("run-1", "at-1", "12", "unresolved")
+    assert got[0][4].startswith("verifier:process_not_running:")
+
+
+def test_a_retained_candidate_whose_receipt_appeared_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(
+        conn, store, monkeypatch, lambda: store.publish(receipt("run-1", "at-1")), table
+    )
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:receipt_appeared")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE \"RunAttempts\" SET callback_sequence = callback_sequence + 1 WHERE id = 'at-1'",
+        "UPDATE \"Runs\" SET version = version + 1 WHERE id = 'run-1'",
+    ],
+    ids=["attempt-callback-sequence", "run-version"],
+)
+def test_a_retained_candidate_whose_rows_changed_is_revoked_as_fingerprint_changed(
+    repo: Repository,
+    conn: Any,
+    store: FileReceiptStore,
+    monkeypatch: pytest.MonkeyPatch,
+    sql: str,
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: conn.execute(sql), table)
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")]

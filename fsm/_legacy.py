@@ -62,144 +62,176 @@ def _step(row: str, facts: str, cites: str, state: str, guard: str, then: str) -
     return DecisionRow(row, facts, cites, (Case(state, guard, then),))
 
 
-# spec 05 "Per candidate": first matching row wins. ``write`` names what the pass commits:
-# ``repair`` one Run edge to the latest Attempt's status; ``cancel`` and ``complete`` one
-# shadow-writer transaction (Attempt + Run); ``abandon`` / ``mark_lost`` the Attempt, commit,
-# then the Run, commit (two transactions, ADR-0448 §6). No write for the others.
-LEGACY_TABLE = DecisionTable(
-    name="legacy_decision",
-    evidence=LEGACY_EVIDENCE,
-    decisions={outcome: outcome for outcome in LEGACY_OUTCOMES},
-    rows=(
-        _row(
-            "1",
-            "Run gone, not legacy-owned, origin not enabled, or Run already terminal/lost",
-            "read_run",
-            "not_eligible",
-            "skipped",
-            "skip",
-        ),
-        _step(
-            "step 3",
-            "an eligible legacy candidate: read its active Attempts",
-            "ADR-0448 §3",
-            "read_run",
-            "eligible_candidate",
-            "read_attempts",
-        ),
-        _row(
-            "2",
-            "no active Attempt, latest Attempt terminal, and Run → that status is legal",
-            "read_attempts",
-            "unique_terminal_attempt",
-            "repaired",
-            "repair",
-            "repair",
-        ),
-        _row(
-            "2b",
-            "no active Attempt otherwise",
-            "read_attempts",
-            "no_active_attempt",
-            "ambiguous",
-            "hold",
-        ),
-        _row(
-            "3",
-            "more than one active Attempt",
-            "read_attempts",
-            "multiple_active_attempts",
-            "ambiguous",
-            "hold",
-        ),
-        _step(
-            "step 4",
-            "exactly one active Attempt: read the cron's RunningInstances and select",
-            "ADR-0448 §4",
-            "read_attempts",
-            "one_active_attempt",
-            "read_evidence",
-        ),
-        _row(
-            "4",
-            "evidence truncated (more than 8 rows for the cron)",
-            "read_evidence",
-            "evidence_truncated",
-            "ambiguous",
-            "hold",
-        ),
-        _row(
-            "5", "selection ambiguous", "read_evidence", "ambiguous_selection", "ambiguous", "hold"
-        ),
-        _row(
-            "6",
-            "matched row has `finished_at` and status stopped",
-            "read_evidence",
-            "stopped_with_finished",
-            "cancelled",
-            "cancel",
-            "cancel",
-        ),
-        _row(
-            "7",
-            "matched row has `finished_at` and status finished / error",
-            "read_evidence",
-            "unique_finished_evidence",
-            "completed",
-            "complete",
-            "complete",
-        ),
-        _row(
-            "8",
-            "otherwise, origin `scheduled_system`",
-            "read_evidence",
-            "awaiting_system_crond",
-            "pending",
-            "wait",
-        ),
-        _row(
-            "9",
-            "Run `queued` and Attempt `claimed` (no spawn evidence)",
-            "read_evidence",
-            "no_spawn_evidence",
-            "abandoned",
-            "abandon",
-            "abandon",
-        ),
-        _row(
-            "10",
-            "Run `dispatching/running` and Attempt `claimed/starting/running`",
-            "read_evidence",
-            "no_terminal_evidence",
-            "marked_lost",
-            "mark_lost",
-            "mark_lost",
-        ),
-        _row(
-            "11",
-            "anything else (an illegal combination)",
-            "read_evidence",
-            "illegal_combination",
-            "ambiguous",
-            "hold",
-        ),
-        DecisionRow(
-            "12",
-            "exception",
-            "ADR-0448 row 12",
-            tuple(Case(s, "error_raised", "failed", trigger="fail") for s in LEGACY_EVIDENCE),
-            on_exception=True,
-        ),
-    ),
-)
+def build_legacy_table() -> DecisionTable:
+    """ADR-0448's table, built afresh and checked (one trigger and one write per outcome).
 
-_DECIDING = tuple(r for r in LEGACY_TABLE.rows if r.cases[0].then in LEGACY_TABLE.decisions)
+    Called once at import (:data:`LEGACY_TABLE`), and again by the tests that compare each
+    field with spec 05: code that runs only at import cannot be seen failing by mutation
+    testing (the mutant is switched on after the import), a call inside a test can.
+    """
+    # spec 05 "Per candidate": first matching row wins. ``write`` names what the pass commits:
+    # ``repair`` one Run edge to the latest Attempt's status; ``cancel`` and ``complete`` one
+    # shadow-writer transaction (Attempt + Run); ``abandon`` / ``mark_lost`` the Attempt, commit,
+    # then the Run, commit (two transactions, ADR-0448 §6). No write for the others.
+    table = DecisionTable(
+        name="legacy_decision",
+        evidence=LEGACY_EVIDENCE,
+        decisions={outcome: outcome for outcome in LEGACY_OUTCOMES},
+        rows=(
+            _row(
+                "1",
+                "Run gone, not legacy-owned, origin not enabled, or Run already terminal/lost",
+                "read_run",
+                "not_eligible",
+                "skipped",
+                "skip",
+            ),
+            _step(
+                "step 3",
+                "an eligible legacy candidate: read its active Attempts",
+                "ADR-0448 §3",
+                "read_run",
+                "eligible_candidate",
+                "read_attempts",
+            ),
+            _row(
+                "2",
+                "no active Attempt, latest Attempt terminal, and Run → that status is legal",
+                "read_attempts",
+                "unique_terminal_attempt",
+                "repaired",
+                "repair",
+                "repair",
+            ),
+            _row(
+                "2b",
+                "no active Attempt otherwise",
+                "read_attempts",
+                "no_active_attempt",
+                "ambiguous",
+                "hold",
+            ),
+            _row(
+                "3",
+                "more than one active Attempt",
+                "read_attempts",
+                "multiple_active_attempts",
+                "ambiguous",
+                "hold",
+            ),
+            _step(
+                "step 4",
+                "exactly one active Attempt: read the cron's RunningInstances and select",
+                "ADR-0448 §4",
+                "read_attempts",
+                "one_active_attempt",
+                "read_evidence",
+            ),
+            _row(
+                "4",
+                "evidence truncated (more than 8 rows for the cron)",
+                "read_evidence",
+                "evidence_truncated",
+                "ambiguous",
+                "hold",
+            ),
+            _row(
+                "5",
+                "selection ambiguous",
+                "read_evidence",
+                "ambiguous_selection",
+                "ambiguous",
+                "hold",
+            ),
+            _row(
+                "6",
+                "matched row has `finished_at` and status stopped",
+                "read_evidence",
+                "stopped_with_finished",
+                "cancelled",
+                "cancel",
+                "cancel",
+            ),
+            _row(
+                "7",
+                "matched row has `finished_at` and status finished / error",
+                "read_evidence",
+                "unique_finished_evidence",
+                "completed",
+                "complete",
+                "complete",
+            ),
+            _row(
+                "8",
+                "otherwise, origin `scheduled_system`",
+                "read_evidence",
+                "awaiting_system_crond",
+                "pending",
+                "wait",
+            ),
+            _row(
+                "9",
+                "Run `queued` and Attempt `claimed` (no spawn evidence)",
+                "read_evidence",
+                "no_spawn_evidence",
+                "abandoned",
+                "abandon",
+                "abandon",
+            ),
+            _row(
+                "10",
+                "Run `dispatching/running` and Attempt `claimed/starting/running`",
+                "read_evidence",
+                "no_terminal_evidence",
+                "marked_lost",
+                "mark_lost",
+                "mark_lost",
+            ),
+            _row(
+                "11",
+                "anything else (an illegal combination)",
+                "read_evidence",
+                "illegal_combination",
+                "ambiguous",
+                "hold",
+            ),
+            DecisionRow(
+                "12",
+                "exception",
+                "ADR-0448 row 12",
+                tuple(Case(s, "error_raised", "failed", trigger="fail") for s in LEGACY_EVIDENCE),
+                on_exception=True,
+            ),
+        ),
+    )
+    check_one_trigger_per_outcome(table)
+    return table
+
+
+def _deciding(table: DecisionTable) -> tuple[DecisionRow, ...]:
+    # The rows that decide (an outcome), as opposed to the two steps of the evidence order.
+    return tuple(r for r in table.rows if r.cases[0].then in table.decisions)
+
+
+def check_one_trigger_per_outcome(table: DecisionTable) -> None:
+    """The pass and the legacy_shadow lifecycle map an outcome to ONE trigger and ONE write:
+    MachineDefinitionError naming the outcomes that have two."""
+    pairs = {(c.then, c.trigger, c.write) for r in _deciding(table) for c in r.cases}
+    outcomes = [outcome for outcome, _, _ in pairs]
+    twice = sorted({o for o in outcomes if outcomes.count(o) > 1})
+    if twice:
+        raise MachineDefinitionError(table.name, f"outcomes with two triggers: {twice}")
+
+
+LEGACY_TABLE = build_legacy_table()
+
+_DECIDING = _deciding(LEGACY_TABLE)
 
 # --- Views of the table (what the pass, the guards and the diagrams read) --------------------
 
 # The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
 LEGACY_GUARD_ROWS: Mapping[str, str] = {r.cases[0].guard: r.row for r in _DECIDING}
-# outcome -> the legacy_shadow trigger that leads there (one per outcome: checked below).
+# outcome -> the legacy_shadow trigger that leads there (one per outcome: checked when built).
 LEGACY_TRIGGERS: Mapping[str, str] = {r.cases[0].then: r.cases[0].trigger or "" for r in _DECIDING}
 # outcome -> what the pass writes for it (None: nothing; spec 05 "never write anything").
 LEGACY_WRITES: Mapping[str, str | None] = {r.cases[0].then: r.cases[0].write for r in _DECIDING}
@@ -215,22 +247,15 @@ def _step_guard(name: str) -> Callable[[object], bool]:
     return guard
 
 
-# The two steps of the evidence order (no row of their own): guards over their own facts.
-LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = {
-    c.guard: _step_guard(c.guard) for r in LEGACY_TABLE.rows if r not in _DECIDING for c in r.cases
-}
+def build_legacy_step_guards(table: DecisionTable) -> Mapping[str, Callable[[object], bool]]:
+    """The guards of the two steps of the evidence order (no row of their own), each over its
+    own facts and named as on the diagram. Built at import; the tests build them again."""
+    steps = [r for r in table.rows if r not in _deciding(table)]
+    return {c.guard: _step_guard(c.guard) for r in steps for c in r.cases}
 
 
-def _one_per_outcome() -> None:
-    # The pass and the legacy_shadow lifecycle map an outcome to ONE trigger and ONE write.
-    pairs = {(c.then, c.trigger, c.write) for r in _DECIDING for c in r.cases}
-    outcomes = [outcome for outcome, _, _ in pairs]
-    twice = sorted({o for o in outcomes if outcomes.count(o) > 1})
-    if twice:
-        raise MachineDefinitionError(LEGACY_TABLE.name, f"outcomes with two triggers: {twice}")
+LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = build_legacy_step_guards(LEGACY_TABLE)
 
-
-_one_per_outcome()
 
 # The per-candidate legacy_shadow lifecycle (spec 07): one edge per row, `candidate` -> outcome,
 # guarded by "this row is the first that matches" (fsm._guards).

@@ -9,17 +9,28 @@ some decision over a fact space, so that no case is dead weight the expectation 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import importlib.util
-import sys
+
+import pytest
 
 from fsm import (
+    LEGACY_ROW_FACTS,
+    LEGACY_SPEC,
     LEGACY_TABLE,
     PRIMARY_DECISIONS,
     PRIMARY_EVIDENCE,
     PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_TABLE,
     DecisionTable,
+    LegacyFacts,
+    MachineDefinitionError,
+)
+from fsm._legacy import (
+    LEGACY_STEP_GUARDS,
+    build_legacy_step_guards,
+    build_legacy_table,
+    check_one_trigger_per_outcome,
 )
 
 # (row, evidence state, guard, then, reason, write, trigger), spec 04 order. Rows not in spec
@@ -199,21 +210,111 @@ def test_every_case_of_the_adr_0448_table_is_the_one_spec_05_gives() -> None:
         assert r.cites == f"ADR-0448 {section}"
 
 
-def test_the_adr_0448_table_module_built_again_gives_the_same_table() -> None:
-    # As for ADR-0068 above: the ADR-0448 table is built by helpers that run once, at import.
-    # A second copy of the module (its own name, so no class of the first is replaced) runs
-    # them again, so a wrong helper is seen here.
-    import fsm._legacy as legacy
+# spec 05 "Per candidate", the facts column word for word; the two steps of the evidence order
+# (ADR-0448 §3, §4) have no row in spec 05 and say what they read.
+LEGACY_FACTS: dict[str, str] = {
+    "1": "Run gone, not legacy-owned, origin not enabled, or Run already terminal/lost",
+    "step 3": "an eligible legacy candidate: read its active Attempts",
+    "2": "no active Attempt, latest Attempt terminal, and Run → that status is legal",
+    "2b": "no active Attempt otherwise",
+    "3": "more than one active Attempt",
+    "step 4": "exactly one active Attempt: read the cron's RunningInstances and select",
+    "4": "evidence truncated (more than 8 rows for the cron)",
+    "5": "selection ambiguous",
+    "6": "matched row has `finished_at` and status stopped",
+    "7": "matched row has `finished_at` and status finished / error",
+    "8": "otherwise, origin `scheduled_system`",
+    "9": "Run `queued` and Attempt `claimed` (no spawn evidence)",
+    "10": "Run `dispatching/running` and Attempt `claimed/starting/running`",
+    "11": "anything else (an illegal combination)",
+    "12": "exception",
+}
 
-    spec = importlib.util.spec_from_file_location("fsm._legacy_built_again", legacy.__file__)
-    assert spec is not None and spec.loader is not None
-    again = importlib.util.module_from_spec(spec)
-    again.__package__ = "fsm"
-    sys.modules[spec.name] = again  # dataclasses look their module up while building
-    try:
-        spec.loader.exec_module(again)
-    finally:
-        del sys.modules[spec.name]
-    assert _cases(again.LEGACY_TABLE) == LEGACY_EXPECTED
-    assert again.LEGACY_TABLE == LEGACY_TABLE
-    assert again.LEGACY_SPEC == legacy.LEGACY_SPEC
+
+def _assert_is_spec_05s_table(table: DecisionTable) -> None:
+    assert _cases(table) == LEGACY_EXPECTED
+    assert table.name == "legacy_decision"
+    assert table.evidence == (LR, LA, LE)
+    outcomes = "completed cancelled abandoned marked_lost repaired pending ambiguous skipped failed"
+    assert dict(table.decisions) == {o: o for o in outcomes.split()}
+    assert {r.row: r.facts for r in table.rows} == LEGACY_FACTS
+    assert [r.row for r in table.rows] == list(LEGACY_FACTS)
+    assert [r.row for r in table.rows if r.on_exception] == ["12"]
+    for r in table.rows:
+        section = {"step 3": "§3", "step 4": "§4"}.get(r.row, f"row {r.row}")
+        assert r.cites == f"ADR-0448 {section}"
+
+
+def test_the_adr_0448_table_built_again_is_spec_05s_field_by_field() -> None:
+    # The table is built once, when fsm is imported, by helpers that run only then; building it
+    # again inside a test runs them where a wrong helper can be seen (mutation testing switches
+    # a mutant on after the import).
+    built = build_legacy_table()
+    _assert_is_spec_05s_table(built)
+    assert built == LEGACY_TABLE
+    assert built is not LEGACY_TABLE
+
+
+def test_the_legacy_lifecycle_has_one_edge_per_deciding_row_of_spec_05() -> None:
+    # spec 07: `candidate` -> outcome by the row's trigger, guarded by the row's guard.
+    deciding = [e for e in LEGACY_EXPECTED if e[3] in LEGACY_TABLE.decisions and e[0] != "12"]
+    expected = [
+        (t, "candidate", then, g, f"ADR-0448 row {row}") for row, _, g, then, _, _, t in deciding
+    ]
+    expected.append(("fail", "candidate", "failed", "error_raised", "ADR-0448 row 12"))
+    edges = [(e.trigger, e.source, e.dest, e.guard, e.cites) for e in LEGACY_SPEC.edges]
+    assert edges == expected
+    assert LEGACY_SPEC.initial == "candidate"
+    assert set(LEGACY_SPEC.terminal) == set(LEGACY_TABLE.decisions)
+
+
+def _changed(table: DecisionTable, changes: dict[str, dict[str, str]]) -> DecisionTable:
+    """``table`` with the one case of each named row changed."""
+    rows = tuple(
+        r._replace(cases=(r.cases[0]._replace(**changes[r.row]),)) if r.row in changes else r
+        for r in table.rows
+    )
+    return table._replace(rows=rows)
+
+
+def test_an_outcome_reached_by_two_triggers_or_two_writes_is_refused_naming_it() -> None:
+    check_one_trigger_per_outcome(build_legacy_table())  # spec 05's own table: one each
+    # Row 1 leads to `repaired` too, by a trigger of its own: exactly two ways in, the least
+    # that is wrong.
+    two = _changed(LEGACY_TABLE, {"1": {"then": "repaired"}})
+    with pytest.raises(MachineDefinitionError) as refused:
+        check_one_trigger_per_outcome(two)
+    assert refused.value.machine == "legacy_decision"
+    assert refused.value.problem == "outcomes with two triggers: ['repaired']"
+    # The same trigger but another write is refused as well.
+    other_write = _changed(LEGACY_TABLE, {"2b": {"write": "repair"}})
+    with pytest.raises(MachineDefinitionError) as refused:
+        check_one_trigger_per_outcome(other_write)
+    assert refused.value.problem == "outcomes with two triggers: ['ambiguous']"
+    # Every outcome with two is named, in order; rows 2b, 3, 4, 5, 11 agree on `ambiguous`.
+    both = _changed(LEGACY_TABLE, {"9": {"then": "repaired"}, "2b": {"trigger": "park"}})
+    with pytest.raises(MachineDefinitionError) as refused:
+        check_one_trigger_per_outcome(both)
+    assert refused.value.problem == "outcomes with two triggers: ['ambiguous', 'repaired']"
+
+
+def test_the_two_step_guards_built_again_are_named_and_read_only_their_own_facts() -> None:
+    guards = build_legacy_step_guards(build_legacy_table())
+    assert list(guards) == ["eligible_candidate", "one_active_attempt"]
+    assert guards.keys() == LEGACY_STEP_GUARDS.keys()
+    for name, guard in guards.items():
+        # transitions labels the diagram's condition by the callable's name.
+        assert (guard.__name__, guard.__qualname__) == (name, name)
+        own = LEGACY_ROW_FACTS[name]
+        held = LegacyFacts(
+            run_present=True,
+            run_owner="legacy",
+            origin_enabled=True,
+            run_status="running",
+            active_attempts=1,
+        )
+        assert own(held) and guard(held)
+        refused = dataclasses.replace(held, active_attempts=2)
+        assert guard(refused) is own(refused)
+        assert guard(None) is False
+        assert guard(object()) is False

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsm import (
+    ATTEMPT_ACTIVE,
     ATTEMPT_SPEC,
     ATTEMPT_STATES,
     GUARDS,
@@ -186,3 +187,134 @@ def test_no_primary_guard_holds_on_legacy_facts_even_when_they_would_fit() -> No
     legacy = LegacyFacts(run_present=True, run_owner="legacy", run_status="dispatching")
     for guard in PRIMARY_GUARDS:
         assert not GUARDS[guard](legacy)
+
+
+# --- The guards of the ADR-0068 decision machine's rows and steps ------------------------------
+# In the table a guard is tried only after the rows above it refused, which hides a guard that
+# asks for less than its row says; here each is a predicate on its own. Every value each fact
+# can take (None: not observed), and the values each guard's row allows, spec 04 row by row.
+
+STEP_DOMAIN: dict[str, tuple[Any, ...]] = {
+    "run_present": (None, False, True),
+    "run_owner": (None, "runtime", "legacy"),
+    "page_status": (None, "queued", "dispatching", "running"),
+    "run_status": (None, "queued", "dispatching", "running", "succeeded"),
+    "active_attempts": (0, 1, 2),
+    "attempt_status": (None, *ATTEMPT_STATES),
+    "first_receipt": (None, "missing", "trusted", "invalid", "quarantined"),
+    "executor_type": (None, "local_process", "docker"),
+    "handle_present": (None, False, True),
+    "pid_valid": (None, False, True),
+    "process": (None, "running", "not_running", "unknown"),
+    "probe_reason": (None, "provider_unavailable", "invalid_handle", "unsupported_platform"),
+    "grace_paid": (False, True),
+    "second_receipt": (None, "missing", "trusted", "invalid"),
+}
+
+STEP_ALLOWED: dict[str, dict[str, frozenset[Any]]] = {
+    # ADR-0068 §2 step 2: a runtime Run, unchanged since the page (its status as the page
+    # showed it, `running` below), whose one active Attempt is its latest: read the receipt.
+    "one_active_latest_attempt": {
+        "run_present": frozenset({True}),
+        "run_owner": frozenset({"runtime"}),
+        "page_status": frozenset({"running"}),
+        "run_status": frozenset({"running"}),
+        "active_attempts": frozenset({1}),
+        "attempt_status": frozenset(ATTEMPT_ACTIVE),
+    },
+    # §2 step 5: no receipt, and the exact durable identity stored for a starting/running
+    # local process: probe it.
+    "durable_identity_stored": {
+        "first_receipt": frozenset({"missing"}),
+        "attempt_status": frozenset({"starting", "running"}),
+        "executor_type": frozenset({"local_process"}),
+        "handle_present": frozenset({True}),
+        "pid_valid": frozenset({True}),
+    },
+    # row 10: the identity cannot be judged (invalid handle, unsupported platform); row 9
+    # (the provider itself unavailable) is not this row.
+    "identity_unknown": {
+        "process": frozenset({"unknown"}),
+        "probe_reason": frozenset(STEP_DOMAIN["probe_reason"]) - {"provider_unavailable"},
+    },
+    "provider_unavailable": {
+        "process": frozenset({"unknown"}),
+        "probe_reason": frozenset({"provider_unavailable"}),
+    },
+    # row 13: trusted negative evidence, then at least one full grace: read the receipt again.
+    "grace_elapsed": {
+        "process": frozenset({"not_running"}),
+        "grace_paid": frozenset({True}),
+    },
+    # row 13: after the grace, the second read found nothing either: re-check the database.
+    "receipt_still_missing": {
+        "grace_paid": frozenset({True}),
+        "second_receipt": frozenset({"missing"}),
+    },
+}
+
+# A candidate page showing `running` for a Run with one running Attempt, nothing else observed.
+STEP_NEUTRAL = PrimaryFacts(page_status="running", run_status="running", attempt_status="running")
+
+
+def step_satisfying(guard: str) -> PrimaryFacts:
+    first = {fact: min(allowed, key=repr) for fact, allowed in STEP_ALLOWED[guard].items()}
+    return dataclasses.replace(STEP_NEUTRAL, **first)
+
+
+def step_holds(guard: str, facts: PrimaryFacts) -> bool:
+    return all(getattr(facts, f) in allowed for f, allowed in STEP_ALLOWED[guard].items())
+
+
+STEP_DROP_ONE = [
+    (guard, fact, value)
+    for guard, allowed in STEP_ALLOWED.items()
+    for fact, values in allowed.items()
+    for value in STEP_DOMAIN[fact]
+    if value not in values
+]
+
+
+@pytest.mark.parametrize(
+    ("guard", "fact", "value"),
+    STEP_DROP_ONE,
+    ids=[f"{g}-{f}={v}" for g, f, v in STEP_DROP_ONE],
+)
+def test_a_decision_step_guard_refuses_when_any_one_of_its_facts_is_not_what_its_row_says(
+    guard: str, fact: str, value: Any
+) -> None:
+    full = step_satisfying(guard)
+    assert GUARDS[guard](full)
+    assert not GUARDS[guard](dataclasses.replace(full, **{fact: value}))
+
+
+@pytest.mark.parametrize("guard", sorted(STEP_ALLOWED))
+def test_a_decision_step_guard_holds_with_every_value_its_row_allows(guard: str) -> None:
+    for fact, allowed in STEP_ALLOWED[guard].items():
+        for value in allowed:
+            assert GUARDS[guard](dataclasses.replace(step_satisfying(guard), **{fact: value}))
+
+
+step_facts = st.builds(
+    lambda base, changes: dataclasses.replace(base, **changes),
+    st.sampled_from([step_satisfying(g) for g in sorted(STEP_ALLOWED)] + [STEP_NEUTRAL]),
+    st.dictionaries(st.sampled_from(sorted(STEP_DOMAIN)), st.integers(0, 10), max_size=3).map(
+        lambda d: {k: STEP_DOMAIN[k][i % len(STEP_DOMAIN[k])] for k, i in d.items()}
+    ),
+)
+
+
+@settings(max_examples=300)
+@given(facts=step_facts)
+def test_each_decision_step_guard_holds_exactly_when_all_its_facts_do(facts: PrimaryFacts) -> None:
+    for guard in STEP_ALLOWED:
+        assert GUARDS[guard](facts) == step_holds(guard, facts), guard
+
+
+def test_the_step_guards_need_the_page_status_equal_to_the_run_status_not_just_both_known() -> None:
+    # spec 04 row 2: the status changed since the page is not read further.
+    full = step_satisfying("one_active_latest_attempt")
+    for page in ("queued", "dispatching", "running"):
+        for run in ("queued", "dispatching", "running"):
+            moved = dataclasses.replace(full, page_status=page, run_status=run)
+            assert GUARDS["one_active_latest_attempt"](moved) == (page == run)

@@ -1,5 +1,6 @@
 """ADR-0068 pass details no table row shows: the one grace is measured from the YOUNGEST probe,
-the quarantine's purge time, and a cleanup failure after the terminal commit.
+the quarantine's purge time, a cleanup failure after the terminal commit, a database that
+cannot be written, the probe and lock budget given, and the final verifier's revocations.
 
 Through the public ``reconcile`` only, on real SQLite and real receipt files; the clock and the
 process table are the fakes that implement the same ports (time has to be controlled here).
@@ -7,6 +8,7 @@ process table are the fakes that implement the same ports (time has to be contro
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,11 @@ import pytest
 from test_primary_support import T0, make_candidate, receipt, status
 
 from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
 from reconciler.node._receipt import Receipt
 from reconciler.node._receipt_store import FileReceiptStore, ReadResult
 from reconciler.primary._pass import reconcile
-from storage import Repository, journal_get, journal_register
+from storage import LockBudget, Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone
 WEEK_MS = 7 * 24 * 3600 * 1000  # docs/decisions.md D-3a: quarantine keeps a receipt 7 days
@@ -264,3 +266,206 @@ def test_a_failed_receipt_cleanup_after_the_commit_keeps_the_decision_and_names_
     assert status(repo, "run-1", "at-1") == ("failed", "failed")  # the commit stands
     assert (Path(store.root) / "at" / "at-1.json").exists()  # the leftover is harmless
     assert summary["safe"] is True
+
+
+def _two_dead(repo: Repository) -> FakeProcessTable:
+    table = FakeProcessTable()
+    for n in (1, 2):
+        candidate(repo, table, n, alive=False)
+    return table
+
+
+def test_a_database_that_cannot_be_written_stops_the_pass_and_names_the_file(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # docs/decisions.md "lock budget": a write that finds the database read-only stops every
+    # later write; the candidate that found it fails naming the storage error and the file,
+    # each later one fails as not attempted.
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    conn.execute("PRAGMA query_only = ON")  # every write answers SQLITE_READONLY
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    first, second = summary["candidates"]
+    assert (first["row"], first["outcome"]) == ("14", "failed")
+    assert first["reason"].startswith(
+        f"error:DatabaseReadOnly: database {conn.path!r} cannot be written: "
+    )
+    assert (second["row"], second["outcome"], second["reason"]) == (
+        "14",
+        "failed",
+        "database_read_only:not_attempted",
+    )
+    assert (summary["failed"], summary["safe"]) == (2, False)
+    conn.execute("PRAGMA query_only = OFF")
+    assert status(repo, "run-1", "at-1") == status(repo, "run-2", "at-2") == ("running", "running")
+
+
+def test_a_connection_without_a_path_reports_the_driver_error_as_it_came(
+    repo: Repository, db_path: Path, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    plain = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        plain.execute("PRAGMA query_only = ON")
+        summary = pass_(plain, WatchedStore(store, clock), table, clock)
+    finally:
+        plain.close()
+    first, second = summary["candidates"]
+    assert first["reason"].startswith("error:OperationalError: ")
+    assert "readonly" in first["reason"]
+    assert second["reason"] == "database_read_only:not_attempted"
+
+
+@dataclass
+class RecordingProbe:
+    """The real probe, recording each handle it was asked about and the lock budget the pass's
+    connection was charging its writes to at that moment."""
+
+    conn: Any
+    seen: list[tuple[str, Any]] = field(default_factory=list)
+
+    def __call__(self, handle: str, provider: Any, *, platform: str) -> Any:
+        self.seen.append((platform, getattr(self.conn, "lock_budget", None)))
+        return inspect_handle(handle, provider, platform=platform)
+
+
+def test_the_probe_and_the_lock_budget_given_are_the_ones_the_pass_uses(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    probe = RecordingProbe(conn)
+    budget = LockBudget(1.25)
+    summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
+    assert [c["row"] for c in summary["candidates"]] == ["13", "13"]
+    assert probe.seen == [("linux", budget)] * 2
+    assert getattr(conn, "lock_budget", "gone") is None  # only while the pass runs
+
+
+def test_without_a_lock_budget_the_pass_charges_the_one_of_the_environment(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QLFSM_LOCK_BUDGET_S", "0.75")
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    probe = RecordingProbe(conn)
+    reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    assert len(probe.seen) == 2
+    charged = probe.seen[0][1]
+    assert probe.seen[1][1] is charged  # one budget for the whole pass
+    assert isinstance(charged, LockBudget) and charged.seconds == 0.75
+
+
+# --- the final verifier (ADR-0068 §5, spec 04 "Final verifier") ---------------------------------
+
+
+def _before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """Run ``change`` once, after the pass's writes, just before the verifier reads the
+    candidates again (someone else writing meanwhile)."""
+    import reconciler.primary._verify as verify
+
+    real = verify.primary_candidates
+
+    def again(conn: Any, *args: Any, **kw: Any) -> Any:
+        change()
+        return real(conn, *args, **kw)
+
+    monkeypatch.setattr(verify, "primary_candidates", again)
+
+
+def _verified(
+    conn: Any,
+    store: FileReceiptStore,
+    monkeypatch: pytest.MonkeyPatch,
+    change: Any,
+    table: FakeProcessTable,
+) -> list[tuple[str, str | None, str, str, str]]:
+    clock = FakeClock(T0)
+    _before_the_verifier(monkeypatch, change)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    return [
+        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
+        for c in summary["candidates"]
+    ]
+
+
+RETAINED = ("run-1", "at-1", "12", "remaining", "process_running")
+
+
+def test_a_candidate_that_appeared_during_the_pass_is_reported_new_and_unresolved(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: candidate(repo, table, 9, alive=True), table)
+    assert got == [RETAINED, ("run-9", None, "verifier", "unresolved", "new")]
+
+
+def test_a_recovered_candidate_moved_back_is_reported_reappeared(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+
+    def moved_back() -> None:
+        conn.execute("UPDATE \"Runs\" SET status = 'running' WHERE id = 'run-1'")
+        conn.execute("UPDATE \"RunAttempts\" SET status = 'running' WHERE id = 'at-1'")
+
+    got = _verified(conn, store, monkeypatch, moved_back, table)
+    assert got == [
+        ("run-1", "at-1", "13", "recovered", "process_not_running:pid_absent"),
+        ("run-1", None, "verifier", "unresolved", "reappeared"),
+    ]
+
+
+def test_a_retained_candidate_gone_from_the_candidates_is_revoked_as_vanished(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    ended = lambda: conn.execute("UPDATE \"Runs\" SET status = 'succeeded' WHERE id = 'run-1'")  # noqa: E731
+    got = _verified(conn, store, monkeypatch, ended, table)
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:vanished")]
+
+
+def test_a_retained_candidate_whose_process_ended_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    pid = candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: table.reap(pid), table)
+    assert got[0][:4] == ("run-1", "at-1", "12", "unresolved")
+    assert got[0][4].startswith("verifier:process_not_running:")
+
+
+def test_a_retained_candidate_whose_receipt_appeared_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(
+        conn, store, monkeypatch, lambda: store.publish(receipt("run-1", "at-1")), table
+    )
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:receipt_appeared")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE \"RunAttempts\" SET callback_sequence = callback_sequence + 1 WHERE id = 'at-1'",
+        "UPDATE \"Runs\" SET version = version + 1 WHERE id = 'run-1'",
+    ],
+    ids=["attempt-callback-sequence", "run-version"],
+)
+def test_a_retained_candidate_whose_rows_changed_is_revoked_as_fingerprint_changed(
+    repo: Repository,
+    conn: Any,
+    store: FileReceiptStore,
+    monkeypatch: pytest.MonkeyPatch,
+    sql: str,
+) -> None:
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    got = _verified(conn, store, monkeypatch, lambda: conn.execute(sql), table)
+    assert got == [("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")]

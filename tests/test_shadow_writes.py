@@ -1,0 +1,357 @@
+"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10), on real SQLite files made by
+`db init`: each compare-and-set re-checks every field the decision used, the time a write is
+stamped with is the latest time the aggregate already carries (QingLong's atOrAfter), and the
+error fields and edges each row writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from test_shadow_support import T0_MS, LegacyDb, Made
+
+from reconciler.node import FakeClock
+from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import _pass as _shadow_pass
+from reconciler.shadow._pass import PassOutcome, run_pass
+from reconciler.shadow._report import Budget
+from storage import LegacyCandidate, Repository, connect
+
+ORIGINS = ("manual", "scheduled_node", "scheduled_system")
+LOG = "/ql/data/log/job_b/2026-01-01-00-00-00.log"
+EARLY = FakeClock(T0_MS - 3_600_000)  # before anything the aggregates carry
+LATE_S = T0_MS // 1000 + 90  # an instance finished after everything the aggregates carry
+EARLY_S = T0_MS // 1000 - 100  # ... and before
+
+
+def run(db: LegacyDb, clock: FakeClock = EARLY, hooks: PassHooks | None = None) -> PassOutcome:
+    return run_pass(
+        db.path,
+        origins=ORIGINS,
+        budget=Budget(page_size=50, max_pages=2),
+        clock=clock,
+        ports=PassPorts(hooks=hooks or PassHooks()),
+    )
+
+
+def counts(outcome: PassOutcome) -> dict[str, int]:
+    return {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}
+
+
+def set_attempt(db: LegacyDb, made: Made, **fields: object) -> None:
+    for name, value in fields.items():
+        db.conn.execute(
+            f'UPDATE "RunAttempts" SET {name} = ? WHERE id = ?', (value, made.attempt_ids[-1])
+        )
+
+
+def set_run(db: LegacyDb, made: Made, **fields: object) -> None:
+    for name, value in fields.items():
+        db.conn.execute(f'UPDATE "Runs" SET {name} = ? WHERE id = ?', (value, made.run_id))
+
+
+def created(db: LegacyDb, made: Made) -> int:
+    run = db.repo.get_run(made.run_id)
+    assert run is not None
+    return run.created_at_ms
+
+
+# --- one candidate per write kind ----------------------------------------------------------------
+
+
+def repair(db: LegacyDb) -> Made:  # row 2
+    return db.run(status="running", attempts=("failed",))
+
+
+def cancel(db: LegacyDb, finished_s: int = LATE_S) -> Made:  # row 6
+    made = db.run(pid=43006, log_path=LOG)
+    assert made.cron_id is not None
+    db.instance(made.cron_id, pid=43006, log_path=LOG, status=2, finished_s=finished_s)
+    return made
+
+
+def complete(db: LegacyDb, finished_s: int = LATE_S, **run: Any) -> Made:  # row 7, failed
+    made = db.run(pid=43007, log_path=LOG, **run)
+    assert made.cron_id is not None
+    db.instance(made.cron_id, pid=43007, log_path=LOG, status=3, finished_s=finished_s, exit_code=4)
+    return made
+
+
+def abandon(db: LegacyDb) -> Made:  # row 9
+    return db.run(status="queued", attempts=("claimed",))
+
+
+def mark_lost(db: LegacyDb) -> Made:  # row 10: no instance row at all
+    return db.run(pid=43010)
+
+
+WRITES: dict[str, Callable[[LegacyDb], Made]] = {
+    "repair": repair,
+    "cancel": cancel,
+    "complete": complete,
+    "abandon": abandon,
+    "mark_lost": mark_lost,
+}
+DONE = {
+    "repair": ("failed", ["failed"]),
+    "cancel": ("cancelled", ["cancelled"]),
+    "complete": ("failed", ["failed"]),
+    "abandon": ("cancelled", ["cancelled"]),
+    "mark_lost": ("lost", ["lost"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRITES))
+def test_each_write_kind_commits_its_row_when_nothing_moved(db: LegacyDb, kind: str) -> None:
+    made = WRITES[kind](db)
+    run(db)
+    assert db.status(made) == DONE[kind]
+
+
+# --- the compare-and-set: every field the decision used, re-checked in the transaction ----------
+
+# (write kind, table, column, value) changed after the pass read the candidate, WITHOUT the Run's
+# version moving: only the fields the write re-checks can see it.
+MOVED: list[tuple[str, str, str, object]] = [
+    *(
+        (kind, "RunAttempts", column, value)
+        for kind in ("cancel", "complete", "abandon", "mark_lost")
+        for column, value in (
+            ("status", "starting"),
+            ("callback_sequence", 9),
+            ("pid", 43999),
+            ("log_artifact_id", "another-log"),
+        )
+    ),
+    *(
+        (kind, "Runs", column, value)
+        for kind in ("cancel", "complete", "abandon", "mark_lost")
+        for column, value in (("status", "dispatching"), ("execution_owner", "runtime"))
+    ),
+    ("repair", "RunAttempts", "status", "succeeded"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "table", "column", "value"), MOVED, ids=[f"{k}-{c}" for k, _, c, _ in MOVED]
+)
+def test_a_field_the_decision_used_that_moved_before_the_write_refuses_it(
+    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str, table: str, column: str, value: object
+) -> None:
+    made = WRITES[kind](db)
+    real = _shadow_pass.gather
+
+    def someone_else_wrote(*args: Any) -> Any:
+        got = real(*args)
+        if table == "Runs":
+            set_run(db, made, **{column: value})
+        else:
+            set_attempt(db, made, **{column: value})
+        return got
+
+    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
+    assert counts(run(db)) == {"failed": 1}
+    assert db.events(made) == []
+    row = db.conn.execute(
+        f'SELECT {column} FROM "{table}" WHERE {"id" if table == "Runs" else "run_id"} = ?',
+        (made.run_id,),
+    ).fetchone()
+    assert row[0] == value  # what the other writer wrote stays
+
+
+class MovesTheRunBetweenCommits(PassHooks):
+    def __init__(self, db: LegacyDb, made: Made) -> None:
+        self.db, self.made = db, made
+
+    def between_commits(self) -> None:
+        set_run(self.db, self.made, status="dispatching")  # no version bump
+
+
+@pytest.mark.parametrize("kind", ["abandon", "mark_lost"])
+def test_the_run_commit_of_a_two_step_write_rechecks_the_run_status_it_decided_on(
+    db: LegacyDb, kind: str
+) -> None:
+    made = WRITES[kind](db)
+    outcome = run(db, hooks=MovesTheRunBetweenCommits(db, made))
+    assert counts(outcome) == {"failed": 1}
+    # The Attempt committed; the Run's edge did not (row 2 heals it on the next start).
+    assert db.status(made) == ("dispatching", [DONE[kind][1][0]])
+    assert [e.split(".")[0] for e in db.events(made)] == ["attempt"]
+
+
+# --- the time of a write: the latest the aggregate already carries -----------------------------
+
+
+def event_times(db: LegacyDb, made: Made) -> set[int]:
+    return {r["created_at_ms"] for r in db.event_rows(made)}
+
+
+def run_row(db: LegacyDb, made: Made) -> Any:
+    got = db.repo.get_run(made.run_id)
+    assert got is not None
+    return got
+
+
+def attempt_row(db: LegacyDb, made: Made) -> Any:
+    got = db.repo.get_attempt(made.attempt_ids[-1])
+    assert got is not None
+    return got
+
+
+def test_a_repair_is_stamped_with_the_latest_attempts_finish(db: LegacyDb) -> None:
+    made = repair(db)
+    finished = attempt_row(db, made).finished_at_ms
+    assert finished > created(db, made)
+    run(db)
+    assert run_row(db, made).finished_at_ms == finished
+    assert event_times(db, made) == {finished}
+
+
+@pytest.mark.parametrize("write", [cancel, complete])
+def test_a_cancel_or_complete_is_stamped_with_the_instance_finish_when_that_is_latest(
+    db: LegacyDb, write: Callable[..., Made]
+) -> None:
+    made = write(db)
+    run(db)
+    assert run_row(db, made).finished_at_ms == LATE_S * 1000
+    assert event_times(db, made) == {LATE_S * 1000}
+
+
+@pytest.mark.parametrize("write", [cancel, complete])
+@pytest.mark.parametrize("field", ["created_at_ms", "started_at_ms"])
+def test_a_cancel_or_complete_is_stamped_with_the_attempts_time_when_that_is_latest(
+    db: LegacyDb, write: Callable[..., Made], field: str
+) -> None:
+    made = write(db, finished_s=EARLY_S)
+    latest = created(db, made) + 700
+    set_attempt(db, made, **{field: latest})
+    run(db)
+    assert run_row(db, made).finished_at_ms == latest
+    assert event_times(db, made) == {latest}
+
+
+@pytest.mark.parametrize("write", [abandon, mark_lost])
+@pytest.mark.parametrize("field", ["created_at_ms", "started_at_ms"])
+def test_a_two_step_write_is_stamped_with_the_attempts_time_when_that_is_latest(
+    db: LegacyDb, write: Callable[[LegacyDb], Made], field: str
+) -> None:
+    made = write(db)
+    latest = created(db, made) + 800
+    set_attempt(db, made, **{field: latest})
+    run(db)
+    assert event_times(db, made) == {latest}
+    # A cancelled Run is terminal and finishes then; a lost one gets no finish time.
+    expected = latest if write is abandon else None
+    assert run_row(db, made).finished_at_ms == expected
+
+
+def test_at_the_epoch_a_write_is_stamped_at_the_epoch_not_later(db: LegacyDb) -> None:
+    made = db.run(status="queued", attempts=("claimed",), created_at_ms=0)
+    run(db, clock=FakeClock(0))
+    assert db.status(made) == ("cancelled", ["cancelled"])
+    assert run_row(db, made).finished_at_ms == 0
+    assert event_times(db, made) == {0}
+
+
+# --- what each row writes ---------------------------------------------------------------------
+
+
+def payloads(db: LegacyDb, made: Made) -> list[dict[str, Any]]:
+    return [dict(json.loads(r["payload"])) for r in db.event_rows(made)]
+
+
+def test_a_repair_carries_the_attempts_error_to_the_run_and_its_event(db: LegacyDb) -> None:
+    made = repair(db)
+    set_attempt(db, made, error_code="LEGACY_EXIT_NON_ZERO", error_summary="exit 3")
+    run(db)
+    got = run_row(db, made)
+    assert (got.error_code, got.error_summary) == ("LEGACY_EXIT_NON_ZERO", "exit 3")
+    assert [p.get("error_code") for p in payloads(db, made)] == ["LEGACY_EXIT_NON_ZERO"]
+
+
+def test_a_repair_without_an_error_summary_writes_the_code_alone(db: LegacyDb) -> None:
+    made = repair(db)
+    set_attempt(db, made, error_code="LEGACY_EXIT_NON_ZERO")
+    run(db)
+    got = run_row(db, made)
+    assert (got.error_code, got.error_summary) == ("LEGACY_EXIT_NON_ZERO", None)
+
+
+def test_a_repair_to_success_writes_no_error_and_an_empty_payload(db: LegacyDb) -> None:
+    made = db.run(status="running", attempts=("succeeded",))
+    set_attempt(db, made, error_code="STALE_CODE", error_summary="never copied")
+    run(db)
+    got = run_row(db, made)
+    assert got.status == "succeeded"
+    assert (got.error_code, got.error_summary) == (None, None)
+    (payload,) = payloads(db, made)
+    assert "error_code" not in payload
+
+
+@pytest.mark.parametrize(
+    ("write", "code", "summary"),
+    [
+        (cancel, "LEGACY_EXECUTION_CANCELLED", "Legacy execution was cancelled"),
+        (complete, "LEGACY_EXIT_NON_ZERO", "Legacy process exited without success"),
+        (
+            abandon,
+            "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED",
+            "Legacy owner restarted before spawn was observed",
+        ),
+        (
+            mark_lost,
+            "LEGACY_RECONCILE_OWNER_LOST",
+            "Legacy worker restarted without terminal evidence",
+        ),
+    ],
+)
+def test_the_attempt_and_the_run_both_carry_the_rows_error(
+    db: LegacyDb, write: Callable[[LegacyDb], Made], code: str, summary: str
+) -> None:
+    made = write(db)
+    run(db)
+    for got in (run_row(db, made), attempt_row(db, made)):
+        assert (got.error_code, got.error_summary) == (code, summary)
+
+
+def test_a_created_run_is_completed_through_queued_stamped_then(db: LegacyDb) -> None:
+    # Not a page candidate (queued, dispatching, running), but decide() re-reads the Run and
+    # trusts no page: QingLong's writer chains a `created` Run through `queued` as well.
+    made = complete(db, status="created", attempts=("claimed",))
+    cand = LegacyCandidate(made.run_id, "queued", 4, "manual", made.cron_id, T0_MS, 1, None)
+    conn = connect(db.path)
+    try:
+        state = _shadow_pass.decide(conn, Repository(conn), cand, frozenset(ORIGINS), EARLY)
+    finally:
+        conn.close()
+    assert state == "completed"
+    assert db.status(made) == ("failed", ["failed"])
+    assert db.events(made) == [
+        "run.queued",
+        "run.dispatching",
+        "attempt.starting",
+        "attempt.running",
+        "run.running",
+        "attempt.failed",
+        "run.failed",
+    ]
+    got = run_row(db, made)
+    assert got.queued_at_ms == LATE_S * 1000 == got.started_at_ms
+    assert attempt_row(db, made).started_at_ms == LATE_S * 1000
+
+
+def test_a_completion_keeps_the_start_times_already_recorded_and_fills_the_missing_ones(
+    db: LegacyDb,
+) -> None:
+    made = complete(db, status="dispatching", attempts=("starting",))
+    attempt_started = attempt_row(db, made).started_at_ms
+    assert attempt_started is not None and run_row(db, made).started_at_ms is None
+    run(db)
+    assert attempt_row(db, made).started_at_ms == attempt_started
+    assert run_row(db, made).started_at_ms == LATE_S * 1000
+    kept = complete(db, status="dispatching", attempts=("starting",))
+    set_run(db, kept, started_at_ms=created(db, kept) + 2)
+    run(db)
+    assert run_row(db, kept).started_at_ms == created(db, kept) + 2

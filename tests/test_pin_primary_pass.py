@@ -469,3 +469,230 @@ def test_a_retained_candidate_whose_rows_changed_is_revoked_as_fingerprint_chang
     candidate(repo, table, 1, alive=True)
     got = _verified(conn, store, monkeypatch, lambda: conn.execute(sql), table)
     assert got == [("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")]
+
+
+# --- a pass that stops writing, and a truncated page ---------------------------------------------
+
+
+def test_a_write_that_finds_the_database_read_only_in_phase_1_skips_the_grace_of_the_waiting(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # run-1's process is gone (set aside for the grace); run-2 is `claimed`, whose `lost` is
+    # written in phase 1 and finds the database read-only: nothing more is waited for.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+    make_candidate(repo, "run-2", "at-2", attempt="claimed", run="dispatching")
+    conn.execute("PRAGMA query_only = ON")
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    conn.execute("PRAGMA query_only = OFF")
+    first, second = summary["candidates"]
+    assert (first["row"], first["outcome"], first["reason"]) == (
+        "14",
+        "failed",
+        "database_read_only:not_attempted",
+    )
+    assert (second["row"], second["outcome"]) == ("14", "failed")
+    assert second["reason"].startswith("error:DatabaseReadOnly: ")
+    assert clock.sleeps == []
+    assert (summary["failed"], summary["safe"], summary["truncated"]) == (2, False, False)
+
+
+def test_a_candidate_left_remaining_when_the_pass_stopped_writing_fails_unverified(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # run-1 alive (row 12, nothing to write), run-2 dead: its `lost` finds the database
+    # read-only, so the verifier is not run and run-1 cannot count as safely remaining.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    candidate(repo, table, 2, alive=False)
+    conn.execute("PRAGMA query_only = ON")
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    conn.execute("PRAGMA query_only = OFF")
+    first, second = summary["candidates"]
+    assert (first["run_id"], first["attempt_id"], first["row"], first["outcome"]) == (
+        "run-1",
+        "at-1",
+        "12",
+        "failed",
+    )
+    assert first["reason"] == "verifier:not_run:database_read_only"
+    assert (second["row"], second["outcome"]) == ("14", "failed")
+    assert second["reason"].startswith("error:DatabaseReadOnly: ")
+    assert (summary["remaining"], summary["failed"], summary["safe"]) == (0, 2, False)
+    assert summary["truncated"] is False
+
+
+def test_a_page_truncated_at_one_candidate_decides_nothing_and_reads_no_evidence(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import reconciler.primary._pass as pass_module
+    from storage import primary_candidates
+
+    monkeypatch.setattr(pass_module, "primary_candidates", lambda c: primary_candidates(c, limit=1))
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    watched = WatchedStore(store, clock)
+    summary = pass_(conn, watched, table, clock)
+    assert summary["truncated"] is True and summary["safe"] is False
+    assert summary["candidates"] == [] and summary["scanned"] == 1
+    assert "dry_run" not in summary
+    assert watched.reads == {} and clock.sleeps == []
+    assert status(repo, "run-1", "at-1") == status(repo, "run-2", "at-2") == ("running", "running")
+
+
+def test_a_complete_pass_over_a_page_that_fits_reports_it_untruncated(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    assert summary["truncated"] is False and summary["safe"] is True
+    assert (summary["scanned"], summary["remaining"]) == (1, 1)
+
+
+def test_the_reconciler_made_without_options_is_the_standalone_pass_that_writes(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # The class's own defaults are reconcile's: the standalone grace, and not a dry run.
+    from reconciler.primary._pass import PrimaryReconciler
+
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+    summary = PrimaryReconciler(conn, store, table, clock, platform="linux").run()
+    assert "dry_run" not in summary
+    assert clock.sleeps == [pytest.approx(GRACE_S)]
+    assert status(repo, "run-1", "at-1") == ("lost", "lost")
+
+
+def _unreadable_attempt(conn: Any, attempt_id: str) -> None:
+    """Attempt ``attempt_id``'s log id no longer UTF-8: its Run's Attempts cannot be read."""
+    conn.execute(
+        "UPDATE \"RunAttempts\" SET log_artifact_id = CAST(X'6c6f67ff' AS TEXT) WHERE id = ?",
+        (attempt_id,),
+    )
+
+
+@pytest.mark.parametrize("launched", ["starting", "running"])
+def test_a_missing_root_beside_a_launched_attempt_raises_naming_it_past_an_unreadable_run(
+    repo: Repository, conn: Any, tmp_path: Path, launched: str
+) -> None:
+    from reconciler.node._receipt_store import ReceiptRootError
+
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+    _unreadable_attempt(conn, "at-1")  # skipped by the root check, reported in phase 1
+    pid = table.spawn()
+    handle = capture_handle(pid, table, platform="linux")
+    make_candidate(repo, "run-2", "at-2", attempt=launched, handle=handle, pid=pid)
+    root = tmp_path / "no-such-receipts"
+    with pytest.raises(ReceiptRootError) as raised:
+        pass_(conn, WatchedStore(FileReceiptStore(str(root)), FakeClock(T0)), table, FakeClock(T0))
+    assert str(raised.value) == (
+        f"receipt root {str(root)!r} does not exist, yet Attempt at-2 of Run run-2 is "
+        f"{launched} (the launcher creates the root before any spawn): point the receipt root "
+        "at the launcher's receipt directory, or restore it"
+    )
+    assert status(repo, "run-2", "at-2")[1] == launched
+
+
+def test_an_unreadable_candidate_row_fails_alone_naming_the_row(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    candidate(repo, table, 2, alive=True)
+    # A Run id that is not UTF-8 (written by another tool): the candidate query reads it
+    # leniently and names the problem.
+    conn.execute(
+        'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
+        "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
+        "VALUES (CAST(X'72756e2d30ff' AS TEXT), 'default', 'task', '1', 'manual', 'manual', "
+        "'runtime', 'dispatching', 3, 3, 1700000000000)"
+    )
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    first, second, third = summary["candidates"]
+    assert (first["run_id"], first["row"], first["outcome"]) == ("run-0\\xff", "14", "failed")
+    assert first["reason"].startswith("error:BadRow: Runs.id is ")
+    assert [(c["row"], c["outcome"]) for c in (second, third)] == [("12", "remaining")] * 2
+
+
+def test_a_live_process_of_pid_1_is_a_valid_pid_and_remains(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # spec 03: a pid is valid from 1 on; pid 1's live process is probed like any other.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    table.spawn(pid=1)
+    make_candidate(repo, "run-1", "at-1", handle=capture_handle(1, table, platform="linux"), pid=1)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "12",
+        "remaining",
+        "process_running",
+    )
+
+
+class Undescribable(OSError):
+    """An error whose text cannot be read the first time it is asked for."""
+
+    asked = 0
+
+    def __str__(self) -> str:
+        Undescribable.asked += 1
+        if Undescribable.asked == 1:
+            raise RuntimeError("cannot describe")
+        return "described"
+
+
+def test_an_error_after_the_commit_keeps_the_decision_and_appends_its_name(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Naming the cleanup failure itself fails: the candidate is still the committed completion,
+    # and the error that escaped is appended to the reason it already has.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    store.publish(receipt("run-1", "at-1", exit_code=3))
+    watched = WatchedStore(store, clock)
+
+    def broken(attempt_id: str) -> None:
+        raise Undescribable("disk gone")
+
+    monkeypatch.setattr(watched, "delete", broken)
+    monkeypatch.setattr(Undescribable, "asked", 0)
+    summary = pass_(conn, watched, table, clock)
+    [entry] = summary["candidates"]
+    assert (entry["row"], entry["outcome"], entry["reason"]) == (
+        "5",
+        "recovered",
+        "receipt_failed;error:RuntimeError: cannot describe",
+    )
+    assert status(repo, "run-1", "at-1") == ("failed", "failed")
+
+
+def test_a_lock_error_escaping_a_candidate_is_named_busy_with_the_connections_wait(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # The driver's "database is locked" (as a read that waited the busy timeout raises it),
+    # here from the probe port: named under its storage name with the time the connection
+    # waits, and the pass stops writing.
+    def locked(handle: str, provider: Any, *, platform: str) -> Any:
+        raise sqlite3.OperationalError("database is locked")
+
+    clock = FakeClock(T0)
+    table = _two_dead(repo)
+    assert conn.busy_timeout_s >= 0.1
+    summary = reconcile(conn, store, table, clock, platform="linux", probe=locked)
+    first, second = summary["candidates"]
+    assert (first["row"], first["outcome"]) == ("14", "failed")
+    assert first["reason"] == (
+        f"error:Busy: database {conn.path!r} is locked by another process (waited "
+        f"{conn.busy_timeout_s:.1f} s); try again when that process has finished writing"
+    )
+    assert second["reason"] == "database_locked:not_attempted"

@@ -211,12 +211,11 @@ def render(data: Mapping[str, Any]) -> str:
 
 
 def _render_now(now: Mapping[str, Any]) -> str:
-    record = clean(now.get("record"))
+    said = f"start-up now ({clean(now.get('record'))}, nothing written): "
     if now.get("row") is None:
-        return f"start-up now ({record}, nothing written): {clean(now.get('reason'))}"
+        return said + clean(now.get("reason"))
     head = (
-        f"start-up now ({record}, nothing written): row {clean(now['row'])} -> "
-        f"{clean(now.get('outcome'))} ({clean(now.get('reason'))})"
+        f"{said}row {clean(now['row'])} -> {clean(now.get('outcome'))} ({clean(now.get('reason'))})"
     )
     out = [head]
     if now.get("row_facts"):

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cli._guard import Terminated, interrupted, say
+from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._util import (
     EXIT_FATAL,
     EXIT_SAFE,
@@ -90,6 +90,10 @@ def shadow_command(argv: list[str]) -> int:
         return EXIT_USAGE
     try:
         result = _shadow(args)
+        # The pass is over and its record is what happened: a signal from here on waits, so
+        # that it cannot append "interrupted" to a whole `reconciled` record (spec 06: one
+        # record, and it says what the pass did).
+        settle()
     except (KeyboardInterrupt, Terminated) as exc:
         # Fail-open (ADR-0448 §9, spec 06) holds for a signal too: the pass stops (whatever
         # it committed is whole), its audit record says `failed`, and start-up continues.

@@ -6,8 +6,9 @@ pass does exactly what the dry run predicted, for every row of spec 04."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,21 +33,42 @@ from reconciler.node._receipt_store import FileReceiptStore
 from reconciler.primary._pass import reconcile
 from storage import Repository, connect
 
-Snapshot = dict[str, bytes | None]
+Snapshot = dict[str, str | None]
+
+# Read in another process: closing a descriptor of the database file in this one would drop
+# this process's SQLite locks on it (POSIX advisory locks are per process, not per descriptor),
+# and the tests hold connections to it.
+_SNAPSHOT = """
+import hashlib, json, os, sys
+db, root = sys.argv[1], sys.argv[2]
+seen = {}
+for suffix in ("", "-wal", "-journal"):
+    path = db + suffix
+    name = os.path.basename(path)
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            seen[name] = hashlib.sha256(f.read()).hexdigest()
+    else:
+        seen[name] = None
+for here, dirs, files in os.walk(root):
+    for d in dirs:
+        seen[os.path.join(here, d) + "/"] = ""
+    for name in files:
+        with open(os.path.join(here, name), "rb") as f:
+            seen[os.path.join(here, name)] = hashlib.sha256(f.read()).hexdigest()
+print(json.dumps(seen))
+"""
 
 
 def snapshot(db_path: Path, root: Path) -> Snapshot:
-    """Every byte the pass could touch: the database file and its -wal / -journal, and every
-    file and directory under the receipt root (the quarantine is inside it)."""
-    seen: Snapshot = {}
-    for suffix in ("", "-wal", "-journal"):
-        path = Path(f"{db_path}{suffix}")
-        seen[path.name] = path.read_bytes() if path.exists() else None
-    for here, dirs, files in os.walk(root):
-        for d in dirs:
-            seen[os.path.join(here, d) + "/"] = b""
-        for f in files:
-            seen[os.path.join(here, f)] = Path(here, f).read_bytes()
+    """Every byte the pass could touch (as digests): the database file and its -wal /
+    -journal, and every file and directory under the receipt root (the quarantine is inside
+    it)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _SNAPSHOT, str(db_path), str(root)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    seen: Snapshot = json.loads(out.stdout)
     return seen
 
 

@@ -221,6 +221,7 @@ _EXPORTS.update(
         "LOCK_BUDGET_S": "_connection",
         "BadRow": "_errors",
         "DatabaseCorrupt": "_errors",
+        "DatabaseFull": "_errors",
         "DatabaseReadOnly": "_errors",
         "DatabaseUnusable": "_errors",
         "LockBudget": "_connection",
@@ -237,6 +238,7 @@ __all__ += [
     "LOCK_BUDGET_S",
     "BadRow",
     "DatabaseCorrupt",
+    "DatabaseFull",
     "DatabaseReadOnly",
     "DatabaseUnusable",
     "LockBudget",
@@ -259,6 +261,7 @@ if TYPE_CHECKING:
     from ._connection import write_blocker as write_blocker
     from ._errors import BadRow as BadRow
     from ._errors import DatabaseCorrupt as DatabaseCorrupt
+    from ._errors import DatabaseFull as DatabaseFull
     from ._errors import DatabaseReadOnly as DatabaseReadOnly
     from ._errors import DatabaseUnusable as DatabaseUnusable
     from ._errors import NotARegularFile as NotARegularFile

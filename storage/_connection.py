@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from ._errors import (
     Busy,
     DatabaseCorrupt,
+    DatabaseFull,
     DatabaseMissing,
     DatabaseReadOnly,
     DatabaseUnusable,
@@ -211,15 +212,22 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 def write_blocker(exc: BaseException) -> str | None:
-    """``database_locked`` / ``database_read_only`` when ``exc`` means no further write of this
-    pass can succeed (another process holds the lock past the budget; the file, its directory
-    or its filesystem is read-only); None for an error of one candidate."""
+    """``database_locked`` / ``database_read_only`` / ``database_full`` when ``exc`` means no
+    further write of this pass can succeed (another process holds the lock past the budget;
+    the file, its directory or its filesystem is read-only; that filesystem is full); None for
+    an error of one candidate."""
     if isinstance(exc, Busy) or _is_busy(exc):
         return "database_locked"
     if isinstance(exc, DatabaseReadOnly) or (
         isinstance(exc, sqlite3.OperationalError) and _code(exc) == sqlite3.SQLITE_READONLY
     ):
         return "database_read_only"
+    if isinstance(exc, DatabaseFull) or (
+        isinstance(exc, sqlite3.OperationalError) and _code(exc) == sqlite3.SQLITE_FULL
+    ):
+        # Every later candidate would fail the same way after its own attempt: stop writing,
+        # as for a read-only file, and name it once.
+        return "database_full"
     return None
 
 
@@ -244,7 +252,7 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
     if code == sqlite3.SQLITE_CORRUPT:
         return DatabaseCorrupt(path, str(exc))
     if code == sqlite3.SQLITE_FULL:
-        return DatabaseUnusable(path, "cannot be written: the disk is full", "free space")
+        return DatabaseFull(path)
     if code == sqlite3.SQLITE_IOERR:
         return DatabaseUnusable(path, f"hit an I/O error ({exc})", "check the disk")
     if code is None and str(exc).startswith("Could not decode to UTF-8"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class StorageError(Exception):
     """Base of every storage error."""
@@ -56,6 +58,20 @@ class DatabaseReadOnly(DatabaseUnusable):
             "the -wal and -shm files beside it)",
         )
         self.what = what
+
+
+class DatabaseFull(DatabaseUnusable):
+    """SQLITE_FULL: the filesystem holding the database (or its -wal) has no room left, so no
+    further write can succeed until space is freed."""
+
+    def __init__(self, path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(path)) or "/"
+        super().__init__(
+            path,
+            f"cannot be written: the filesystem holding {directory!r} is full",
+            "free space there and run again (nothing was half-written: each change is one "
+            "transaction)",
+        )
 
 
 class DatabaseCorrupt(DatabaseUnusable):

@@ -34,15 +34,19 @@ from test_shadow_support import LegacyDb, bulk_runs
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
 from reconciler.primary import reconcile
 from reconciler.shadow import run_shadow
+from reconciler.shadow._ports import PassPorts
 from storage import (
     LOCK_BUDGET_ENV,
     LOCK_BUDGET_S,
     Busy,
+    DatabaseFull,
     LockBudget,
     Repository,
     connect,
+    database_error,
     in_transaction,
     lock_budget,
+    write_blocker,
 )
 from storage._connection import BUSY_TIMEOUT_S
 
@@ -313,6 +317,86 @@ def test_a_read_only_database_file_stops_the_pass_naming_the_file(
     assert "DatabaseReadOnly" in first["reason"] and "the file is read-only" in first["reason"]
     assert [c["reason"] for c in rest] == ["database_read_only:not_attempted"] * 2
     assert read_snapshot(db_path) == before
+
+
+def capped(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """``conn`` whose database may not grow by one page: SQLite's own SQLITE_FULL ("database or
+    disk is full"), exactly what a full filesystem gives, without needing one."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    return conn
+
+
+def statuses(path: Path) -> dict[str, str]:
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        return dict(other.execute('SELECT id, status FROM "Runs"').fetchall())
+
+
+def test_a_full_filesystem_stops_the_primary_pass_naming_it_once_and_half_writes_nothing(
+    repo: Repository, db_path: Path, store: FileReceiptStore
+) -> None:
+    ids = claimed_runs(repo, 40)  # row 7 writes `lost` with two events each: the file must grow
+    conn = capped(connect(str(db_path)))
+    try:
+        summary = reconcile(conn, store, ForbiddenProvider(), FakeClock())
+    finally:
+        conn.close()
+    reasons = [c["reason"] for c in summary["candidates"]]
+    full = [i for i, r in enumerate(reasons) if r.startswith("error:DatabaseFull")]
+    assert len(full) == 1, reasons  # named once, by the candidate whose write met it
+    first = full[0]
+    assert "is full" in reasons[first]  # the reason is cut at its length limit (spec 04)
+    assert reasons[:first] == ["unstarted_claim"] * first
+    # No later write is even tried: each would fail after its own attempt.
+    assert reasons[first + 1 :] == ["database_full:not_attempted"] * (len(ids) - first - 1)
+    assert first + 1 < len(ids)
+    assert summary["safe"] is False and summary["recovered"] == first
+    # Read back through another connection: what committed is whole, the rest untouched.
+    seen = statuses(db_path)
+    assert [seen[i] for i in ids] == ["lost"] * first + ["dispatching"] * (len(ids) - first)
+    with contextlib.closing(sqlite3.connect(db_path)) as other:
+        assert other.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        lost_events = other.execute(
+            "SELECT COUNT(*) FROM \"RunEvents\" WHERE type IN ('run.lost', 'attempt.lost')"
+        ).fetchone()[0]
+    assert lost_events == 2 * first
+
+
+def test_a_full_filesystem_fails_the_shadow_pass_open_naming_it(db: LegacyDb) -> None:
+    bulk_runs(db.conn, 40, status="running", attempt="running")  # row 10 writes each
+    ports = PassPorts(open=lambda path, timeout: capped(connect(path)))
+    got = run_shadow(db.path, origins="manual", environ={}, ports=ports)
+    assert got.audit == {"state": "failed", "errorType": "DatabaseFull"}
+    with contextlib.closing(sqlite3.connect(db.path)) as other:
+        assert other.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        # ADR-0448 §6: the Attempt moves first, the Run second; a Run is never ahead.
+        ahead = other.execute(
+            'SELECT COUNT(*) FROM "Runs" r JOIN "RunAttempts" a ON a.run_id = r.id '
+            "WHERE r.status = 'lost' AND a.status <> 'lost'"
+        ).fetchone()[0]
+    assert ahead == 0
+
+
+def test_sqlite_full_is_named_with_the_directory_and_what_to_do(tmp_path: Path) -> None:
+    error = database_error(str(tmp_path / "ql.db"), capped_error(tmp_path))
+    assert isinstance(error, DatabaseFull)
+    assert str(error) == (
+        f"database {str(tmp_path / 'ql.db')!r} cannot be written: the filesystem holding "
+        f"{str(tmp_path)!r} is full; free space there and run again (nothing was "
+        "half-written: each change is one transaction)"
+    )
+    assert write_blocker(error) == write_blocker(capped_error(tmp_path)) == "database_full"
+
+
+def capped_error(tmp_path: Path) -> sqlite3.OperationalError:
+    """A real SQLITE_FULL from SQLite."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "small.db", isolation_level=None)) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS t (x BLOB)")
+        capped(c)
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            c.execute("INSERT INTO t VALUES (zeroblob(100000))")
+    assert caught.value.sqlite_errorcode == sqlite3.SQLITE_FULL
+    return caught.value
 
 
 # --- locked or corrupt at the first read: exit 1, the real problem -----------------------------

@@ -156,8 +156,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
             cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
             return
         if self.stopped is not None:
-            # The database cannot be written any more (locked past the lock budget, or read-
-            # only): no further write is attempted and nothing more is waited for.
+            # The database cannot be written any more (locked past the lock budget, read-only,
+            # or its filesystem full): no further write is attempted, nothing more waited for.
             cand.result = self._result(cand, "14", "failed", f"{self.stopped}:not_attempted")
             return
         try:

@@ -254,6 +254,10 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
     if code == sqlite3.SQLITE_FULL:
         return DatabaseFull(path)
     if code == sqlite3.SQLITE_IOERR:
+        if _filesystem_full(path):
+            # SQLite reports a -shm or -wal it could not create or grow on a full filesystem
+            # as an I/O error: name the cause the operator can fix.
+            return DatabaseFull(path)
         return DatabaseUnusable(path, f"hit an I/O error ({exc})", "check the disk")
     if code is None and str(exc).startswith("Could not decode to UTF-8"):
         # The driver's message for one TEXT value that is not UTF-8: a bad row, not a bad file.
@@ -289,6 +293,14 @@ def unwritable_part(path: str) -> str:
         if os.path.exists(side) and not os.access(side, os.W_OK):
             return f"{side!r} is read-only"
     return "SQLite reports it read-only"
+
+
+def _filesystem_full(path: str) -> bool:
+    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    try:
+        return os.statvfs(directory).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _why_cannot_open(path: str) -> str:

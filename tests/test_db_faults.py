@@ -388,6 +388,29 @@ def test_sqlite_full_is_named_with_the_directory_and_what_to_do(tmp_path: Path) 
     assert write_blocker(error) == write_blocker(capped_error(tmp_path)) == "database_full"
 
 
+@pytest.mark.parametrize("free_blocks", [0, 1])
+def test_an_io_error_on_a_full_filesystem_is_named_full_and_otherwise_an_io_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_blocks: int
+) -> None:
+    # SQLite reports a -shm it cannot grow on a full filesystem as SQLITE_IOERR_SHMSIZE; the
+    # filesystem's free blocks (a fault injected at statvfs) tell the two causes apart.
+    error = sqlite3.OperationalError("disk I/O error")
+    error.sqlite_errorcode = sqlite3.SQLITE_IOERR_SHMSIZE  # type: ignore[attr-defined]
+    real = os.statvfs
+
+    def statvfs(path: str) -> Any:
+        got = real(path)
+        return type("Vfs", (), {"f_bavail": free_blocks, "f_frsize": got.f_frsize})()
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    named = database_error(str(tmp_path / "ql.db"), error)
+    if free_blocks == 0:
+        assert isinstance(named, DatabaseFull) and "is full" in str(named)
+    else:
+        assert not isinstance(named, DatabaseFull)
+        assert "hit an I/O error (disk I/O error); check the disk" in str(named)
+
+
 def capped_error(tmp_path: Path) -> sqlite3.OperationalError:
     """A real SQLITE_FULL from SQLite."""
     with contextlib.closing(sqlite3.connect(tmp_path / "small.db", isolation_level=None)) as c:

@@ -108,17 +108,26 @@ def equivalents() -> dict[str, str]:
     return found
 
 
-def run_mutmut(modules: list[str], jobs: int, keep: bool) -> int:
-    if shutil.which("mutmut") is None:
+def mutmut() -> str:
+    """The mutmut of the Python running this script (a virtual environment's, even when it is
+    not activated and its bin/ is not on PATH), else the one on PATH."""
+    beside = Path(sys.executable).parent / "mutmut"
+    found = str(beside) if beside.exists() else shutil.which("mutmut")
+    if found is None:
         raise SystemExit("error: mutmut is not installed; run: pip install -e '.[mutation]'")
+    return found
+
+
+def run_mutmut(modules: list[str], jobs: int, keep: bool) -> int:
+    tool = mutmut()
     if not keep and MUTANTS.exists():
         # mutmut copies a source file only when its copy is missing: a stale copy of an
         # unmutated module (a table, say) would be tested instead of the current one.
         shutil.rmtree(MUTANTS)
     MUTANTS.mkdir(exist_ok=True)
     log = MUTANTS / "run.log"
-    argv = ["mutmut", "run", "--max-children", str(jobs), *(f"{dotted(m)}.*" for m in modules)]
-    print(f"$ nice -n 10 {' '.join(argv)}   (output: mutants/{log.name})", flush=True)
+    argv = [tool, "run", "--max-children", str(jobs), *(f"{dotted(m)}.*" for m in modules)]
+    print(f"$ nice -n 10 mutmut {' '.join(argv[1:])}   (output: mutants/{log.name})", flush=True)
     with log.open("w") as out:
         return subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
 
@@ -203,7 +212,7 @@ def report(modules: list[str], fail_under: float, show_diffs: bool) -> int:
 
 def _show(name: str) -> None:
     shown = subprocess.run(
-        ["mutmut", "show", name], cwd=ROOT, capture_output=True, text=True, check=False
+        [mutmut(), "show", name], cwd=ROOT, capture_output=True, text=True, check=False
     )
     diff = [line for line in shown.stdout.splitlines() if line.startswith(("+ ", "- ", "-", "+"))]
     for line in diff:

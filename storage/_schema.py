@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from ._candidates import PRIMARY_CANDIDATES_INDEX
-from ._connection import busy_wait_s, database_error, in_transaction, prepare_for_writes
+from ._connection import busy_wait_s, database_error, in_transaction
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
 from ._errors import NotAQingLongDatabase
 from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
@@ -85,7 +85,9 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
 
 def _init_schema(conn: sqlite3.Connection, path: str) -> list[str]:
     _tables(conn)
-    prepare_for_writes(conn)
+    # The write pragmas (WAL above all) are applied by the first transaction below, inside
+    # its bounded retry: switching a new file to WAL needs the lock that a racing `db init`
+    # may hold for a moment, and SQLite answers that switch BUSY at once, without waiting.
     applied_now: list[str] = []
 
     def histories(c: sqlite3.Connection) -> None:

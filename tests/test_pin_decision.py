@@ -32,7 +32,7 @@ from fsm import (
     receipt_terminal,
 )
 from fsm._decision import DecisionEngine, Taken, Walk, drawn_spec
-from fsm._primary import check_lost_needs_grace, paths_to
+from fsm._primary import _as_of, check_lost_needs_grace, paths_to
 
 G = "run_gone"  # any known guard name
 
@@ -695,3 +695,115 @@ def test_choosing_from_a_state_the_table_does_not_have_is_an_illegal_transition(
     with pytest.raises(IllegalTransition) as refused:
         engine().choose("no_such_state", object())
     assert (refused.value.state, refused.value.event) == ("no_such_state", "decide")
+
+
+def test_a_trigger_with_no_case_in_this_state_is_illegal_not_a_refused_guard() -> None:
+    # The exception row applies in `a` only: firing `fail` from `b` is no edge at all (the
+    # machine is built without `ignore_invalid_triggers`, which would answer "no guard held").
+    e = DecisionEngine(
+        table(*GOOD, row("9", Case("a", "error_raised", "held", "err"), on_exception=True)),
+        PRIMARY_GUARDS,
+    )
+    failed = PrimaryFacts(error="boom")
+    assert e.choose("a", failed, "fail").row.row == "9"
+    with pytest.raises(IllegalTransition) as refused:
+        e.choose("b", failed, "fail")
+    r = refused.value
+    assert (r.machine, r.state, r.event) == ("t", "b", "fail")
+
+
+# --- a replay: facts gathered further on never decide an earlier row (spec 04 row order) --------
+
+LATER_DEFAULTS: dict[str, Any] = {
+    "first_receipt": None,
+    "receipt_exit_code": None,
+    "receipt_problem": None,
+    "process": None,
+    "probe_reason": None,
+    "handle_pid_matches": False,
+    "grace_paid": False,
+    "second_receipt": None,
+    "unchanged_on_recheck": None,
+}
+# What each evidence state does not see yet: the fields later evidence fills (the receipt's exit
+# code and problem are filled again by the second read, so they are hidden up to it).
+HIDDEN_AT: dict[str, tuple[str, ...]] = {
+    "read_run": tuple(LATER_DEFAULTS),
+    "read_receipt": (
+        "receipt_exit_code",
+        "receipt_problem",
+        "process",
+        "probe_reason",
+        "handle_pid_matches",
+        "grace_paid",
+        "second_receipt",
+        "unchanged_on_recheck",
+    ),
+    "probe": (
+        "receipt_exit_code",
+        "receipt_problem",
+        "grace_paid",
+        "second_receipt",
+        "unchanged_on_recheck",
+    ),
+    "pay_grace": ("receipt_exit_code", "receipt_problem", "second_receipt", "unchanged_on_recheck"),
+    "reread_receipt": ("unchanged_on_recheck",),
+    "recheck_run": (),
+}
+
+
+def test_the_facts_at_each_evidence_state_hide_exactly_what_later_evidence_fills() -> None:
+    # Every field observed, none at its default, so each hidden one shows.
+    full = facts(
+        first_receipt="missing",
+        **DEAD,
+        grace_paid=True,
+        second_receipt="trusted",
+        receipt_exit_code=0,
+        receipt_problem="bad_json",
+        unchanged_on_recheck=True,
+    )
+    assert set(HIDDEN_AT) == set(PRIMARY_TABLE.evidence)
+    for state, hidden in HIDDEN_AT.items():
+        seen = _as_of(state, full)
+        assert isinstance(seen, PrimaryFacts)
+        expected = {**vars(full), **{f: LATER_DEFAULTS[f] for f in hidden}}
+        assert vars(seen) == expected, state
+    assert _as_of("recheck_run", full) is full
+
+
+def test_facts_with_nothing_later_observed_are_seen_as_they_are_not_copied() -> None:
+    # The replay costs nothing where nothing is hidden: the same object, at each state it has
+    # reached.
+    reached = [
+        ("read_run", facts()),
+        ("read_receipt", facts(first_receipt="missing")),
+        ("probe", facts(first_receipt="missing", **DEAD)),
+        ("pay_grace", facts(first_receipt="missing", **DEAD, grace_paid=True)),
+    ]
+    for state, seen in reached:
+        assert _as_of(state, seen) is seen, state
+
+
+@pytest.mark.parametrize(
+    ("second", "expected"),
+    [
+        (
+            {"second_receipt": "trusted", "receipt_exit_code": 0},
+            ("13", "completed", "receipt_succeeded_after_grace", "complete"),
+        ),
+        (
+            {"second_receipt": "invalid", "receipt_problem": "bad_json"},
+            ("13", "quarantined", "invalid_receipt:bad_json", "quarantine"),
+        ),
+    ],
+)
+def test_a_receipt_found_only_on_the_second_read_decides_row_13_never_row_5_or_6(
+    second: dict[str, Any], expected: tuple[str, ...]
+) -> None:
+    # decide_primary replays every fact from the first state: the receipt of the second read
+    # must not decide the first read's rows (spec 04 row 13: "trusted -> as row 5").
+    d = decide_primary(facts(first_receipt="missing", **DEAD, grace_paid=True, **second))
+    assert isinstance(d, PrimaryDecision)
+    assert (d.row, d.state, d.reason, d.write) == expected
+    assert d.path == ("step 2.2", "step 2.5", "13", "13", "13")

@@ -27,6 +27,7 @@ from fsm import (
     legacy_machine,
     select_evidence,
 )
+from fsm._guards import build_legacy_row_guards
 
 # --- evidence selection ----------------------------------------------------------------------
 
@@ -508,3 +509,19 @@ def test_no_legacy_edge_is_taken_on_evidence_that_is_not_legacy_facts() -> None:
     for e in LEGACY_SPEC.edges:
         with pytest.raises(GuardRefused):
             legacy_machine().plan("candidate", e.trigger, None)
+
+
+def test_the_legacy_row_guards_built_again_are_named_and_hold_exactly_for_their_row() -> None:
+    # GUARDS is built at import; building the row guards again here is what shows a wrong
+    # guard (spec 07: the legacy_shadow edge of a row is taken only when that row decides).
+    guards = build_legacy_row_guards()
+    # row 12's guard is the shared `error_raised`, not one of these.
+    assert set(guards) == set(LEGACY_GUARD_ROWS) - {"error_raised"}
+    assert {spec05_row(f) for _name, f, _want in ROW_CASES} == set(LEGACY_GUARD_ROWS.values())
+    for name, guard in guards.items():
+        # transitions labels the diagram's condition by the callable's name.
+        assert (guard.__name__, guard.__qualname__) == (name, name)
+        assert guard(None) is False
+        assert guard(object()) is False
+        for case, f, want in ROW_CASES:
+            assert guard(f) is (LEGACY_GUARD_ROWS[name] == want), (name, case)

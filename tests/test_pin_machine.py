@@ -421,3 +421,18 @@ def test_a_trigger_called_on_an_attached_model_from_the_wrong_state_is_not_ignor
         assert thing.state == "created"
     finally:
         run.detach(thing)
+
+
+def test_evidence_that_cannot_be_a_memo_key_is_planned_every_time_all_the_same() -> None:
+    # The plan memo is keyed by the evidence; evidence that is not hashable (a list, a dict)
+    # skips the memo both ways and is planned through the machine as any other.
+    run = Lifecycle(RUN_SPEC)
+    for unhashable in ([], {"first_receipt": "trusted"}):
+        for _ in range(2):
+            assert run.plan("created", "queue", unhashable) == Step(
+                "run", "queue", "created", "queued", None
+            )
+            # A guard reads only a facts object: anything else satisfies none of them.
+            with pytest.raises(GuardRefused) as refused:
+                run.plan("running", "succeed_by_receipt", unhashable)
+            assert refused.value.guard == "trusted_receipt"

@@ -1,0 +1,119 @@
+"""ADR-0068 §5, the final verifier, where no row of spec 04 shows it: the second proof of a
+retained candidate reads the receipt root, probes on the pass's platform, re-reads the Run and
+its Attempts, and an error while proving one candidate fails that candidate alone.
+
+Through the public ``reconcile`` only, on real SQLite and real receipt files; the clock, the
+process table and the probe are the fakes that implement the same ports.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+from test_pin_primary_pass import RecordingProbe, WatchedStore, candidate, pass_
+from test_primary_support import T0
+
+from reconciler.node._clock import FakeClock
+from reconciler.node._identity import FakeProcessTable, inspect_handle
+from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.primary._pass import reconcile
+from storage import LockBudget, Repository
+
+
+def _before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """Run ``change`` once, after the pass's writes, just before the verifier queries the
+    candidates again (someone else acting meanwhile)."""
+    import reconciler.primary._verify as verify
+
+    real = verify.primary_candidates
+
+    def again(conn: Any, *args: Any, **kw: Any) -> Any:
+        change()
+        return real(conn, *args, **kw)
+
+    monkeypatch.setattr(verify, "primary_candidates", again)
+
+
+def _outcomes(summary: dict[str, Any]) -> list[tuple[str, str | None, str, str, str]]:
+    return [
+        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
+        for c in summary["candidates"]
+    ]
+
+
+def test_a_retained_candidate_whose_receipt_root_vanished_is_revoked_naming_the_root(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # D-3c: a missing root beside a `running` Attempt is configuration, not "no receipt": the
+    # verifier cannot prove the candidate a second time and says why.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    _before_the_verifier(monkeypatch, lambda: shutil.rmtree(store.root))
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    assert _outcomes(summary) == [
+        ("run-1", "at-1", "12", "unresolved", f"verifier:receipt_root_missing:{store.root}")
+    ]
+    assert summary["safe"] is False
+
+
+def test_a_retained_candidate_whose_attempts_were_deleted_is_revoked_as_fingerprint_changed(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Run is still a candidate (same status, same version) and its process still runs,
+    # but it has no Attempt any more: nothing is left to prove the fingerprint against.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+
+    def deleted() -> None:
+        conn.execute("DELETE FROM \"RunAttempts\" WHERE id = 'at-1'")
+
+    _before_the_verifier(monkeypatch, deleted)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    assert _outcomes(summary) == [
+        ("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")
+    ]
+
+
+def test_the_verifier_probes_on_the_platform_and_budget_of_the_pass(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # The second probe is the same inspection as the first (spec 03 "Inspection"), on the
+    # platform the pass was given, while the pass's lock budget is charged.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    probe = RecordingProbe(conn)
+    budget = LockBudget(1.5)
+    summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
+    assert _outcomes(summary) == [("run-1", "at-1", "12", "remaining", "process_running")]
+    assert probe.seen == [("linux", budget)] * 2  # phase 1, then the verifier
+
+
+def test_an_error_while_verifying_fails_that_candidate_naming_the_error(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # ADR-0068 §5: a candidate the verifier could not prove is not safely remaining; the error
+    # is named and the next candidate is still verified.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    broken_pid = candidate(repo, table, 1, alive=True)
+    candidate(repo, table, 2, alive=True)
+    calls: dict[int, int] = {}
+
+    def probe(handle: str, provider: Any, *, platform: str) -> Any:
+        evidence = inspect_handle(handle, provider, platform=platform)
+        calls[evidence.pid] = calls.get(evidence.pid, 0) + 1
+        if evidence.pid == broken_pid and calls[evidence.pid] == 2:
+            raise OSError("proc  table\n gone")
+        return evidence
+
+    summary = reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    assert _outcomes(summary) == [
+        ("run-1", "at-1", "12", "failed", "verifier_error:OSError: proc table gone"),
+        ("run-2", "at-2", "12", "remaining", "process_running"),
+    ]
+    assert (summary["remaining"], summary["failed"], summary["safe"]) == (1, 1, False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
@@ -72,3 +75,38 @@ class Model:
     """A plain in-memory model for `Lifecycle.attach`."""
 
     state: str
+
+
+_DIGEST = """
+import hashlib, json, pathlib, sys
+db, empty_is_none, roots = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+out = {}
+for suffix in ("", "-wal", "-journal"):
+    path = pathlib.Path(db + suffix)
+    data = path.read_bytes() if path.exists() else None
+    if suffix and empty_is_none and not data:
+        data = None
+    out[path.name] = None if data is None else hashlib.sha256(data).hexdigest()
+for root in roots:
+    for p in sorted(pathlib.Path(root).rglob("*")):
+        out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+print(json.dumps(out))
+"""
+
+
+def tree_digest(
+    db: Path | str, *roots: Path | str, empty_log_is_none: bool = False
+) -> dict[str, str | None]:
+    """Every byte a write could touch, as digests: the database file, its -wal and -journal,
+    and every file and directory under the roots; not the -shm (SQLite's shared-memory index of
+    the log, which readers update too). ``empty_log_is_none``: an empty -wal/-journal counts as
+    none (a read-only connection may leave an empty log behind). Read in another process:
+    closing a descriptor of the database file here would drop this process's SQLite locks on it
+    (POSIX advisory locks are per process, not per descriptor)."""
+    flag = "1" if empty_log_is_none else "0"
+    out = subprocess.run(
+        [sys.executable, "-c", _DIGEST, str(db), flag, *map(str, roots)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    digest: dict[str, str | None] = json.loads(out.stdout)
+    return digest

@@ -10,11 +10,10 @@ prediction is checked against what the real pass then does, and nothing is writt
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from _support import tree_digest as digests
 from test_cli_schemas import validate
 from test_primary_support import (
     dead_handle,
@@ -40,32 +39,10 @@ def explain(db: Path | str, run_id: str, *extra: str) -> dict[str, Any]:
     return validate("explain", out.stdout)
 
 
-_DIGEST = """
-import hashlib, json, pathlib, sys
-db, roots = sys.argv[1], sys.argv[2:]
-out = {}
-for suffix in ("", "-wal", "-journal"):
-    path = pathlib.Path(db + suffix)
-    data = path.read_bytes() if path.exists() else b""
-    out[path.name] = hashlib.sha256(data).hexdigest() if data or not suffix else None
-for root in roots:
-    for p in sorted(pathlib.Path(root).rglob("*")):
-        out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-print(json.dumps(out))
-"""
-
-
 def tree_digest(db: Path, *roots: Path) -> dict[str, str | None]:
-    """Every byte a write could touch: the database file, its -wal and -journal (an empty log
-    counts as none), and every file under the roots; not the -shm (SQLite's shared-memory index
-    of the log, which readers update too). Read in another process: closing a descriptor of the
-    database file here would drop this process's SQLite locks on it (POSIX advisory locks)."""
-    out = subprocess.run(
-        [sys.executable, "-c", _DIGEST, str(db), *map(str, roots)],
-        capture_output=True, text=True, check=True, timeout=30,
-    )  # fmt: skip
-    digest: dict[str, str | None] = json.loads(out.stdout)
-    return digest
+    """The shared digest; explain's read-only connection may leave an empty log behind, which
+    writes nothing."""
+    return digests(db, *roots, empty_log_is_none=True)
 
 
 # --- ADR-0448: a legacy run -----------------------------------------------------------------

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import tree_digest
 from test_db_faults import insert_runtime_run
 from test_primary_support import (
     T0,
@@ -33,43 +32,12 @@ from reconciler.node._receipt_store import FileReceiptStore
 from reconciler.primary._pass import reconcile
 from storage import Repository, connect
 
-Snapshot = dict[str, str | None]
 
-# Read in another process: closing a descriptor of the database file in this one would drop
-# this process's SQLite locks on it (POSIX advisory locks are per process, not per descriptor),
-# and the tests hold connections to it.
-_SNAPSHOT = """
-import hashlib, json, os, sys
-db, root = sys.argv[1], sys.argv[2]
-seen = {}
-for suffix in ("", "-wal", "-journal"):
-    path = db + suffix
-    name = os.path.basename(path)
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            seen[name] = hashlib.sha256(f.read()).hexdigest()
-    else:
-        seen[name] = None
-for here, dirs, files in os.walk(root):
-    for d in dirs:
-        seen[os.path.join(here, d) + "/"] = ""
-    for name in files:
-        with open(os.path.join(here, name), "rb") as f:
-            seen[os.path.join(here, name)] = hashlib.sha256(f.read()).hexdigest()
-print(json.dumps(seen))
-"""
-
-
-def snapshot(db_path: Path, root: Path) -> Snapshot:
+def snapshot(db_path: Path, root: Path) -> dict[str, str | None]:
     """Every byte the pass could touch (as digests): the database file and its -wal /
     -journal, and every file and directory under the receipt root (the quarantine is inside
     it)."""
-    out = subprocess.run(
-        [sys.executable, "-c", _SNAPSHOT, str(db_path), str(root)],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    seen: Snapshot = json.loads(out.stdout)
-    return seen
+    return tree_digest(db_path, root)
 
 
 def decisions(summary: dict[str, Any]) -> list[tuple[Any, ...]]:

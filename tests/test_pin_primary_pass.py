@@ -360,7 +360,7 @@ def test_without_a_lock_budget_the_pass_charges_the_one_of_the_environment(
 # --- the final verifier (ADR-0068 §5, spec 04 "Final verifier") ---------------------------------
 
 
-def _before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+def before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
     """Run ``change`` once, after the pass's writes, just before the verifier reads the
     candidates again (someone else writing meanwhile)."""
     import reconciler.primary._verify as verify
@@ -382,7 +382,7 @@ def _verified(
     table: FakeProcessTable,
 ) -> list[tuple[str, str | None, str, str, str]]:
     clock = FakeClock(T0)
-    _before_the_verifier(monkeypatch, change)
+    before_the_verifier(monkeypatch, change)
     summary = pass_(conn, WatchedStore(store, clock), table, clock)
     return [
         (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])

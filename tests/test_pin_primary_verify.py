@@ -12,35 +12,20 @@ import shutil
 from typing import Any
 
 import pytest
-from test_pin_primary_pass import RecordingProbe, WatchedStore, candidate, pass_
-from test_primary_support import T0
+from test_pin_primary_pass import (
+    RecordingProbe,
+    WatchedStore,
+    before_the_verifier,
+    candidate,
+    pass_,
+)
+from test_primary_support import T0, decisions
 
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import FakeProcessTable, inspect_handle
 from reconciler.node._receipt_store import FileReceiptStore
 from reconciler.primary._pass import reconcile
 from storage import LockBudget, Repository
-
-
-def _before_the_verifier(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
-    """Run ``change`` once, after the pass's writes, just before the verifier queries the
-    candidates again (someone else acting meanwhile)."""
-    import reconciler.primary._verify as verify
-
-    real = verify.primary_candidates
-
-    def again(conn: Any, *args: Any, **kw: Any) -> Any:
-        change()
-        return real(conn, *args, **kw)
-
-    monkeypatch.setattr(verify, "primary_candidates", again)
-
-
-def _outcomes(summary: dict[str, Any]) -> list[tuple[str, str | None, str, str, str]]:
-    return [
-        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
-        for c in summary["candidates"]
-    ]
 
 
 def test_a_retained_candidate_whose_receipt_root_vanished_is_revoked_naming_the_root(
@@ -51,9 +36,9 @@ def test_a_retained_candidate_whose_receipt_root_vanished_is_revoked_naming_the_
     clock = FakeClock(T0)
     table = FakeProcessTable()
     candidate(repo, table, 1, alive=True)
-    _before_the_verifier(monkeypatch, lambda: shutil.rmtree(store.root))
+    before_the_verifier(monkeypatch, lambda: shutil.rmtree(store.root))
     summary = pass_(conn, WatchedStore(store, clock), table, clock)
-    assert _outcomes(summary) == [
+    assert decisions(summary) == [
         ("run-1", "at-1", "12", "unresolved", f"verifier:receipt_root_missing:{store.root}")
     ]
     assert summary["safe"] is False
@@ -71,9 +56,9 @@ def test_a_retained_candidate_whose_attempts_were_deleted_is_revoked_as_fingerpr
     def deleted() -> None:
         conn.execute("DELETE FROM \"RunAttempts\" WHERE id = 'at-1'")
 
-    _before_the_verifier(monkeypatch, deleted)
+    before_the_verifier(monkeypatch, deleted)
     summary = pass_(conn, WatchedStore(store, clock), table, clock)
-    assert _outcomes(summary) == [
+    assert decisions(summary) == [
         ("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")
     ]
 
@@ -89,7 +74,7 @@ def test_the_verifier_probes_on_the_platform_and_budget_of_the_pass(
     probe = RecordingProbe(conn)
     budget = LockBudget(1.5)
     summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
-    assert _outcomes(summary) == [("run-1", "at-1", "12", "remaining", "process_running")]
+    assert decisions(summary) == [("run-1", "at-1", "12", "remaining", "process_running")]
     assert probe.seen == [("linux", budget)] * 2  # phase 1, then the verifier
 
 
@@ -112,7 +97,7 @@ def test_an_error_while_verifying_fails_that_candidate_naming_the_error(
         return evidence
 
     summary = reconcile(conn, store, table, clock, platform="linux", probe=probe)
-    assert _outcomes(summary) == [
+    assert decisions(summary) == [
         ("run-1", "at-1", "12", "failed", "verifier_error:OSError: proc table gone"),
         ("run-2", "at-2", "12", "remaining", "process_running"),
     ]

@@ -17,6 +17,7 @@ from test_db_faults import insert_runtime_run
 from test_primary_support import (
     T0,
     dead_handle,
+    decisions,
     linux_only,
     make_candidate,
     make_run,
@@ -38,13 +39,6 @@ def snapshot(db_path: Path, root: Path) -> dict[str, str | None]:
     -journal, and every file and directory under the receipt root (the quarantine is inside
     it)."""
     return tree_digest(db_path, root)
-
-
-def decisions(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return [
-        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
-        for c in summary["candidates"]
-    ]
 
 
 @pytest.fixture

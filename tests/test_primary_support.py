@@ -263,3 +263,11 @@ def qlfsm(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         check=False,
         env=env,
     )
+
+
+def decisions(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Each candidate of a primary summary as (run, attempt, row, outcome, reason)."""
+    return [
+        (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
+        for c in summary["candidates"]
+    ]

@@ -20,6 +20,7 @@ from ._errors import (
     NotAQingLongDatabase,
     NotARegularFile,
     StorageError,
+    directory_of,
 )
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
@@ -218,17 +219,20 @@ def write_blocker(exc: BaseException) -> str | None:
     an error of one candidate."""
     if isinstance(exc, Busy) or _is_busy(exc):
         return "database_locked"
-    if isinstance(exc, DatabaseReadOnly) or (
-        isinstance(exc, sqlite3.OperationalError) and _code(exc) == sqlite3.SQLITE_READONLY
-    ):
-        return "database_read_only"
-    if isinstance(exc, DatabaseFull) or (
-        isinstance(exc, sqlite3.OperationalError) and _code(exc) == sqlite3.SQLITE_FULL
-    ):
-        # Every later candidate would fail the same way after its own attempt: stop writing,
-        # as for a read-only file, and name it once.
-        return "database_full"
+    # A full filesystem is like a read-only one: every later candidate would fail the same way
+    # after its own attempt, so the pass stops writing and names it once.
+    for named, code, blocker in _NO_WRITE_CAN_SUCCEED:
+        if isinstance(exc, named) or (
+            isinstance(exc, sqlite3.OperationalError) and _code(exc) == code
+        ):
+            return blocker
     return None
+
+
+_NO_WRITE_CAN_SUCCEED: tuple[tuple[type[StorageError], int, str], ...] = (
+    (DatabaseReadOnly, sqlite3.SQLITE_READONLY, "database_read_only"),
+    (DatabaseFull, sqlite3.SQLITE_FULL, "database_full"),
+)
 
 
 def database_error(path: str, exc: BaseException, *, waited_s: float | None = None) -> StorageError:
@@ -242,7 +246,7 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
     if code == sqlite3.SQLITE_READONLY:
         return DatabaseReadOnly(path, unwritable_part(path))
     if code == sqlite3.SQLITE_CANTOPEN:
-        directory = os.path.dirname(os.path.abspath(path)) or "/"
+        directory = directory_of(path)
         if os.access(path, os.R_OK) and not os.access(directory, os.W_OK):
             # A WAL database is opened with its -wal/-shm files, created beside it.
             return DatabaseReadOnly(
@@ -281,7 +285,7 @@ def busy_wait_s(conn: sqlite3.Connection) -> float | None:
 def unwritable_part(path: str) -> str:
     """Which part of the database cannot be written, checked the way the kernel checks it
     (``access(2)`` reports a read-only mount or an immutable file even to root)."""
-    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    directory = directory_of(path)
     if not os.path.isfile(path):
         return "SQLite reports it read-only"
     if not os.access(path, os.W_OK):
@@ -296,7 +300,7 @@ def unwritable_part(path: str) -> str:
 
 
 def _filesystem_full(path: str) -> bool:
-    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    directory = directory_of(path)
     try:
         return os.statvfs(directory).f_bavail == 0
     except OSError:
@@ -305,7 +309,7 @@ def _filesystem_full(path: str) -> bool:
 
 def _why_cannot_open(path: str) -> str:
     if not os.path.exists(path):
-        directory = os.path.dirname(os.path.abspath(path)) or "/"
+        directory = directory_of(path)
         return f"it cannot be created in {directory!r} (is that directory writable?)"
     if not os.access(path, os.R_OK):
         return "the file is not readable by this user"

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 
+def directory_of(path: str) -> str:
+    """The directory holding the database file ``path`` (and its -wal/-shm files)."""
+    return os.path.dirname(os.path.abspath(path)) or "/"
+
+
 class StorageError(Exception):
     """Base of every storage error."""
 
@@ -65,10 +70,9 @@ class DatabaseFull(DatabaseUnusable):
     further write can succeed until space is freed."""
 
     def __init__(self, path: str) -> None:
-        directory = os.path.dirname(os.path.abspath(path)) or "/"
         super().__init__(
             path,
-            f"cannot be written: the filesystem holding {directory!r} is full",
+            f"cannot be written: the filesystem holding {directory_of(path)!r} is full",
             "free space there and run again (nothing was half-written: each change is one "
             "transaction)",
         )

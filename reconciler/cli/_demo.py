@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.cli._util import UsageError, parser, table
+from reconciler.cli._util import UsageError, clean, parser, table
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
 T_SLEEP = "30"
@@ -105,7 +105,8 @@ def demo_command(argv: list[str]) -> int:
 
 
 def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    # D-14: the directory is an argument, the relayed lines another process's output.
+    sys.stdout.write("\n".join(clean(line) for line in text.split("\n")) + "\n")
     sys.stdout.flush()
 
 

@@ -71,8 +71,10 @@ def shell_word(value: object) -> str:
             out.append(ch)
         elif 0xDC80 <= ord(ch) <= 0xDCFF:
             out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        else:
-            out.append(_escape(ch))
+        elif ord(ch) < 0x80:
+            out.append(_escape(ch))  # \r, \x1b: one byte, as bash reads them
+        else:  # bash's \xHH is a byte: a character above ASCII is its \u/\U code point
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
     return "$'" + "".join(out) + "'"
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sqlite3
 import sys
 from typing import Any
 
+from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import UsageError, parser, print_json, table
 
 
@@ -43,9 +43,9 @@ def db_command(argv: list[str]) -> int:
     if args.json:
         print_json({"db": args.db, "created": not existed, "applied": applied})
     elif applied:
-        sys.stdout.write(f"{args.db}: applied {', '.join(applied)}\n")
+        sys.stdout.write(f"{clean(args.db)}: applied {', '.join(applied)}\n")
     else:
-        sys.stdout.write(f"{args.db}: schema up to date, nothing to do\n")
+        sys.stdout.write(f"{clean(args.db)}: schema up to date, nothing to do\n")
     return 0
 
 
@@ -143,10 +143,10 @@ def inspect_command(argv: list[str]) -> int:
     ]
     sys.stdout.write(table(["run", "owner", "origin", "status", "version", "error"], rows) + "\n")
     if truncated:
-        more = [f"--db {shlex.quote(args.db)}", f"--limit {args.limit}"]
+        more = [f"--db {shell_word(args.db)}", f"--limit {args.limit}"]
         if args.status:
             more.append(f"--status {args.status}")
-        more.append(f"--after {shlex.quote(str(next_after))}")
+        more.append(f"--after {shell_word(next_after)}")
         sys.stdout.write(
             f"(truncated: showing {len(out)} run(s); more follow: qlfsm inspect {' '.join(more)})\n"
         )

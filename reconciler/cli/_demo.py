@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.cli._util import UsageError, parser, table
+from reconciler.cli._text import shell_word
+from reconciler.cli._util import UsageError, clean, parser, table
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
 T_SLEEP = "30"
@@ -72,7 +73,7 @@ def demo_command(argv: list[str]) -> int:
     base = fresh_dir(args.dir)
     db, receipts, logs = base / "ql.db", base / "receipts", base / "logs"
     logs.mkdir()
-    say(f"demo directory: {base}")
+    say(f"demo directory: {clean(base)}")
     qlfsm("db", "init", "--db", str(db))
     say(f"1. created the QingLong 3.0 schema in {db.name} (`qlfsm db init`)")
     jobs: list[Job] = []
@@ -98,14 +99,17 @@ def demo_command(argv: list[str]) -> int:
     if stopped:
         say("\ncleanup: the still-running job was sent SIGTERM (its process group) so the demo "
             "leaves no process behind; its wrapper records the exit in a receipt, which the "
-            f"next `qlfsm startup --db {db} --receipt-root {receipts}` would apply.")  # fmt: skip
-    say(f"\ninspect everything: qlfsm inspect --db {db}")
+            f"next `qlfsm startup --db {shell_word(db)} --receipt-root {shell_word(receipts)}` "
+            "would apply.")  # fmt: skip
+    say(f"\ninspect everything: qlfsm inspect --db {shell_word(db)}")
     say(f"the machines and their tables: {diagrams_hint()}")
     return 0 if ok else 1
 
 
 def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    # D-14: every line through the rule (each value an argument gave is cleaned or a shell
+    # word where it is put in, so a line break inside one never starts a line here).
+    sys.stdout.write("\n".join(clean(line) for line in text.split("\n")) + "\n")
     sys.stdout.flush()
 
 
@@ -363,7 +367,8 @@ EXPLAINED = "rotate (SIGKILLed)"
 def explain_lost(db: str, jobs: list[Job]) -> None:
     """Why was the killed job marked lost? `qlfsm explain` answers from its events."""
     job = next(j for j in jobs if j.label == EXPLAINED)
-    say(f"\n5. why was {job.label!r} marked lost? qlfsm explain --db {db} --run {job.run_id}")
+    command = f"qlfsm explain --db {shell_word(db)} --run {job.run_id}"
+    say(f"\n5. why was {job.label!r} marked lost? {command}")
     proc = qlfsm("explain", "--db", db, "--run", job.run_id)
     for line in proc.stdout.splitlines():
         say(f"   {line}".rstrip())
@@ -375,7 +380,8 @@ def explain_kept(db: str, receipts: str, jobs: list[Job]) -> None:
     job = next(j for j in jobs if j.owner == "runtime" and j.expect == "running")
     say(
         f"\n6. and {job.label!r}, which start-up kept running? "
-        f"qlfsm explain --db {db} --run {job.run_id} --receipt-root {receipts}"
+        f"qlfsm explain --db {shell_word(db)} --run {job.run_id} "
+        f"--receipt-root {shell_word(receipts)}"
     )
     proc = qlfsm("explain", "--db", db, "--run", job.run_id, "--receipt-root", receipts)
     lines = proc.stdout.splitlines()

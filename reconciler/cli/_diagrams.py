@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from reconciler.cli._text import clean
+
 # The rendering lives in ._diagrams_render, the reading back and comparing in
 # ._diagrams_check; their public names are re-exported here, where tests and callers import
 # them from.
@@ -141,7 +143,7 @@ def diagrams_command(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
     except _UsageError as exc:
-        print(f"qlfsm diagrams: error: {exc} (see: qlfsm diagrams --help)", file=sys.stderr)
+        print(clean(f"qlfsm diagrams: error: {exc} (see: qlfsm diagrams --help)"), file=sys.stderr)
         return 2
     except _Exit as exc:
         return exc.status
@@ -149,25 +151,28 @@ def diagrams_command(argv: list[str]) -> int:
         try:
             written = render(args.out, dot=args.dot)
         except DiagramsError as exc:
-            print(f"qlfsm diagrams render: error: {exc}", file=sys.stderr)
+            print(clean(f"qlfsm diagrams render: error: {exc}"), file=sys.stderr)
             return 1
         except OSError as exc:
-            print(f"qlfsm diagrams render: error: cannot write {args.out}: {exc}", file=sys.stderr)
+            print(
+                clean(f"qlfsm diagrams render: error: cannot write {args.out}: {exc}"),
+                file=sys.stderr,
+            )
             return 1
         for path in written:
-            print(f"wrote {path}")
+            print(f"wrote {clean(path)}")
         return 0
     directory: Path = args.dir
     if not directory.is_dir():
         print(
-            f"qlfsm diagrams check: error: {directory} is not a directory "
+            f"qlfsm diagrams check: error: {clean(directory)} is not a directory "
             "(render first: qlfsm diagrams render)",
             file=sys.stderr,
         )
         return 2
     differences = check(directory)
     for line in differences:
-        print(line)
+        print(clean(line))  # D-14: a difference may quote what a rendered file holds
     if differences:
         print(f"diagrams check: {len(differences)} difference(s) with the records' tables")
         return 1

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser, print_json, table
-from reconciler.cli._verdict import clean
 from reconciler.ops._explain import iso_time
 
 _ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
@@ -70,7 +70,7 @@ def explain_command(argv: list[str]) -> int:
         except UnknownRun as exc:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with "
-                f"`qlfsm inspect --db {args.db}`"
+                f"`qlfsm inspect --db {shell_word(args.db)}`"
             ) from exc
         if found.run.status in ACTIVE_RUN and found.run.execution_owner == "legacy":
             found.now = _legacy_now(conn, found.run, args.origins)
@@ -90,7 +90,7 @@ def explain_command(argv: list[str]) -> int:
     else:
         sys.stdout.write(render(data) + "\n")
         if args.svg is not None:
-            sys.stdout.write(f"\ndiagrams with this run's edges: {args.svg}\n")
+            sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     return 0
 
 
@@ -154,8 +154,9 @@ def _write_svg(path: str, found: Any, dot: str | None) -> None:
 def render(data: Mapping[str, Any]) -> str:
     run = data["run"]
     lines = [
-        f"run {clean(run['id'])} ({run['execution_owner']}, {run['execution_origin']}): now "
-        f"{run['status']}" + (f" ({clean(run['error_code'])})" if run["error_code"] else "")
+        f"run {clean(run['id'])} ({clean(run['execution_owner'])}, "
+        f"{clean(run['execution_origin'])}): now {clean(run['status'])}"
+        + (f" ({clean(run['error_code'])})" if run["error_code"] else "")
     ]
     for a in data["attempts"]:
         lines.append(

@@ -26,6 +26,8 @@ import os
 import signal
 import sys
 
+from reconciler._escape import clean
+
 TYPE_CHECKING = False  # no `typing` import at run time: see the module docstring
 if TYPE_CHECKING:
     from types import FrameType
@@ -239,8 +241,9 @@ def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
 
 
 def say(line: str) -> None:
-    """One line on stderr, if stderr can take it."""
-    sys.stderr.write(" ".join(line.split()) + "\n")
+    """One line on stderr, if stderr can take it: its whitespace runs one space, anything
+    else a terminal would act on escaped (D-14: the line may repeat an argument or a path)."""
+    sys.stderr.write(clean(" ".join(line.split())) + "\n")
     sys.stderr.flush()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from reconciler.cli._util import FatalError, UsageError, parser, print_json
+from reconciler.cli._util import FatalError, UsageError, clean, parser, print_json
 from reconciler.node._launcher import LaunchFailed, LaunchRefused, launch
 from reconciler.node._receipt_store import validate_receipt_root
 
@@ -51,7 +51,8 @@ def launch_command(argv: list[str]) -> int:
         print_json(launched.as_dict())
     else:
         sys.stdout.write(
-            f"launched run {launched.run_id} attempt {launched.attempt_id} pid {launched.pid}\n"
+            f"launched run {clean(launched.run_id)} attempt {clean(launched.attempt_id)} "
+            f"pid {launched.pid}\n"
         )
         sys.stdout.flush()
     if not args.wait:

@@ -82,9 +82,7 @@ def _dispatch(args: list[str]) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        sys.stderr.write(
-            f"qlfsm: error: unknown command {name!r}; choose one of {', '.join(COMMANDS)}\n"
-        )
+        _guard.say(f"qlfsm: error: unknown command {name!r}; choose one of {', '.join(COMMANDS)}")
         return EXIT_USAGE
     module_name, func_name, _ = COMMANDS[name]
     try:

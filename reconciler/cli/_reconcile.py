@@ -75,9 +75,11 @@ def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     try:
         return connect(db, read_only=read_only)
     except DatabaseMissing as exc:
+        from reconciler._escape import shell_word
+
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
-            f"(create it with `qlfsm db init --db {db}`)"
+            f"(create it with `qlfsm db init --db {shell_word(db)}`)"
         ) from exc
     except StorageError as exc:
         raise FatalError(str(exc)) from exc
@@ -277,9 +279,10 @@ def _reconcile(args: Any) -> int:
     if args.json:
         text = _flat_json(summary)
         if text is None:
-            import json  # as cli._util.print_json, without loading argparse on the pass path
+            # As cli._util.print_json (D-14), without loading argparse on the pass path.
+            from reconciler._escape import json_line
 
-            text = json.dumps(summary, ensure_ascii=False, sort_keys=False)
+            text = json_line(summary)
         sys.stdout.write(text + "\n")
     else:
         sys.stdout.write(render(summary, args.db) + "\n")

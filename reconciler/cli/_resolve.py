@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import UsageError, parser, print_json
-from reconciler.cli._verdict import clean
 
 
 def resolve_command(argv: list[str]) -> int:
@@ -76,7 +76,7 @@ def resolve_command(argv: list[str]) -> int:
         except UnknownRun as exc:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with "
-                f"`qlfsm inspect --db {args.db}`"
+                f"`qlfsm inspect --db {shell_word(args.db)}`"
             ) from exc
         except ResolveRefused as exc:
             raise UsageError(f"qlfsm resolve: refused: {exc}; nothing was written") from exc
@@ -108,6 +108,7 @@ def resolve_command(argv: list[str]) -> int:
                 f"the receipt journal row of attempt {clean(j['attempt_id'])} ({j['state']}) is "
                 "settled by the next `qlfsm sweep` (or `qlfsm startup`)"
             )
-    lines.append(f"see it: qlfsm explain --db {args.db} --run {args.run}")
+    # D-14: the id and path as shell words (`$'...'` when unprintable), never a line break.
+    lines.append(f"see it: qlfsm explain --db {shell_word(args.db)} --run {shell_word(args.run)}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

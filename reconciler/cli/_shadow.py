@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cli._guard import Terminated, interrupted, say, settle
+from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import (
     EXIT_FATAL,
     EXIT_SAFE,
@@ -86,7 +87,7 @@ def shadow_command(argv: list[str]) -> int:
     try:
         args = _shadow_parser().parse_args(argv)
     except UsageError as exc:
-        sys.stderr.write(f"qlfsm: error: {exc}\n")
+        say(f"qlfsm: error: {exc}")
         return EXIT_USAGE
     try:
         result = _shadow(args)
@@ -256,13 +257,13 @@ def human_audit(audit: Mapping[str, Any]) -> str:
         )
     if state == "profile_rejected":
         return (
-            f"legacy shadow: refused for profile {audit['profile']} (a cluster uses its own "
+            f"legacy shadow: refused for profile {clean(audit['profile'])} (a cluster uses its own "
             f"reconciler, ADR-0448 §8); the database was not opened{dropped}"
         )
     if state == "failed":
         return (
-            f"legacy shadow: failed ({audit['errorType']}); nothing more was done and start-up "
-            "continues (fail-open, ADR-0448 §9)"
+            f"legacy shadow: failed ({clean(audit['errorType'])}); nothing more was done and "
+            "start-up continues (fail-open, ADR-0448 §9)"
         )
     report = audit["report"]
     cov, budget = report["coverage"], report["budget"]
@@ -350,7 +351,8 @@ def _startup(argv: list[str]) -> int:
     lock = lock_budget_s()
     if not os.path.exists(args.db):
         raise FatalError(
-            f"database {args.db!r} does not exist; create it with `qlfsm db init --db {args.db}`"
+            f"database {args.db!r} does not exist; create it with "
+            f"`qlfsm db init --db {shell_word(args.db)}`"
         )
     if args.dry_run:
         # The shadow pass has no dry run: it is skipped (it and normalization write), so the

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cli._guard import say
+from reconciler.cli._text import clean
 from reconciler.cli._util import EXIT_FATAL, EXIT_SAFE, FatalError, UsageError, parser, print_json
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def human_sweep(result: Mapping[str, Any]) -> str:
     if state == "root_missing":
         return "sweep: nothing to do (the receipt root does not exist)"
     if state == "failed":
-        return f"sweep: failed ({result.get('error', 'error')}); nothing half-done is left"
+        return f"sweep: failed ({clean(result.get('error', 'error'))}); nothing half-done is left"
     r, q = result["receipts"], result["quarantine"]
     text = (
         f"sweep: {r['receipts_removed']} leftover receipt(s) removed, {r['rows_resolved']} "
@@ -121,8 +122,9 @@ def sweep_command(argv: list[str]) -> int:
     else:
         sys.stdout.write(human_sweep(result) + "\n")
         for e in result["errors"]:
-            sys.stdout.write(f"  not cleaned: attempt {e['attempt_id']} ({e['step']}): "
-                             f"{e['error']}\n")  # fmt: skip
+            # D-14: the attempt id and the error come from the database and the file system.
+            sys.stdout.write(f"  not cleaned: attempt {clean(e['attempt_id'])} "
+                             f"({clean(e['step'])}): {clean(e['error'])}\n")  # fmt: skip
     failed = int(result["receipts"]["errors"]) + int(result["quarantine"]["errors"])
     if failed:
         say(f"qlfsm: error: {failed} journal row(s) could not be cleaned; they stay for the "

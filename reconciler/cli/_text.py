@@ -1,10 +1,20 @@
 """Text for a terminal, standard library only: the zero-candidate `reconcile` prints its
-verdict with these without loading ``reconciler.cli._util`` (argparse, json, typing)."""
+verdict with these without loading ``reconciler.cli._util`` (argparse, json, typing).
+
+Every value a command prints that it did not write itself (from the database, a receipt,
+`/proc`, the environment or an argument) goes through ``reconciler._escape`` (docs/decisions.md
+D-14): :func:`clean` for a field, :func:`shell_word` inside a suggested command,
+:func:`json_line` for `--json`; :func:`table` cleans every cell, :func:`one_line` a whole
+stderr line."""
 
 from __future__ import annotations
 
 import os
 import sys
+
+from reconciler._escape import clean as clean
+from reconciler._escape import json_line as json_line
+from reconciler._escape import shell_word as shell_word
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
 if TYPE_CHECKING:
@@ -16,8 +26,16 @@ def use_colour(stream: Any = None) -> bool:
     return bool(getattr(s, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
 
 
+def one_line(message: str) -> str:
+    """A message as one line: its whitespace runs (CR LF included) one space, then anything
+    else a terminal would act on escaped (``clean``)."""
+    return clean(" ".join(message.split()))
+
+
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """A plain aligned text table."""
+    """A plain aligned text table; every cell through :func:`clean` (a cell never holds a line
+    break, an escape sequence or a bidi control, whoever wrote it)."""
+    rows = [[clean(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

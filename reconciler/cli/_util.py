@@ -4,7 +4,6 @@ and the rule that a user never sees a traceback (unless ``--debug``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -20,6 +19,8 @@ from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 # Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
+from reconciler.cli._text import clean as clean
+from reconciler.cli._text import json_line, one_line
 from reconciler.cli._text import table as table
 from reconciler.cli._text import use_colour as use_colour
 
@@ -69,9 +70,10 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
 
 
 def _fail(message: str) -> None:
-    line = " ".join(message.split())
-    sys.stderr.write(f"qlfsm: error: {line}\n")
+    # D-14: a message may repeat an argument or a path; it stays one line, nothing in it acts.
+    sys.stderr.write(f"qlfsm: error: {one_line(message)}\n")
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+    # D-14: DEL, C1, U+2028/U+2029, bidi controls as \uXXXX: one line for every reader.
+    sys.stdout.write(json_line(obj) + "\n")

@@ -8,7 +8,7 @@ Standard library only: the zero-candidate `reconcile` imports this module.
 
 from __future__ import annotations
 
-from reconciler.cli._text import table, use_colour
+from reconciler.cli._text import clean, shell_word, table, use_colour
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate `reconcile` imports this
 if TYPE_CHECKING:
@@ -30,9 +30,8 @@ def verdict_line(safe: bool) -> str:
 
 
 def explain_command(db: str, run_id: str) -> str:
-    import shlex  # only when something blocks: not on the zero-candidate path
-
-    return f"qlfsm explain --db {shlex.quote(db)} --run {shlex.quote(run_id)}"
+    # D-14: a run id or path with CR LF must not print a line of its own (a forged verdict).
+    return f"qlfsm explain --db {shell_word(db)} --run {shell_word(run_id)}"
 
 
 def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
@@ -40,12 +39,10 @@ def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
     or the truncated page. Empty when nothing blocks."""
     lines: list[str] = []
     if summary.get("truncated"):
-        import shlex
-
         lines.append(
             "blocked: more than 256 candidate runs (the page was truncated), so none was "
             "decided; list them with "
-            f"`qlfsm inspect --db {shlex.quote(db)} --status running` (and --status dispatching)"
+            f"`qlfsm inspect --db {shell_word(db)} --status running` (and --status dispatching)"
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
@@ -62,9 +59,3 @@ def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
         lines.append(f"blocked by {len(blockers)} run(s):")
         lines.append(table(["run", "row", "outcome", "reason", "look closer"], rows))
     return lines
-
-
-def clean(value: object) -> str:
-    """A value for a terminal: control characters shown as escapes, never interpreted."""
-    text = "-" if value is None else str(value)
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)

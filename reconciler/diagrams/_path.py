@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from html import escape
 
 from fsm import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.diagrams._dot import _run_dot
-from reconciler.diagrams._render import DiagramsError, Highlight, dot_source, find_dot
+from reconciler.diagrams._render import DiagramsError, Highlight, dot_source, find_dot, xml_text
 
 _HEADER_PT = 28.0
 _SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"[^>]*?\sheight="([0-9.]+)pt"', re.S)
@@ -36,8 +35,9 @@ def path_svg(title: str, taken: Mapping[str, Highlight], dot: str | None = None)
         '<?xml version="1.0" encoding="UTF-8" standalone="no"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}pt" height="{height:.0f}pt" '
         f'viewBox="0 0 {width:.2f} {height:.2f}">',
-        f"<title>{escape(title)}</title>",
-        f'<text x="8" y="18" font-family="Helvetica,sans-serif" font-size="14">{escape(title)}'
+        # D-14: the title holds the run id, read from the database: valid XML text, visibly.
+        f"<title>{xml_text(title)}</title>",
+        f'<text x="8" y="18" font-family="Helvetica,sans-serif" font-size="14">{xml_text(title)}'
         "</text>",
     ]
     y = _HEADER_PT

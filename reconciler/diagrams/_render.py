@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fsm import ALL_SPECS, MachineSpec, transitions_config
+from reconciler._escape import clean
 from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
 from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER
 from reconciler.diagrams._dot import DiagramsError as DiagramsError
@@ -116,10 +117,18 @@ def _label_lines(graph: Any, transitions: Iterable[dict[str, Any]]) -> list[str]
     return [str(graph._transition_label(t)) for t in transitions]
 
 
+def xml_text(text: str) -> str:
+    """``text`` as XML character data (an SVG <title>/<text>, a DOT HTML-like label): every
+    character XML 1.0 forbids (C0 but TAB/LF/CR, surrogates, U+FFFE/U+FFFF), and every other one
+    a viewer would act on, written visibly as its escape (``\\x1b``; ``reconciler._escape``,
+    D-14), then ``&<>"'`` as entities. A run id read from the database reaches the SVG so."""
+    return escape(clean(text))
+
+
 def _html_row(text: str, color: str) -> str:
     # One table row per transition: dot writes each as one SVG <text>, which is what the
     # check reads back. The cell padding keeps the text clear of the arrowheads.
-    return f'<tr><td align="left"><font color="{color}">{escape(text)}</font></td></tr>'
+    return f'<tr><td align="left"><font color="{color}">{xml_text(text)}</font></td></tr>'
 
 
 def _html_label(rows: list[str]) -> str:
@@ -153,13 +162,13 @@ def _legend(title: str, look: _Look, has_lifecycle: bool) -> str:
     if look.awaiting:
         items.append(("black", "dashed: not terminal, awaits a decision"))
     lines = "".join(
-        f'<tr><td align="left"><font point-size="11" color="{color}">{escape(text)}</font>'
+        f'<tr><td align="left"><font point-size="11" color="{color}">{xml_text(text)}</font>'
         "</td></tr>"
         for color, text in items
     )
     return (
         '<<table border="0" cellborder="0" cellspacing="1">'
-        f'<tr><td><font point-size="18">{escape(title)}</font></td></tr>'
+        f'<tr><td><font point-size="18">{xml_text(title)}</font></td></tr>'
         f"{lines}</table>>"
     )
 

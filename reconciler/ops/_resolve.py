@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
+from reconciler._escape import clean
 from reconciler.node._clock import Clock
 from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle
 from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun
@@ -169,7 +170,7 @@ def plan_resolution(
     where = _where(run, active)
     if run.status in RUN_TERMINAL:
         raise ResolveRefused(
-            f"run {run.id} is {run.status}, a terminal state: nothing is left to decide "
+            f"run {clean(run.id)} is {run.status}, a terminal state: nothing is left to decide "
             "(ADR-0001 has no edge out of it)"
         )
     if target not in RESOLVE_TARGETS:
@@ -217,8 +218,9 @@ def _show(choices: Sequence[str]) -> str:
 
 
 def _where(run: RunRow, active: Sequence[AttemptRow]) -> str:
-    atts = ", ".join(f"Attempt {a.id} {a.status}" for a in active)
-    return f"run {run.id} is {run.status}" + (f" with {atts}" if atts else "")
+    # D-14: the ids are the database's; a refusal line shows them escaped, never a line break.
+    atts = ", ".join(f"Attempt {clean(a.id)} {a.status}" for a in active)
+    return f"run {clean(run.id)} is {run.status}" + (f" with {atts}" if atts else "")
 
 
 def _forbidden(run: RunRow, active: Sequence[AttemptRow], target: str) -> str:

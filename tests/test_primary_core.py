@@ -40,7 +40,9 @@ from fsm._decision import Case, DecisionEngine, DecisionRow, DecisionTable
 from fsm._primary import check_lost_needs_grace, paths_to
 
 # spec 04 "Per candidate", transcribed from the spec.
-SPEC_04_ROWS = ["1", "2", "3", "3b", "4", "4b", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"]
+SPEC_04_ROWS = [
+    "1", "2", "3", "3b", "4", "4b", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"
+]  # fmt: skip
 
 
 class Attempt(NamedTuple):

@@ -144,6 +144,39 @@ def one_active_latest_attempt(facts: object) -> bool:
     )
 
 
+# --- spec 04 row 4b: the executor type, before any receipt is read ---------------------------
+
+
+def claimed_not_local_process(facts: object) -> bool:
+    # row 4b, `claimed`: ADR-0068 §2 step 1 confirms the executor type before step 2 reads a
+    # receipt, and a local receipt never stands in for another executor's facts (§6). What is
+    # left is the database's own fact that nothing crossed the start barrier (§2 step 5):
+    # QingLong's coordinator marks it lost without reading the receipt (docs/decisions.md D-18).
+    # No receipt read, no probe: only the facts of the Run's read.
+    f = _p(facts)
+    return (
+        f is not None
+        and f.executor_type is not None
+        and f.executor_type != "local_process"
+        and f.attempt_status == "claimed"
+        and f.active_attempts == 1
+        and f.first_receipt is None
+        and f.process is None
+    )
+
+
+def executor_not_local_process(facts: object) -> bool:
+    # row 4b, `starting`/`running`: no local evidence (receipt, process) is looked at (§6).
+    f = _p(facts)
+    return (
+        f is not None
+        and f.run_present is True
+        and f.executor_type is not None
+        and f.executor_type != "local_process"
+        and f.attempt_status in ("starting", "running")
+    )
+
+
 # --- spec 04 rows 5-8: the receipt, read first ------------------------------------------------
 
 
@@ -173,16 +206,6 @@ def unstarted_claim(facts: object) -> bool:
         and f.attempt_status == "claimed"
         and f.active_attempts == 1
         and f.process is None
-    )
-
-
-def executor_not_local_process(facts: object) -> bool:
-    f = _p(facts)  # row 8
-    return (
-        f is not None
-        and f.run_present is True
-        and f.first_receipt == "missing"
-        and f.executor_type != "local_process"
     )
 
 
@@ -311,8 +334,9 @@ PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
         trusted_receipt,
         invalid_receipt,
         quarantined_earlier,
-        unstarted_claim,
+        claimed_not_local_process,
         executor_not_local_process,
+        unstarted_claim,
         handle_missing,
         pid_invalid,
         durable_identity_stored,

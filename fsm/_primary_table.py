@@ -17,7 +17,7 @@ Reason codes are those of the summary (spec 04 "Summary", docs/decisions.md D-3a
 is filled from the facts (``{terminal}``: the receipt's terminal status by spec 04's mapping).
 Writes: ``complete`` (row 5: Attempt + Run to the receipt's terminal, then delete the receipt),
 ``quarantine`` (row 6: journal intent, then move the file), ``lose_missing_attempt`` (row 3:
-one Run edge), ``lose`` (rows 7 and 13: Attempt + Run to `lost`), ``adopt_running`` (row 12:
+one Run edge), ``lose`` (rows 4b, 7 and 13: Attempt + Run to `lost`), ``adopt_running`` (row 12:
 `starting -> running` / `dispatching -> running` where needed). None: no write.
 """
 
@@ -38,10 +38,10 @@ PRIMARY_EVIDENCE: tuple[str, ...] = (
 # Decision state -> the summary outcome it counts as (spec 04 "Summary").
 PRIMARY_DECISIONS: dict[str, str] = {
     "completed": "recovered",  # rows 5, 13: a trusted receipt terminalized the candidate
-    "lost": "recovered",  # rows 3, 7, 13
+    "lost": "recovered",  # rows 3, 4b, 7, 13
     "retained": "remaining",  # row 12 (proven again by the final verifier)
     "quarantined": "unresolved",  # rows 6, 13: an invalid receipt was moved aside
-    "unresolved": "unresolved",  # rows 1, 2, 3b, 4, 6 (quarantined earlier), 8, 10, 11, 13
+    "unresolved": "unresolved",  # rows 1, 2, 3b, 4, 4b, 6 (quarantined earlier), 8, 10, 11, 13
     "failed": "failed",  # rows 9, 14
 }
 
@@ -104,6 +104,22 @@ PRIMARY_TABLE = DecisionTable(
             "latest Attempt not `claimed/starting/running`",
             _hold("read_run", "latest_attempt_not_active", "latest_attempt_not_active"),
         ),
+        _row(
+            "4b",
+            "the active Attempt's executor type is not `local_process` (checked before any "
+            "receipt is read: local evidence never stands in for another executor's facts)",
+            # `claimed`: as QingLong's coordinator, lost on the unstarted claim alone (§2 step
+            # 5), the receipt never read; otherwise unresolved (docs/decisions.md D-18).
+            _decide(
+                "read_run",
+                "claimed_not_local_process",
+                "lost",
+                "unstarted_claim",
+                "lose",
+                "lose_nonlocal_claim",
+            ),
+            _hold("read_run", "executor_not_local_process", "executor_not_local_process"),
+        ),
         DecisionRow(
             "step 2.2",
             "one active Attempt, the latest: read exactly one receipt path, before any process "
@@ -145,8 +161,7 @@ PRIMARY_TABLE = DecisionTable(
         ),
         _row(
             "8",
-            "executor type not `local_process`, no handle, or pid not a positive integer",
-            _hold("read_receipt", "executor_not_local_process", "executor_not_local_process"),
+            "no handle, or pid not a positive integer (executor type: row 4b)",
             _hold("read_receipt", "handle_missing", "handle_missing"),
             _hold("read_receipt", "pid_invalid", "pid_invalid"),
         ),

@@ -163,6 +163,11 @@ RUN_RECONCILER_EDGES: tuple[Edge, ...] = (
     ),
     Edge("lose_unstarted_claim", "dispatching", "lost", "unstarted_claim", "ADR-0068 row 7"),
     Edge("lose_unstarted_claim", "running", "lost", "unstarted_claim", "ADR-0068 row 7"),
+    # Row 4b: a claim of another executor, lost on the claim alone, its receipt never read.
+    Edge(
+        "lose_nonlocal_claim", "dispatching", "lost", "claimed_not_local_process", "ADR-0068 row 4b"
+    ),
+    Edge("lose_nonlocal_claim", "running", "lost", "claimed_not_local_process", "ADR-0068 row 4b"),
     Edge("adopt_running", "dispatching", "running", "exact_process_running", "ADR-0068 row 12"),
     Edge("lose_after_grace", "dispatching", "lost", "not_running_after_grace", "ADR-0068 row 13"),
     Edge("lose_after_grace", "running", "lost", "not_running_after_grace", "ADR-0068 row 13"),
@@ -177,6 +182,7 @@ ATTEMPT_RECONCILER_EDGES: tuple[Edge, ...] = (
         for trigger, dest in _RECEIPT_TERMINALS
     ),
     Edge("lose_unstarted_claim", "claimed", "lost", "unstarted_claim", "ADR-0068 row 7"),
+    Edge("lose_nonlocal_claim", "claimed", "lost", "claimed_not_local_process", "ADR-0068 row 4b"),
     Edge("adopt_running", "starting", "running", "exact_process_running", "ADR-0068 row 12"),
     Edge("lose_after_grace", "starting", "lost", "not_running_after_grace", "ADR-0068 row 13"),
     Edge("lose_after_grace", "running", "lost", "not_running_after_grace", "ADR-0068 row 13"),

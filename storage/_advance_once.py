@@ -19,6 +19,7 @@ from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
 from ._changes import (
     _ATTEMPT_SETTABLE,
     _RUN_SETTABLE,
+    ATTEMPT_EVENT_FIELDS,
     Actor,
     Advanced,
     AttemptChange,
@@ -91,8 +92,16 @@ def advance_read(
                 "to_status": step.dest,
                 "version": version,
             }
-            for key in ("exit_code", "callback_sequence", "error_code"):
-                if key in sets:
+            unknown = sorted(set(change.event_fields) - ATTEMPT_EVENT_FIELDS)
+            if unknown:
+                raise InvalidField(
+                    f"attempt event fields {unknown} are not edge fields; use some of "
+                    f"{sorted(ATTEMPT_EVENT_FIELDS)}"
+                )
+            for key in change.event_fields:
+                if key == "attempt":
+                    payload[key] = att.attempt
+                elif key in sets:
                     payload[key] = sets[key]
             payload.update(change.payload)
             event_type, attempt_id = f"attempt.{step.dest}", att.id
@@ -105,7 +114,10 @@ def advance_read(
             run_sets.update(change.set)
             payload = {"from_status": step.source, "to_status": step.dest, "version": version}
             payload.update(change.payload)
-            event_type, attempt_id = f"run.{step.dest}", None
+            attempt_id = change.attempt_id
+            if attempt_id is not None and attempt_id not in by_id:
+                raise NotFound("attempt", attempt_id)
+            event_type = f"run.{step.dest}"
         events.append(
             repo._insert_event(
                 c,

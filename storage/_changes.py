@@ -83,6 +83,17 @@ class RunChange:
     set: Mapping[str, object] = field(default_factory=dict)
     payload: Mapping[str, object] = field(default_factory=dict)
     dedupe_key: str | None = None
+    # The Attempt the Run edge is about, stored in the event's `RunEvents.attempt_id` (QingLong
+    # sets it on every Run event its coordinator writes for an Attempt). It must be one of the
+    # Run's Attempts read in the transaction; None: a Run event of no Attempt.
+    attempt_id: str | None = None
+
+
+# The fields of an Attempt edge an event's payload may repeat (after `attempt_id`,
+# `from_status`, `to_status`, `version`): `attempt` is the Attempt's number; the others are
+# repeated when the edge sets them.
+ATTEMPT_EVENT_FIELDS = frozenset({"attempt", "exit_code", "callback_sequence", "error_code"})
+DEFAULT_ATTEMPT_EVENT_FIELDS: tuple[str, ...] = ("exit_code", "callback_sequence", "error_code")
 
 
 @record(frozen=True)
@@ -95,6 +106,10 @@ class AttemptChange:
     set: Mapping[str, object] = field(default_factory=dict)
     payload: Mapping[str, object] = field(default_factory=dict)
     dedupe_key: str | None = None
+    # Which of ATTEMPT_EVENT_FIELDS the event's payload repeats. Writers differ in QingLong:
+    # its domain transition adds the Attempt's number and the error code, its completion
+    # processor neither (docs/decisions.md D-18).
+    event_fields: tuple[str, ...] = DEFAULT_ATTEMPT_EVENT_FIELDS
 
 
 Change = RunChange | AttemptChange

@@ -279,7 +279,7 @@ class Repository(RowStatements):
         # aggregate, one event per edge (spec 01 rules 3-5).
         run = self._run_for_update(c, run_id, expected_version)
         named = [*(expect.attempts if expect is not None else ())]
-        named += [ch.attempt_id for ch in changes if isinstance(ch, AttemptChange)]
+        named += [ch.attempt_id for ch in changes if ch.attempt_id is not None]
         attempts = [self._attempt_of_run(c, run_id, a) for a in dict.fromkeys(named)]
         return advance_read(
             self,

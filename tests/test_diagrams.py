@@ -682,7 +682,7 @@ def test_every_decision_edge_is_a_legal_adr_0001_pair_of_its_machine() -> None:
 
 def test_the_decision_tables_have_every_row_of_the_records_in_order() -> None:
     assert [r.row for r in ADR_0068_TABLE] == [
-        "1", "2", "3", "3b", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"
+        "1", "2", "3", "3b", "4", "4b", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"
     ]  # fmt: skip
     assert [r.row for r in ADR_0448_TABLE] == [
         "1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"
@@ -690,7 +690,7 @@ def test_the_decision_tables_have_every_row_of_the_records_in_order() -> None:
     # spec 05: every legacy row ends the candidate in exactly one of the nine outcomes.
     assert all(len(r.edges) == 1 for r in ADR_0448_TABLE)
     moving = {r.row for r in ADR_0068_TABLE if r.edges}
-    assert moving == {"3", "5", "7", "12", "13"}
+    assert moving == {"3", "4b", "5", "7", "12", "13"}
 
 
 def test_the_records_use_the_eight_guard_names_fixed_by_spec_07() -> None:

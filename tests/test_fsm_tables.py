@@ -342,6 +342,12 @@ EVIDENCE: dict[str, PrimaryFacts] = {
         second_receipt="missing",
         unchanged_on_recheck=True,
     ),
+    "claimed_not_local_process": PrimaryFacts(
+        run_status="dispatching",
+        attempt_status="claimed",
+        active_attempts=1,
+        executor_type="remote_worker",
+    ),
     "unstarted_claim": PrimaryFacts(
         run_status="dispatching",
         attempt_status="claimed",

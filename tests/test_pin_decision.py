@@ -614,9 +614,10 @@ def _lost_paths(t: DecisionTable) -> list[list[str]]:
     return [[f"{x.row.row}:{x.case.state}[{x.case.guard}]" for x in p] for p in paths_to(t, "lost")]
 
 
-def test_the_paths_into_lost_are_rows_3_7_and_13_after_the_grace_and_both_reads() -> None:
+def test_the_paths_into_lost_are_rows_3_4b_7_and_13_after_the_grace_and_both_reads() -> None:
     assert _lost_paths(PRIMARY_TABLE) == [
         ["3:read_run[attempt_missing_before_start]"],
+        ["4b:read_run[claimed_not_local_process]"],
         ["step 2.2:read_run[one_active_latest_attempt]", "7:read_receipt[unstarted_claim]"],
         [
             "step 2.2:read_run[one_active_latest_attempt]",

@@ -38,6 +38,7 @@ DOMAIN: dict[str, tuple[Any, ...]] = {
     "grace_paid": (False, True),
     "second_receipt": (None, "missing", "trusted", "invalid"),
     "unchanged_on_recheck": (False, True),
+    "executor_type": (None, "local_process", "remote_worker"),
 }
 
 # What spec 04 requires, row by row, for each guard (all of it, and nothing else).
@@ -57,6 +58,15 @@ REQUIRED: dict[str, dict[str, Any]] = {
         "first_receipt": "missing",
         "attempt_status": "claimed",
         "active_attempts": 1,
+        "process": None,
+    },
+    # row 4b: the one active Attempt `claimed` by another executor than a local process, its
+    # receipt never read and no process probed (ADR-0068 §2 step 1, §6).
+    "claimed_not_local_process": {
+        "executor_type": "remote_worker",
+        "attempt_status": "claimed",
+        "active_attempts": 1,
+        "first_receipt": None,
         "process": None,
     },
     # row 3: a dispatching Run with no Attempt at all.

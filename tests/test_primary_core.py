@@ -40,7 +40,9 @@ from fsm._decision import Case, DecisionEngine, DecisionRow, DecisionTable
 from fsm._primary import check_lost_needs_grace, paths_to
 
 # spec 04 "Per candidate", transcribed from the spec.
-SPEC_04_ROWS = ["1", "2", "3", "3b", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"]
+SPEC_04_ROWS = [
+    "1", "2", "3", "3b", "4", "4b", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"
+]  # fmt: skip
 
 
 class Attempt(NamedTuple):
@@ -145,7 +147,8 @@ def _terminal(run: Run, read: Read) -> str:
 
 def old_pass(world: World) -> tuple[str, str, str]:
     """The pass's if/else before the table (reconciler/primary/_pass.py, phases 1 and 2),
-    transcribed branch for branch: (row, outcome, reason)."""
+    transcribed branch for branch: (row, outcome, reason). With spec 04's corrected row 4b:
+    the executor type is checked before any receipt is read (it was row 8, after it)."""
     run = world.run
     attempts = world.attempts if run is not None else ()
     active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
@@ -164,6 +167,10 @@ def old_pass(world: World) -> tuple[str, str, str]:
     latest = attempts[-1]
     if latest.status not in ATTEMPT_ACTIVE:
         return "4", "unresolved", "latest_attempt_not_active"
+    if latest.executor_type != "local_process":
+        if latest.status == "claimed":
+            return "4b", "recovered", "unstarted_claim"
+        return "4b", "unresolved", "executor_not_local_process"
     if world.first.kind == "trusted":
         return "5", "recovered", f"receipt_{_terminal(run, world.first)}"
     if world.first.kind == "invalid":
@@ -172,8 +179,6 @@ def old_pass(world: World) -> tuple[str, str, str]:
         return "6", "unresolved", "receipt_quarantined_earlier"
     if latest.status == "claimed":
         return "7", "recovered", "unstarted_claim"
-    if latest.executor_type != "local_process":
-        return "8", "unresolved", "executor_not_local_process"
     if not latest.handle:
         return "8", "unresolved", "handle_missing"
     if not _pid_valid(latest.pid):
@@ -248,7 +253,12 @@ ROW_WORLDS: list[tuple[World, tuple[str, str, str]]] = [
     (World("running", Run(), (Attempt("claimed"),)), ("7", "recovered", "unstarted_claim")),
     (
         World("running", Run(), (Attempt("running", executor_type="container"),)),
-        ("8", "unresolved", "executor_not_local_process"),
+        ("4b", "unresolved", "executor_not_local_process"),
+    ),
+    (
+        # The receipt is never read: a trusted one would not complete it (spec 04 row 4b).
+        World("running", Run(), (Attempt("claimed", executor_type="container"),), Read("trusted")),
+        ("4b", "recovered", "unstarted_claim"),
     ),
     (
         World("running", Run(), (Attempt("starting", handle=None),)),

@@ -44,7 +44,6 @@ from storage import Repository
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"executor_type": "docker", "handle": "x", "pid": 5}, "executor_not_local_process"),
         ({}, "handle_missing"),
         ({"pid": 0}, "handle_missing"),
     ],

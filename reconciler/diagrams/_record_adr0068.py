@@ -94,6 +94,26 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         decides=(_p("read_run", "unresolved", "latest_attempt_not_active"),),
     ),
     DecisionRow(
+        "4b",
+        "the active Attempt's executor type is not `local_process` (ADR-0068 §2 step 1, §6: "
+        "local evidence never stands in for a remote worker) — checked before any receipt is "
+        "read; for a `claimed` one, do what QingLong's coordinator does",
+        "unresolved, receipt and journal untouched; a `claimed` one: Attempt + Run → `lost` "
+        "(`RECOVERY_UNSTARTED_CLAIM`), its receipt never read → recovered",
+        (
+            EdgeRef("run", "dispatching", "lost", "claimed_not_local_process"),
+            EdgeRef("run", "running", "lost", "claimed_not_local_process"),
+            EdgeRef("attempt", "claimed", "lost", "claimed_not_local_process"),
+        ),
+        note="The `claimed` case: the claim never crossed the start barrier (ADR-0068 §2 step "
+        "5), a fact of the database, not local evidence; its receipt is never read. QingLong's "
+        "coordinator does the same (docs/decisions.md D-18).",
+        decides=(
+            _p("read_run", "lost", "claimed_not_local_process"),
+            _p("read_run", "unresolved", "executor_not_local_process"),
+        ),
+    ),
+    DecisionRow(
         "5",
         "trusted receipt (read exactly one path)",
         "Attempt + Run → terminal by the receipt mapping, two events, one transaction; "
@@ -131,10 +151,9 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
     ),
     DecisionRow(
         "8",
-        "executor type not `local_process`, no handle, or pid not a positive integer",
+        "no handle, or pid not a positive integer (executor type: row 4b)",
         "unresolved",
         decides=(
-            _p("read_receipt", "unresolved", "executor_not_local_process"),
             _p("read_receipt", "unresolved", "handle_missing"),
             _p("read_receipt", "unresolved", "pid_invalid"),
         ),
@@ -200,7 +219,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
     ),
 )
 
-# ADR-0068 §2's evidence order between the rows: the receipt is read only when rows 1-4 did
+# ADR-0068 §2's evidence order between the rows: the receipt is read only when rows 1-4b did
 # not decide; the process is probed only when rows 5-8 did not.
 ADR_0068_STEPS: tuple[EvidenceStep, ...] = (
     EvidenceStep(

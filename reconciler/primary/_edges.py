@@ -3,9 +3,10 @@
 Each function returns the changes for ONE ``Repository.advance`` (one ``BEGIN IMMEDIATE``
 transaction) plus the fields that transaction must find unchanged (``Expect``). Event types,
 actors, dedupe keys, error codes and summaries follow QingLong 3.0's coordinator and completion
-processor (as its public TypeScript source writes them); the only difference is D-3
-(docs/decisions.md): a receipt for a not-yet-running Attempt walks the legal edges through
-`running`.
+processor (as its public TypeScript source writes them), and so does every Run event's
+`attempt_id` (the Attempt's, except row 3's, which has none). The differences are in
+docs/decisions.md D-18 (e.g. D-3: a receipt for a not-yet-running Attempt walks the legal
+edges through `running`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ LOST_REASONS: dict[str, tuple[str, str, str]] = {
     # The decision's trigger -> (dedupe reason, error code, error summary), as QingLong's
     # coordinator writes them.
     "lose_unstarted_claim": (
+        "unstarted_claim",
+        "RECOVERY_UNSTARTED_CLAIM",
+        "Claimed Attempt never crossed the start barrier",
+    ),
+    # Row 4b: the same unstarted claim, of an Attempt that is not a local process.
+    "lose_nonlocal_claim": (
         "unstarted_claim",
         "RECOVERY_UNSTARTED_CLAIM",
         "Claimed Attempt never crossed the start barrier",
@@ -172,6 +179,7 @@ def completion(
                 set=started,
                 payload=chain,
                 dedupe_key=f"{base}:run-running",
+                attempt_id=attempt.id,
             )
         )
     error = _TERMINAL_ERRORS.get(terminal)
@@ -190,6 +198,9 @@ def completion(
             },
             payload=note,
             dedupe_key=f"{base}:attempt",
+            # QingLong's completion processor: the receipt's sequence and exit code, and no
+            # error code in the payload (the columns carry it; docs/decisions.md D-18).
+            event_fields=("callback_sequence", "exit_code"),
         )
     )
     changes.append(
@@ -199,6 +210,7 @@ def completion(
             set={"finished_at_ms": at, **errors},
             payload=note,
             dedupe_key=f"{base}:run",
+            attempt_id=attempt.id,
         )
     )
     return Plan(tuple(changes), RECEIPT_EXECUTOR, at, expect_for(run, attempt), terminal)
@@ -216,8 +228,9 @@ def lose_attempt(
     now_ms: int,
     note: Note | None = None,
 ) -> Plan:
-    """Rows 7 (``lose_unstarted_claim``) and 13 (``lose_after_grace``): Attempt and Run to
-    `lost` (the Run gets no finished time: not terminal)."""
+    """Rows 4b (``lose_nonlocal_claim``), 7 (``lose_unstarted_claim``) and 13
+    (``lose_after_grace``): Attempt and Run to `lost` (the Run gets no finished time: not
+    terminal)."""
     reason, code, summary = LOST_REASONS[trigger]
     note = note or {}
     at = at_or_after(now_ms, run, attempt)
@@ -237,6 +250,7 @@ def lose_attempt(
             set=errors,
             payload={"error_code": code, **note},
             dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{run.version}:{reason}",
+            attempt_id=attempt.id,
         ),
     )
     return Plan(changes, RECONCILER, at, expect_for(run, attempt), "lost")
@@ -297,6 +311,7 @@ def adopt_running(
                 set=started,
                 payload=evidence,
                 dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{version}:running",
+                attempt_id=attempt.id,
             )
         )
     if not changes:

@@ -60,7 +60,7 @@ class Gathering(PassState):
         cand.run, cand.attempts, cand.journal = run, attempts, journal
         cand.core.observe("read_run", **read_run_fields(run, attempts))
         step = cand.after_read_run = cand.core.next()
-        if attempts and (isinstance(step, Need) or step.row == "4"):
+        if attempts and (isinstance(step, Need) or step.row in ("4", "4b")):
             # The summary names the latest Attempt once a row looks at it (row 4 on).
             cand.attempt = attempts[-1]  # attempts are ordered by attempt number
 

@@ -36,6 +36,9 @@ ABANDONED = (
 CANCELLED = ("LEGACY_EXECUTION_CANCELLED", "Legacy execution was cancelled")
 NON_ZERO = ("LEGACY_EXIT_NON_ZERO", "Legacy process exited without success")
 _ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
+# QingLong's domain transition (which both G and H write through) puts the Attempt's number
+# (`attempt`) in every Attempt event's payload, and the exit and error codes the edge sets.
+DOMAIN_ATTEMPT_EVENT = ("attempt", "exit_code", "callback_sequence", "error_code")
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ def _two_step(
                 attempt_machine().lifecycle_trigger(att.status, target),
                 set=_errors(target, code),
                 dedupe_key=f"{dedupe}-attempt:{att.id}",
+                event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         ],
         actor=RECONCILER,
@@ -155,7 +159,9 @@ def _two_step(
 
 class _Chain:
     """Builds one shadow-writer transaction (H): each edge one event, dedupe
-    ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload."""
+    ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload, the rest of each payload
+    as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
+    Attempt event's ``attempt`` number)."""
 
     def __init__(self, run: RunRow, attempt: AttemptRow) -> None:
         self.run_status = run.status
@@ -166,11 +172,13 @@ class _Chain:
 
     def run(self, dest: str, sets: dict[str, object], extra: dict[str, object]) -> None:
         self.sequence += 1
+        # QingLong's domain transition names the error code it sets in the Run event too.
+        code = {"error_code": sets["error_code"]} if sets.get("error_code") else {}
         self.changes.append(
             RunChange(
                 run_machine().lifecycle_trigger(self.run_status, dest),
                 set=sets,
-                payload={**extra, "shadow": True},
+                payload={**code, **extra, "shadow": True},
                 dedupe_key=f"shadow:{self.sequence}:run.{dest}",
             )
         )
@@ -185,6 +193,7 @@ class _Chain:
                 set=sets,
                 payload={**extra, "shadow": True},
                 dedupe_key=f"shadow:{self.sequence}:attempt.{dest}",
+                event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         )
         self.attempt_status = dest

@@ -265,3 +265,10 @@ if TYPE_CHECKING:
     from ._errors import DatabaseReadOnly as DatabaseReadOnly
     from ._errors import DatabaseUnusable as DatabaseUnusable
     from ._errors import NotARegularFile as NotARegularFile
+
+# --- integrity: INSERTs that must land; lazy like the rest --------------------------------------
+_EXPORTS.update({"RowNotInserted": "_errors"})
+__all__ += ["RowNotInserted"]
+
+if TYPE_CHECKING:
+    from ._errors import RowNotInserted as RowNotInserted

@@ -101,6 +101,21 @@ class Conflict(StorageError):
         self.expected = expected
 
 
+class RowNotInserted(StorageError):
+    """An INSERT that must land changed no row (spec 01: no Run change without its event),
+    though SQLite reported no error: something in the database itself dropped it, most likely
+    a trigger ending in ``RAISE(IGNORE)``. The transaction it belongs to is rolled back."""
+
+    def __init__(self, table: str, what: str) -> None:
+        super().__init__(
+            f"an INSERT into {table} ({what}) changed no row (a trigger's RAISE(IGNORE)?): "
+            "rolled back, nothing written; drop that trigger (sqlite3 "
+            f"`.schema {table}` shows it) and run again"
+        )
+        self.table = table
+        self.what = what
+
+
 class NotFound(StorageError):
     def __init__(self, what: str, ident: str) -> None:
         super().__init__(f"{what} {ident!r} not found")

@@ -266,9 +266,13 @@ if TYPE_CHECKING:
     from ._errors import DatabaseUnusable as DatabaseUnusable
     from ._errors import NotARegularFile as NotARegularFile
 
-# --- integrity: INSERTs that must land; lazy like the rest --------------------------------------
-_EXPORTS.update({"RowNotInserted": "_errors"})
-__all__ += ["RowNotInserted"]
+# --- integrity: dropped INSERTs, hot journals; lazy like the rest ------------------------------
+_EXPORTS.update(
+    {"ForeignDatabase": "_errors", "HotJournal": "_errors", "RowNotInserted": "_errors"}
+)
+__all__ += ["ForeignDatabase", "HotJournal", "RowNotInserted"]
 
 if TYPE_CHECKING:
+    from ._errors import ForeignDatabase as ForeignDatabase
+    from ._errors import HotJournal as HotJournal
     from ._errors import RowNotInserted as RowNotInserted

@@ -265,3 +265,14 @@ if TYPE_CHECKING:
     from ._errors import DatabaseReadOnly as DatabaseReadOnly
     from ._errors import DatabaseUnusable as DatabaseUnusable
     from ._errors import NotARegularFile as NotARegularFile
+
+# --- integrity: dropped INSERTs, hot journals; lazy like the rest ------------------------------
+_EXPORTS.update(
+    {"ForeignDatabase": "_errors", "HotJournal": "_errors", "RowNotInserted": "_errors"}
+)
+__all__ += ["ForeignDatabase", "HotJournal", "RowNotInserted"]
+
+if TYPE_CHECKING:
+    from ._errors import ForeignDatabase as ForeignDatabase
+    from ._errors import HotJournal as HotJournal
+    from ._errors import RowNotInserted as RowNotInserted

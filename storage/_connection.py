@@ -17,6 +17,7 @@ from ._errors import (
     DatabaseMissing,
     DatabaseReadOnly,
     DatabaseUnusable,
+    HotJournal,
     NotAQingLongDatabase,
     NotARegularFile,
     StorageError,
@@ -244,7 +245,12 @@ def database_error(path: str, exc: BaseException, *, waited_s: float | None = No
     if _is_busy(exc):
         return Busy(1, waited_s or 0.0, path=path)
     if code == sqlite3.SQLITE_READONLY:
-        return DatabaseReadOnly(path, unwritable_part(path))
+        part = unwritable_part(path)
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY_ROLLBACK:
+            # A crashed writer's hot `-journal` that this (read-only) connection cannot roll
+            # back: the fix is one writable open, not permissions (D-15).
+            return HotJournal(path, None if part == _SQLITE_SAYS_READ_ONLY else part)
+        return DatabaseReadOnly(path, part)
     if code == sqlite3.SQLITE_CANTOPEN:
         directory = directory_of(path)
         if os.access(path, os.R_OK) and not os.access(directory, os.W_OK):
@@ -282,12 +288,15 @@ def busy_wait_s(conn: sqlite3.Connection) -> float | None:
     return conn.busy_timeout_s if conn.current_timeout_s is None else conn.current_timeout_s
 
 
+_SQLITE_SAYS_READ_ONLY = "SQLite reports it read-only"
+
+
 def unwritable_part(path: str) -> str:
     """Which part of the database cannot be written, checked the way the kernel checks it
     (``access(2)`` reports a read-only mount or an immutable file even to root)."""
     directory = directory_of(path)
     if not os.path.isfile(path):
-        return "SQLite reports it read-only"
+        return _SQLITE_SAYS_READ_ONLY
     if not os.access(path, os.W_OK):
         return "the file is read-only"
     if not os.access(directory, os.W_OK):
@@ -296,7 +305,7 @@ def unwritable_part(path: str) -> str:
         side = path + suffix
         if os.path.exists(side) and not os.access(side, os.W_OK):
             return f"{side!r} is read-only"
-    return "SQLite reports it read-only"
+    return _SQLITE_SAYS_READ_ONLY
 
 
 def _filesystem_full(path: str) -> bool:

@@ -33,6 +33,24 @@ class NotAQingLongDatabase(StorageError):
         self.why = why
 
 
+class ForeignDatabase(NotAQingLongDatabase):
+    """`db init` on a file that holds tables and none of QingLong's: another application's
+    database, never written unless the operator says so (``--force``; docs/decisions.md D-15)."""
+
+    def __init__(self, path: str, tables: list[str]) -> None:
+        shown = ", ".join(repr(t) for t in tables[:5]) + (", ..." if len(tables) > 5 else "")
+        why = f"it holds {len(tables)} other table(s), {shown}, and none of QingLong's"
+        StorageError.__init__(
+            self,
+            f"{path!r} is not a QingLong 3.0 database ({why}); nothing was written: point --db "
+            "at the node's SQLite file, or add --force to add the QingLong 3.0 tables beside "
+            "them (e.g. a QingLong 2.x database you mean to upgrade in place)",
+        )
+        self.path = path
+        self.why = why
+        self.tables = tables
+
+
 class DatabaseUnusable(StorageError):
     """An existing database file qlfsm cannot use as it is: the message names the problem and
     the fix, and never advises `qlfsm db init` (it would not bring the file's runs back)."""
@@ -63,6 +81,31 @@ class DatabaseReadOnly(DatabaseUnusable):
             "the -wal and -shm files beside it)",
         )
         self.what = what
+
+
+class HotJournal(DatabaseReadOnly):
+    """SQLITE_READONLY_ROLLBACK: a writer crashed mid-transaction and left a hot rollback
+    journal (``<path>-journal``) that only a connection with write access can roll back. A
+    read-only connection (a dry run) cannot read the database until that happened."""
+
+    def __init__(self, path: str, unwritable: str | None) -> None:
+        journal = path + "-journal"
+        fix = (
+            f"open it once with write access so SQLite rolls the crashed transaction back, e.g. "
+            f"`qlfsm inspect --db {path}` (it only reads; the rollback restores the last commit), "
+            "then run again; never delete the -journal file (the database would stay "
+            "half-written)"
+        )
+        if unwritable is not None:
+            fix = f"{unwritable}: make it writable for this user, then {fix}"
+        DatabaseUnusable.__init__(
+            self,
+            path,
+            f"cannot be read yet: a writer crashed mid-transaction and left {journal!r} (a hot "
+            "rollback journal)",
+            fix,
+        )
+        self.what = f"the hot journal {journal!r} must be rolled back first"
 
 
 class DatabaseFull(DatabaseUnusable):
@@ -99,6 +142,21 @@ class Conflict(StorageError):
         self.what = what
         self.ident = ident
         self.expected = expected
+
+
+class RowNotInserted(StorageError):
+    """An INSERT that must land changed no row (spec 01: no Run change without its event),
+    though SQLite reported no error: something in the database itself dropped it, most likely
+    a trigger ending in ``RAISE(IGNORE)``. The transaction it belongs to is rolled back."""
+
+    def __init__(self, table: str, what: str) -> None:
+        super().__init__(
+            f"an INSERT into {table} ({what}) changed no row (a trigger's RAISE(IGNORE)?): "
+            "rolled back, nothing written; drop that trigger (sqlite3 "
+            f"`.schema {table}` shows it) and run again"
+        )
+        self.table = table
+        self.what = what
 
 
 class NotFound(StorageError):

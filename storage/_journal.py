@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from ._connection import in_transaction
-from ._errors import Conflict
+from ._errors import Conflict, RowNotInserted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
@@ -95,7 +95,7 @@ def journal_quarantine(
         row = journal_get(c, attempt_id)
         registered = row.registered_at_ms if row else at_ms
         updated = max(at_ms, registered)
-        c.execute(
+        cur = c.execute(
             'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
             "quarantine_ref, purge_after_ms, registered_at_ms, updated_at_ms) "
             "VALUES (?, ?, 'quarantined', ?, ?, ?, ?) ON CONFLICT (attempt_id) DO UPDATE SET "
@@ -104,6 +104,10 @@ def journal_quarantine(
             "updated_at_ms = excluded.updated_at_ms",
             (attempt_id, run_id, quarantine_ref, max(purge_after_ms, updated), registered, updated),
         )
+        if cur.rowcount != 1:
+            # spec 03: the intent is recorded before the file moves; a dropped row (a trigger)
+            # must stop the move, or the quarantined copy would stand on no journal row.
+            raise RowNotInserted("LocalCompletionReceiptJournal", f"quarantine of {attempt_id}")
 
     in_transaction(conn, work)
 

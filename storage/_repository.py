@@ -30,7 +30,7 @@ from ._changes import (
     _check_time,
 )
 from ._connection import in_transaction
-from ._errors import InvalidField
+from ._errors import InvalidField, RowNotInserted
 from ._row_statements import RowStatements
 from ._rows import (
     ATTEMPT_COLUMNS,
@@ -107,7 +107,7 @@ class Repository(RowStatements):
         _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
-            c.execute(
+            cur = c.execute(
                 'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, '
                 "legacy_cron_id, trigger_type, execution_origin, execution_owner, status, "
                 "version, event_sequence, created_at_ms) "
@@ -125,6 +125,8 @@ class Repository(RowStatements):
                     at_ms,
                 ),
             )
+            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+                raise RowNotInserted("Runs", f"run {run_id}")
             event_id = self._insert_event(
                 c,
                 run_id,
@@ -168,12 +170,14 @@ class Repository(RowStatements):
                     (run_id,),
                 ).fetchone()[0]
                 number = int(top) + 1
-            c.execute(
+            cur = c.execute(
                 'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
                 "log_artifact_id, callback_sequence, created_at_ms) "
                 "VALUES (?, ?, ?, 'claimed', ?, ?, ?, 0, ?)",
                 (attempt_id, run_id, number, executor_type, pid, log_artifact_id, at_ms),
             )
+            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+                raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
             version, sequence = self._bump_run(c, run, None, {})
             event_id = self._insert_event(
                 c,

@@ -13,7 +13,7 @@ from ._changes import (
     _index_of,
     _set_clause,
 )
-from ._errors import Conflict, DuplicateEvent, NotFound
+from ._errors import Conflict, DuplicateEvent, NotFound, RowNotInserted
 from ._rows import (
     ATTEMPT_COLUMNS,
     RUN_COLUMNS,
@@ -96,7 +96,7 @@ class RowStatements:
             # spec 01 rule 5: every event carries a dedupe key, unique per Run.
             dedupe_key = f"{event_type}:{sequence}"
         try:
-            c.execute(
+            cur = c.execute(
                 'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
                 "actor_id, attempt_id, payload, created_at_ms) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -117,4 +117,9 @@ class RowStatements:
             if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
                 raise DuplicateEvent(run_id, dedupe_key) from exc
             raise
+        # spec 01: no Run change without its event. An INSERT that SQLite dropped without an
+        # error (a BEFORE INSERT trigger's RAISE(IGNORE)) would let the Run's compare-and-set
+        # commit alone; raising here rolls the whole transaction back (ADR-0068 row 14).
+        if cur.rowcount != 1:
+            raise RowNotInserted("RunEvents", f"{event_type} of run {run_id}")
         return event_id

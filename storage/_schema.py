@@ -8,7 +8,7 @@ import time
 from ._candidates import PRIMARY_CANDIDATES_INDEX
 from ._connection import busy_wait_s, database_error, in_transaction
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
-from ._errors import NotAQingLongDatabase
+from ._errors import ForeignDatabase, NotAQingLongDatabase
 from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
 
 QL3_STREAM = "ql3-local-sqlite"
@@ -72,19 +72,31 @@ def _is_applied(conn: sqlite3.Connection, table: str, migration_id: str) -> bool
     return row.fetchone() is not None
 
 
-def init_schema(conn: sqlite3.Connection, *, path: str = "<db>") -> list[str]:
+def init_schema(conn: sqlite3.Connection, *, path: str = "<db>", force: bool = False) -> list[str]:
     """Apply what is missing; return the migration ids applied now (empty: nothing to do).
 
+    A file that holds tables and none of QingLong's (another application's database) is
+    refused with ForeignDatabase before anything is written, unless ``force`` (D-15).
     A SQLite failure is raised as the storage error that names it (locked, read-only,
     corrupt, not QingLong's: ``database_error``), never as a bare driver error."""
     try:
-        return _init_schema(conn, path)
+        return _init_schema(conn, path, force)
     except sqlite3.DatabaseError as exc:
         raise database_error(path, exc, waited_s=busy_wait_s(conn)) from exc
 
 
-def _init_schema(conn: sqlite3.Connection, path: str) -> list[str]:
-    _tables(conn)
+def qinglong_tables() -> frozenset[str]:
+    """The tables whose presence makes a file QingLong's: the 3.0 migrations' and both
+    migration histories (the 2.x tables qlfsm also creates do not count)."""
+    created = {t for _, stmts in QL3_MIGRATIONS for s in stmts if (t := _created_table(s))}
+    return frozenset({"QingLong3SchemaMigrations", "QlfsmSchemaMigrations"} | created)
+
+
+def _init_schema(conn: sqlite3.Connection, path: str, force: bool = False) -> list[str]:
+    tables = _tables(conn)
+    others = sorted(t for t in tables if not t.startswith("sqlite_"))
+    if others and not force and not tables & qinglong_tables():
+        raise ForeignDatabase(path, others)  # D-15: read only so far, nothing written
     # The write pragmas (WAL above all) are applied by the first transaction below, inside
     # its bounded retry: switching a new file to WAL needs the lock that a racing `db init`
     # may hold for a moment, and SQLite answers that switch BUSY at once, without waiting.

@@ -19,6 +19,12 @@ def db_command(argv: list[str]) -> int:
     init.add_argument("--db", required=True, help="path of the SQLite file")
     init.add_argument("--debug", action="store_true", help="show tracebacks")
     init.add_argument("--json", action="store_true", help="print one JSON object")
+    init.add_argument(
+        "--force",
+        action="store_true",
+        help="add the QingLong 3.0 tables even to a file that holds other tables and none of "
+        "QingLong's (refused without it)",
+    )
     args = p.parse_args(argv)
     if args.action != "init":
         raise UsageError("qlfsm db: say what to do: `qlfsm db init --db PATH`")
@@ -37,7 +43,7 @@ def db_command(argv: list[str]) -> int:
     conn = connect(args.db, create=True)
     try:
         with lock_budget(conn, lock):
-            applied = init_schema(conn, path=args.db)
+            applied = init_schema(conn, path=args.db, force=args.force)
     finally:
         conn.close()
     if args.json:

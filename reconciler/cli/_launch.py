@@ -30,11 +30,12 @@ def launch_command(argv: list[str]) -> int:
         root = validate_receipt_root(args.receipt_root)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    from storage import connect
+    from storage import check_schema, connect
 
     conn = connect(args.db)
     log: IO[bytes] | None = None
     try:
+        check_schema(conn, path=args.db)  # D-15: before the first write
         if args.log:
             log = open(args.log, "ab")  # noqa: SIM115 - closed below, after the spawn
         try:

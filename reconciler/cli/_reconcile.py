@@ -85,6 +85,19 @@ def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
         raise FatalError(str(exc)) from exc
 
 
+def check_database(db: str) -> None:
+    """The check a writing command makes before its first write (docs/decisions.md D-15):
+    ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
+    closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
+    from storage._schema import check_schema
+
+    conn = open_database(db)
+    try:
+        check_schema(conn, path=db)
+    finally:
+        conn.close()
+
+
 def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
     """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
     flag (``storage.primary_candidates``). A failure names the real problem (locked, read-

@@ -366,6 +366,11 @@ def _startup(argv: list[str]) -> int:
             text = human_startup(None, summary, safe, args.db)
             sys.stdout.write(text + "\n")
         return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
+    # D-15: the schema before the first write. Normalization writes the legacy tables, so a
+    # file that is not QingLong's is refused here, with nothing written, not after it.
+    from reconciler.cli._reconcile import check_database
+
+    check_database(args.db)
     if args.legacy_normalize:
         _normalize(args.db, lock)
     shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)

@@ -36,6 +36,7 @@ from storage import (
     Repository,
     RunRow,
     active_attempts,
+    check_schema,
     database_error,
     instance_evidence,
     latest_attempt,
@@ -96,9 +97,15 @@ def _supervise(
     cursor = resume
     pages = 0
     stop = "page_limit"
+    checked = False
     while pages < budget.max_pages:
         page, truncated = ports.candidates(conn, origins, cursor, budget.page_size)
         pages += 1
+        if page and not checked:
+            # D-15: the schema before the first write (the candidate query alone reads only
+            # Runs); a file that is not QingLong's fails the pass open, unwritten.
+            check_schema(conn, path=getattr(conn, "path", "") or "<db>")
+            checked = True
         for cand in page:
             ports.hooks.before_decide(conn, cand)
             state = decide(conn, repo, cand, enabled, clk, ports.hooks)

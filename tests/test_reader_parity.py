@@ -515,12 +515,18 @@ def handle_forms(real: str) -> list[tuple[str, str]]:
             "start ticks with leading zeros",
             text(json.dumps({**fields, "s": "000" + parsed.start_ticks}, separators=(",", ":"))),
         ),
+        (
+            "a boot id between whitespace",
+            text(json.dumps({**fields, "b": f" {parsed.boot_id}\n"}, separators=(",", ":"))),
+        ),
     ]
 
 
 @support.linux_only
 @pytest.mark.parametrize(
-    "form", [0, 1, 2, 3], ids=["reordered", "extra_key", "spaces", "leading_zeros"]
+    "form",
+    [0, 1, 2, 3, 4],
+    ids=["reordered", "extra_key", "spaces", "leading_zeros", "padded_boot_id"],
 )
 def test_a_live_process_s_handle_in_another_json_form_is_verified_running_not_invalid(
     repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore, form: int

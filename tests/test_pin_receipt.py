@@ -252,7 +252,7 @@ def test_the_size_limit_is_4096_bytes() -> None:
     assert MAX_RECEIPT_BYTES == 4096
     padded = b" " * (4096 - len(canonical())) + canonical()
     assert len(padded) == 4096
-    assert decode_reason(padded) == "not_canonical"  # within the limit: parsed, then refused
+    assert decode_reason(padded) is None  # within the limit: JSON whitespace, read (D-19)
     assert decode_reason(b" " + padded) == "too_large"
 
 

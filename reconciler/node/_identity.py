@@ -126,32 +126,72 @@ def _encode_handle(h: ProcessHandle) -> str:
     return HANDLE_PREFIX + encoded
 
 
+# What JavaScript's String.prototype.trim() removes (WhiteSpace and LineTerminator): QingLong's
+# reader trims the boot id before its format check. str.strip() would remove another set.
+_JS_TRIM: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(name)  # NaN / Infinity are not JSON (JSON.parse refuses them)
+
+
+def _js_positive_safe_int(value: object) -> int | None:
+    """`value` as the int JavaScript's `typeof value === 'number'` plus Number.isSafeInteger and
+    `>= 1` accept (`5.0`, `5e0` are the number 5 there), else None."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return value if _positive_safe_int(value) else None  # type: ignore[return-value]
+
+
 def parse_handle(s: object) -> ProcessHandle | None:
     """The handle's fields, or None for anything malformed. Never raises.
 
-    Only the canonical text `format_handle` produces (and the real launcher stores) is accepted.
+    Accepts exactly what QingLong's `parseLocalProcessDurableHandle` accepts (spec 03; D-19):
+    the payload's keys in any order, extra keys, JSON whitespace, duplicate keys (the last one
+    counts, as in JSON.parse), `1.0` for an integer, a boot id with surrounding whitespace
+    (trimmed, as QingLong trims it before its check) and start ticks with leading zeros (compared
+    as a number by :func:`inspect_handle`). The writer (:func:`format_handle`) keeps the canonical
+    form.
     """
     try:
         if not isinstance(s, str) or not s.startswith(HANDLE_PREFIX):
             return None
-        if len(s.encode("utf-8")) > MAX_HANDLE_BYTES:
+        # Buffer.byteLength counts a lone surrogate as the 3 bytes of U+FFFD: so does this.
+        if len(s.encode("utf-8", "surrogatepass")) > MAX_HANDLE_BYTES:
             return None
         encoded = s[len(HANDLE_PREFIX) :]
-        if _B64URL.fullmatch(encoded) is None or len(encoded) % 4 == 1:
+        if _B64URL.fullmatch(encoded) is None:
             return None
+        # Node's base64url decoder is lenient: a last lone character carries no whole byte and
+        # is dropped, unused low bits are ignored. binascii (not strict) ignores the bits too.
+        if len(encoded) % 4 == 1:
+            encoded = encoded[:-1]
         raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        payload = json.loads(raw.decode("utf-8"))
-        if not isinstance(payload, dict) or list(payload) != ["v", "h", "b", "p", "g", "s"]:
+        # Buffer.toString('utf8') replaces invalid sequences with U+FFFD, it does not refuse.
+        payload = json.loads(raw.decode("utf-8", errors="replace"), parse_constant=_reject_constant)
+        if not isinstance(payload, dict):
             return None
-        if payload["v"] != 1 or isinstance(payload["v"], bool):
+        version, hid, boot = payload.get("v"), payload.get("h"), payload.get("b")
+        ticks = payload.get("s")
+        if type(version) not in (int, float) or version != 1:
             return None
-        handle = ProcessHandle(payload["h"], payload["b"], payload["p"], payload["g"], payload["s"])
-        # The canonical re-format must give ``s`` back: the fields were validated just above
-        # (format_handle would validate them again), and ``s`` is within the length bound, so
-        # an equal text is too.
-        if _handle_error(handle) is not None or _encode_handle(handle) != s:
+        if not isinstance(hid, str) or not hid or "\0" in hid:
             return None
-        return handle
+        # JavaScript's `length`: UTF-16 code units (a lone surrogate, from a JSON escape, is one).
+        if len(hid.encode("utf-16-le", "surrogatepass")) // 2 > MAX_HANDLE_ID_UNITS:
+            return None
+        if not isinstance(boot, str) or _BOOT_ID.fullmatch(boot.strip(_JS_TRIM)) is None:
+            return None
+        pid = _js_positive_safe_int(payload.get("p"))
+        pgid = _js_positive_safe_int(payload.get("g"))
+        if pid is None or pgid is None:
+            return None
+        if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
+            return None
+        return ProcessHandle(hid, boot.strip(_JS_TRIM), pid, pgid, ticks)
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):
         return None
 
@@ -361,7 +401,9 @@ def inspect_handle(
         return Evidence("unknown", "provider_unavailable", pid)
     if snapshot.pgrp != handle.pgid:
         return Evidence("not_running", "process_group_differs", pid)
-    if snapshot.start_ticks != handle.start_ticks:
+    # Compared as numbers: spec 03 allows leading zeros in the handle (`"0123"`), /proc writes
+    # none (`123`); as strings a live process would read `not_running` and be marked lost.
+    if int(snapshot.start_ticks) != int(handle.start_ticks):
         return Evidence("not_running", "start_ticks_differ", pid)
     if snapshot.state in _DEAD_STATES:
         return Evidence("not_running", "zombie_or_dead", pid)

@@ -1,9 +1,12 @@
-"""Completion receipt v1: the strict codec and its authentication against the database.
+"""Completion receipt v1: the codec and its authentication against the database.
 
-The format is the one the real QingLong 3.0 launcher writes (spec 03 "Receipt v1"). Decoding is
-stricter than the real reader in one way: only the canonical bytes are accepted (the real launcher
-only ever writes canonical bytes), so whitespace, another key order, escaped key spellings or
-`1.0` for `1` are rejected as `not_canonical` instead of being normalised.
+The format is the one the real QingLong 3.0 launcher writes (spec 03 "Receipt v1"). The two sides
+differ on purpose (spec 03; docs/decisions.md D-19): :func:`encode_receipt` writes only the
+canonical compact bytes, and :func:`decode_receipt` accepts exactly what QingLong's own reader
+(`parseCompletionReceipt`) accepts: any ECMAScript JSON text of a flat object with the eight keys,
+in any order and with any JSON whitespace, numbers read as JavaScript reads them (`1.0`, `1e0` are
+the safe integer 1), and nothing it refuses (duplicate keys, unknown or missing keys, a BOM, NaN,
+more than 4096 bytes, ...).
 """
 
 from __future__ import annotations
@@ -120,8 +123,8 @@ def _as_fields(receipt: Receipt) -> dict[str, Any]:
 
 
 def _serialize(fields: Mapping[str, Any]) -> bytes:
-    # Compact, spec 03 key order; every string is ASCII by the field rules, so this equals
-    # JavaScript's JSON.stringify output byte for byte.
+    # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
+    # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
     ordered = {key: fields[key] for key in RECEIPT_KEYS}
     return json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
@@ -158,8 +161,39 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(name)  # NaN / Infinity are not JSON
 
 
+# The numeric fields: JavaScript reads every JSON number as a double, so `1.0`, `1e0` and
+# `0.1e1` are the number 1 there and pass Number.isSafeInteger / Number.isInteger.
+_NUMERIC_KEYS: Final = (
+    "schemaVersion",
+    "callbackSequence",
+    "startedAtMs",
+    "finishedAtMs",
+    "exitCode",
+)
+
+
+def _as_javascript_reads_it(value: Any) -> Any:
+    """An integral, finite JSON fraction/exponent number as the int JavaScript sees, else as is.
+
+    Python's float() of a JSON number literal is correctly rounded, as JavaScript's Number() is,
+    so both see the same double: `1.0000000000000001` is 1 in both, `1.5` stays a fraction and
+    `1e400` an infinity (both refused by the field rules). `-0.0` becomes 0, as `-0 < 0` is false
+    in JavaScript. Integer literals are already exact ints: beyond 2**53 - 1 they fail the range
+    rule here as their rounded double fails Number.isSafeInteger there.
+    """
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
 def decode_receipt(data: bytes) -> Receipt:
-    """Parse receipt bytes; anything but a valid canonical receipt raises InvalidReceipt."""
+    """Parse receipt bytes; what QingLong's `parseCompletionReceipt` refuses raises InvalidReceipt.
+
+    The rules (spec 03; D-19): 1..4096 bytes of strict UTF-8 (no BOM); one JSON text (only space,
+    tab, CR, LF as whitespace; no NaN/Infinity; nothing after the object); a flat object without
+    duplicate keys (compared after unescaping, as `"\\u0072unId"` is `runId`); exactly the
+    eight keys in any order; the rules of :func:`_field_error` on numbers as JavaScript reads them.
+    """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidReceipt("not_bytes")
     raw = bytes(data)
@@ -168,13 +202,16 @@ def decode_receipt(data: bytes) -> Receipt:
     if len(raw) > MAX_RECEIPT_BYTES:
         raise InvalidReceipt("too_large")
     if raw.startswith(_BOM):
-        # json.loads on bytes would strip it silently (spec 03).
+        # json.loads on bytes would strip it silently; JSON.parse refuses it (spec 03).
         raise InvalidReceipt("bom")
     try:
         text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
+        # QingLong: the bytes must survive a UTF-8 round trip; surrogates encoded in UTF-8 and
+        # overlong forms do not, in either language.
         raise InvalidReceipt("invalid_utf8") from None
     try:
+        # json.loads on a str: no encoding sniffing, the same whitespace set as JSON.parse.
         parsed = json.loads(
             text,
             object_pairs_hook=_pairs_without_duplicates,
@@ -192,11 +229,11 @@ def decode_receipt(data: bytes) -> Receipt:
         raise InvalidReceipt("unknown_key")
     if len(parsed) != len(RECEIPT_KEYS):
         raise InvalidReceipt("missing_key")
+    for key in _NUMERIC_KEYS:
+        parsed[key] = _as_javascript_reads_it(parsed[key])
     reason = _field_error(parsed)
     if reason is not None:
         raise InvalidReceipt(reason)
-    if _serialize(parsed) != raw:
-        raise InvalidReceipt("not_canonical")
     return Receipt(
         schema_version=parsed["schemaVersion"],
         run_id=parsed["runId"],

@@ -44,7 +44,7 @@ class ForeignDatabase(NotAQingLongDatabase):
             self,
             f"{path!r} is not a QingLong 3.0 database ({why}); nothing was written: point --db "
             "at the node's SQLite file, or add --force to add the QingLong 3.0 tables beside "
-            "them (e.g. a QingLong 2.x database you mean to upgrade in place)",
+            "them",
         )
         self.path = path
         self.why = why

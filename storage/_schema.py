@@ -86,9 +86,15 @@ def init_schema(conn: sqlite3.Connection, *, path: str = "<db>", force: bool = F
 
 
 def qinglong_tables() -> frozenset[str]:
-    """The tables whose presence makes a file QingLong's: the 3.0 migrations' and both
-    migration histories (the 2.x tables qlfsm also creates do not count)."""
-    created = {t for _, stmts in QL3_MIGRATIONS for s in stmts if (t := _created_table(s))}
+    """The tables whose presence makes a file QingLong's: the 3.0 migrations', both migration
+    histories and the 2.x tables (spec 02: `db init` adds the 3.0 schema to a 2.x node's
+    database; that upgrade in place is what it is for)."""
+    created = {
+        t
+        for _, stmts in (*QL3_MIGRATIONS, ("", LEGACY_TABLES))
+        for s in stmts
+        if (t := _created_table(s))
+    }
     return frozenset({"QingLong3SchemaMigrations", "QlfsmSchemaMigrations"} | created)
 
 

@@ -66,8 +66,16 @@ WRITING_COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("make", [legacy_only, users_only], ids=["legacy-tables", "users"])
-@pytest.mark.parametrize("command", list(WRITING_COMMANDS))
+# `db init` on a 2.x node's database is the upgrade it exists for (spec 02): tested below.
+REFUSALS = [
+    pytest.param(command, make, id=f"{command}-{kind}")
+    for command in WRITING_COMMANDS
+    for make, kind in ((legacy_only, "legacy-tables"), (users_only, "users"))
+    if (command, kind) != ("db init", "legacy-tables")
+]
+
+
+@pytest.mark.parametrize(("command", "make"), REFUSALS)
 def test_a_writing_command_on_a_file_that_is_not_qinglongs_refuses_it_byte_for_byte_unwritten(
     tmp_path: Path, command: str, make: object
 ) -> None:
@@ -222,3 +230,17 @@ def test_a_dry_run_on_a_hot_journal_names_the_crashed_writer_and_the_writable_op
     assert not os.path.exists(f"{db_path}-journal")
     again = qlfsm(command, "--db", str(db_path), "--receipt-root", str(tmp_path / "r"), "--dry-run")
     assert again.returncode == 0, again.stderr
+
+
+def test_db_init_upgrades_a_qinglong_2x_database_in_place_keeping_its_rows(tmp_path: Path) -> None:
+    db = legacy_only(tmp_path / "ql2.db")
+    out = qlfsm("db", "init", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    conn = sqlite3.connect(str(db))
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"Runs", "RunAttempts", "RunEvents", "Crontabs", "RunningInstances"} <= tables
+        assert conn.execute("SELECT name, status FROM Crontabs").fetchall() == [("job", 0)]
+        assert conn.execute("SELECT pid FROM RunningInstances").fetchall() == [(4242,)]
+    finally:
+        conn.close()

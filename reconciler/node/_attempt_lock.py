@@ -67,11 +67,15 @@ class LockUnavailable(OSError):
 def lock_evidence(evidence: Evidence, lock: str) -> Evidence:
     """The probe's answer with the Attempt lock taken into account (D-17).
 
-    Only a `not_running` answer can change: a held lock means the wrapper lives, whatever
-    ``/proc`` here shows, so the answer is `unknown` (ADR-0068 row 10: unresolved), never a
-    negative; an unusable lock file cannot prove the wrapper dead either. A free or absent lock
-    leaves the answer as it is (runs QingLong launched itself have no lock file)."""
-    if evidence.verdict != "not_running" or lock in (ABSENT, FREE):
+    A held lock means the wrapper lives, whatever ``/proc`` here shows, so a `not_running`
+    answer becomes `unknown` (ADR-0068 row 10: unresolved), never a negative; an unusable lock
+    file cannot prove the wrapper dead either. A held lock also names the cause of an
+    `unknown / provider_unavailable` (row 9): seen from another PID namespace the handle's PID
+    is often a kernel thread there, whose stat (process group 0) no handle can match; the
+    candidate is then row 10 with the reason that says where to run qlfsm. A free or absent
+    lock leaves every answer as it is (runs QingLong launched itself have no lock file), and a
+    `running` answer or an invalid handle never changes."""
+    if lock in (ABSENT, FREE) or not needs_lock(evidence):
         return evidence
     from reconciler.node._identity import Evidence  # here: the wrapper imports this module
 
@@ -83,6 +87,11 @@ def lock_evidence(evidence: Evidence, lock: str) -> Evidence:
     else:
         reason = f"{UNUSABLE_REASON}:{lock.partition(':')[2]}:{evidence.reason}"
     return Evidence("unknown", reason, evidence.pid)
+
+
+def needs_lock(evidence: Evidence) -> bool:
+    """Whether the lock can change ``evidence`` (:func:`lock_evidence`): only then is it read."""
+    return evidence.verdict == "not_running" or evidence.reason == "provider_unavailable"
 
 
 def probe_lock(root: str, attempt_id: str) -> str:

@@ -6,13 +6,15 @@ Order (each step only after the previous one is durable):
    Attempt, `claimed`, executor `local_process`); refuse an Attempt that already has a journal
    row (QingLong: "registration conflicts"); create and check the receipt root and the shard
    (real directories, 0700, nothing at the receipt's name) -- all before anything is written,
-   so a refusal leaves nothing behind (D-3b);
+   so a refusal leaves nothing behind (D-3b); then create the Attempt lock
+   `<shard>/<attemptId>.lock` and take an exclusive `flock` on it (D-17);
 2. transaction 1: Run -> `dispatching` (if queued), Attempt -> `starting` with the SHA-256 of a
    fresh 256-bit callback token, and the journal row `pending`, all in ONE transaction;
 3. spawn ``python -m reconciler.node._wrapper CMD...`` in a new session (its own process group, so
    it survives this process) with the QL3_RECEIPT_* variables; no spawn inside a transaction
    (spec 01 "Transaction rules"); a failure between the commit and the spawn marks the launch
-   failed (`LAUNCH_SPAWN_FAILED`);
+   failed (`LAUNCH_SPAWN_FAILED`); the locked descriptor is passed to the wrapper, which holds
+   the lock from then on for as long as it lives, and this process closes its own (D-17);
 4. capture the wrapper's ``ql3lp1`` handle from /proc; on failure kill the group;
 5. transaction 2: Attempt -> `running` (handle, pid, started time), Run -> `running`.
 Then return (or, with ``wait``, wait for the command). The token is never stored or logged.
@@ -33,19 +35,24 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_lock, unlink_own_lock
 from reconciler.node._clock import Clock, SystemClock
 from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
 from reconciler.node._receipt import validate_id
 from reconciler.node._receipt_store import (
     ReceiptExists,
     ReceiptRootError,
+    lock_path,
     prepare_receipt_dirs,
     receipt_path,
     temp_path,
     validate_receipt_root,
 )
+
+if TYPE_CHECKING:
+    from storage import Actor, AttemptRow, Repository, RunRow
 
 ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 LAUNCHER = ("executor", "local-launcher")
@@ -93,6 +100,7 @@ def wrapper_environment(
     token: str,
     started_at_ms: int,
     root: str,
+    lock_fd: int | None = None,
 ) -> dict[str, str]:
     """The wrapper's environment: the user's, minus QL3_RECEIPT_*/QL3_LAUNCH_*, plus ours."""
     env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
@@ -105,6 +113,8 @@ def wrapper_environment(
         QL3_RECEIPT_TARGET=receipt_path(root, attempt_id),
         QL3_RECEIPT_TEMPORARY=temp_path(root, attempt_id),
     )
+    if lock_fd is not None:
+        env["QL3_LAUNCH_LOCK_FD"] = str(lock_fd)  # D-17: the wrapper keeps it locked
     return env
 
 
@@ -122,14 +132,9 @@ def launch(
     """Launch ``command`` for the prepared Run ``run_id``; see the module docstring."""
     from storage import (
         Actor,
-        AttemptChange,
-        Expect,
         RegistrationConflict,
         Repository,
-        RunChange,
-        in_transaction,
         journal_get,
-        journal_register,
     )
 
     provider = provider if provider is not None else ProcProvider()
@@ -180,6 +185,45 @@ def launch(
             "the command could not publish its receipt; move it out of the receipt root (it "
             "may be evidence) and launch again; nothing was changed"
         ) from exc
+    # D-17: the lock is taken before anything is committed, so a launch that gets past this
+    # point always has a live holder: this process until the spawn, then the wrapper.
+    try:
+        lock_fd = hold_lock(root, att.id)
+    except LockUnavailable as exc:
+        raise LaunchRefused(f"{exc.strerror}; nothing was changed") from exc
+    lock = _Lock(root, att.id, lock_fd)
+    try:
+        return _launch_locked(
+            conn, root, run, att, command, provider, clock, env, log, lock, repo, actor
+        )
+    finally:
+        lock.close()
+
+
+def _launch_locked(
+    conn: sqlite3.Connection,
+    root: str,
+    run: RunRow,
+    att: AttemptRow,
+    command: Sequence[str],
+    provider: ProcessProvider,
+    clock: Clock,
+    env: Mapping[str, str] | None,
+    log: IO[bytes] | int | None,
+    lock: _Lock,
+    repo: Repository,
+    actor: Actor,
+) -> Launched:
+    from storage import (
+        AttemptChange,
+        Expect,
+        RegistrationConflict,
+        RunChange,
+        in_transaction,
+        journal_register,
+    )
+
+    run_id = run.id
     token, token_hash = new_token()
     # One timestamp for the journal registration, the Attempt's start and the receipt.
     started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
@@ -210,7 +254,11 @@ def launch(
     try:
         version = in_transaction(conn, prepare)
     except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
+        lock.discard()
         raise LaunchRefused(f"{exc}; nothing was changed") from exc
+    except BaseException:
+        lock.discard()  # nothing committed: no lock file left behind
+        raise
     try:
         wrapper_env = wrapper_environment(
             os.environ if env is None else env,
@@ -219,6 +267,7 @@ def launch(
             token=token,
             started_at_ms=started,
             root=root,
+            lock_fd=lock.fd,
         )
         proc = subprocess.Popen(
             [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
@@ -227,9 +276,12 @@ def launch(
             stdout=subprocess.DEVNULL if log is None else log,
             stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
             close_fds=True,
+            # D-17: the wrapper gets a descriptor of the same locked open file description.
+            pass_fds=() if lock.fd is None else (lock.fd,),
             start_new_session=True,  # its own session and process group: it outlives us
         )
     except BaseException as exc:
+        lock.discard()
         # D-3b: committed `starting`, no process: failed, so it never blocks a start-up. An
         # interrupt is marked the same way and then goes on.
         marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
@@ -238,6 +290,7 @@ def launch(
         raise LaunchFailed(
             f"cannot start the wrapper ({_why(exc)}); {_marked(marked, run_id)}"
         ) from exc
+    lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
     try:
         handle = capture_handle(proc.pid, provider)
         finish = max(clock.now_ms(), started)
@@ -269,6 +322,7 @@ def launch(
     except BaseException as exc:
         # spec 03 "Capture": the launch fails and the spawned group is stopped.
         _stop_group(proc)
+        lock.discard()
         marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
         if not isinstance(exc, Exception):
             raise
@@ -277,6 +331,35 @@ def launch(
             f"stopped; {_marked(marked, run_id)}"
         ) from exc
     return Launched(run_id, att.id, proc.pid, handle, started, proc)
+
+
+class _Lock:
+    """The launcher's descriptor of the Attempt lock (D-17), closed exactly once."""
+
+    __slots__ = ("attempt_id", "fd", "root")
+
+    def __init__(self, root: str, attempt_id: str, fd: int) -> None:
+        self.root = root
+        self.attempt_id = attempt_id
+        self.fd: int | None = fd
+
+    def close(self) -> None:
+        """The wrapper holds it now (its own descriptor of the same open file description)."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def discard(self) -> None:
+        """No live wrapper will hold it: the lock file goes (best effort; a leftover is the
+        sweep's). Still ours: unlinked while held; handed over (the wrapper was stopped):
+        removed unless someone holds it."""
+        if self.fd is not None:
+            unlink_own_lock(self.fd, lock_path(self.root, self.attempt_id))
+            self.close()
+            return
+        with contextlib.suppress(OSError, ValueError):
+            remove_lock(self.root, self.attempt_id)
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

@@ -122,6 +122,22 @@ def receipt_path(root: str, attempt_id: str) -> str:
     return os.path.join(shard_path(root, attempt_id), receipt_name(attempt_id))
 
 
+# The Attempt lock (docs/decisions.md D-17): `<shard>/<attemptId>.lock`, beside the receipt.
+# Receipt names end in `.json`, temps start with `.` and end in `.tmp`, quarantined copies live
+# under `.quarantine/`: no lock name is ever one of them, whatever the two Attempt ids.
+LOCK_SUFFIX: Final = ".lock"
+
+
+def lock_name(attempt_id: str) -> str:
+    return f"{_require_id(attempt_id)}{LOCK_SUFFIX}"
+
+
+def lock_path(root: str, attempt_id: str) -> str:
+    """`<root>/<attemptId[0:2]>/<attemptId>.lock`: the file the Attempt's wrapper holds an
+    exclusive `flock` on for as long as it lives (D-17)."""
+    return os.path.join(shard_path(root, attempt_id), lock_name(attempt_id))
+
+
 def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
     if nonce_hex is None:
         import secrets  # here: only a publication needs a nonce, never the start-up pass
@@ -201,6 +217,15 @@ class ReceiptStore(Protocol):
     def delete(self, attempt_id: str) -> None: ...
 
     def quarantine_ref(self, attempt_id: str) -> str: ...
+
+    def lock_state(self, attempt_id: str) -> str:
+        """The Attempt lock (D-17): `absent`, `free`, `held`, or `unusable:<why>`. Never
+        raises for the file's sake and never disturbs the holder."""
+        ...
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        """Remove the Attempt's lock file if nobody holds it; True when one was removed."""
+        ...
 
 
 def _judge(attempt_id: str, data: bytes) -> ReadResult:

@@ -36,7 +36,7 @@ class MemoryReceiptStore:
     "file" or "symlink"; `leftover_temps` counts temps a crashed publisher left (they are never
     read). `on_read` runs before each read, so a test can publish "at any moment", e.g. between
     the two reads around the grace. `quarantined` maps each quarantine name to the bytes moved
-    there (a non-file is kept as ``b""``).
+    there (a non-file is kept as ``b""``). `locks` plants Attempt locks (D-17).
     """
 
     root = "memory:"
@@ -49,6 +49,7 @@ class MemoryReceiptStore:
         self.reads: list[str] = []
         self.on_read: list[Callable[[str], None]] = []
         self.root_state = "directory"
+        self.locks: dict[str, str] = {}  # the Attempt locks (D-17)
 
     def quarantine_ref(self, attempt_id: str) -> str:
         return quarantine_ref(attempt_id)
@@ -146,3 +147,14 @@ class MemoryReceiptStore:
     def delete(self, attempt_id: str) -> None:
         _require_id(attempt_id)
         self.files.pop(attempt_id, None)
+
+    def lock_state(self, attempt_id: str) -> str:
+        """`locks` maps an Attempt to `free`, `held` or `unusable:<why>`; else `absent`."""
+        _require_id(attempt_id)
+        return self.locks.get(attempt_id, "absent")
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        if self.lock_state(attempt_id) != "free":
+            return False
+        del self.locks[attempt_id]
+        return True

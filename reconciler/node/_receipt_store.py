@@ -56,6 +56,8 @@ from reconciler.node._receipt_layout import ReceiptRootError as ReceiptRootError
 from reconciler.node._receipt_layout import ReceiptStore as ReceiptStore
 from reconciler.node._receipt_layout import RootMissing as RootMissing
 from reconciler.node._receipt_layout import Unusable as Unusable
+from reconciler.node._receipt_layout import lock_name as lock_name
+from reconciler.node._receipt_layout import lock_path as lock_path
 from reconciler.node._receipt_layout import parse_quarantine_ref as parse_quarantine_ref
 from reconciler.node._receipt_layout import quarantine_ref as quarantine_ref
 from reconciler.node._receipt_layout import receipt_name as receipt_name
@@ -312,6 +314,18 @@ class FileReceiptStore:
 
     def delete(self, attempt_id: str) -> None:
         self.remove_receipt(attempt_id)
+
+    def lock_state(self, attempt_id: str) -> str:
+        """The Attempt lock at its exact path (D-17): ``_attempt_lock.probe_lock``."""
+        from reconciler.node._attempt_lock import probe_lock
+
+        return probe_lock(self.root, attempt_id)
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        """Unlink the Attempt's lock file unless it is held (D-17): ``_attempt_lock``."""
+        from reconciler.node._attempt_lock import remove_lock
+
+        return remove_lock(self.root, attempt_id)
 
     def remove_receipt(self, attempt_id: str) -> bool:
         """:meth:`delete`, saying whether a file was there. The shard is opened without

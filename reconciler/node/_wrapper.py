@@ -13,6 +13,7 @@ The import stays light (stdlib + the receipt codec and store): it runs once per 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -21,16 +22,28 @@ import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
+from reconciler.node._attempt_lock import unlink_own_lock
 from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt
+from reconciler.node._receipt_layout import lock_name
 from reconciler.node._receipt_store import ReceiptExists, publish_bytes_at
 
 ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+LOCK_FD_VARIABLE = "QL3_LAUNCH_LOCK_FD"
 
 
 class _Settings:
-    __slots__ = ("attempt_id", "run_id", "sequence", "started", "target", "temporary", "token")
+    __slots__ = (
+        "attempt_id",
+        "lock_fd",
+        "run_id",
+        "sequence",
+        "started",
+        "target",
+        "temporary",
+        "token",
+    )
 
     def __init__(self, env: Mapping[str, str]) -> None:
         def required(name: str) -> str:
@@ -52,6 +65,26 @@ class _Settings:
         self.started = digits("QL3_RECEIPT_STARTED_AT_MS")
         self.target = required("QL3_RECEIPT_TARGET")
         self.temporary = required("QL3_RECEIPT_TEMPORARY")
+        self.lock_fd = _held_lock(env.get(LOCK_FD_VARIABLE))
+
+
+def _held_lock(value: str | None) -> int | None:
+    """The Attempt lock's descriptor the launcher passed, checked to be a lock this process
+    holds exclusively (taking LOCK_EX again on the same open file description is immediate),
+    and made close-on-exec so the command never inherits it (D-17)."""
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or int(value) < 3:
+        raise ValueError(f"{LOCK_FD_VARIABLE} must be a descriptor number >= 3")
+    fd = int(value)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.set_inheritable(fd, False)
+    except OSError as error:
+        raise ValueError(
+            f"{LOCK_FD_VARIABLE}={fd} is not the attempt lock ({error.strerror})"
+        ) from None
+    return fd
 
 
 def child_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -78,7 +111,8 @@ def _run(command: Sequence[str], env: dict[str, str]) -> int:
     for forwarded in FORWARDED:
         signal.signal(forwarded, forward)
     try:
-        child = subprocess.Popen(list(command), env=env)
+        # close_fds: the Attempt lock stays the wrapper's alone (D-17).
+        child = subprocess.Popen(list(command), env=env, close_fds=True)
     except OSError as error:
         print(f"qlfsm wrapper: cannot run {command[0]!r}: {error.strerror}", file=sys.stderr)
         # What a shell reports: 127 for a command it cannot find, 126 for one it cannot run.
@@ -130,7 +164,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         # One line, no token: the exit status below is the command's regardless.
         print(f"qlfsm wrapper: receipt not published: {problem}", file=sys.stderr)
+    if settings.lock_fd is not None:
+        _drop_lock_file(settings)
     return status
+
+
+def _drop_lock_file(settings: _Settings) -> None:
+    """Unlink the lock file's name (the lock goes with the process), only after the receipt's
+    publication: a pass that then finds no lock reads the receipt first (ADR-0068 §2 order)."""
+    assert settings.lock_fd is not None
+    path = os.path.join(os.path.dirname(settings.target), lock_name(settings.attempt_id))
+    unlink_own_lock(settings.lock_fd, path)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,14 @@ receipt file of an ended Attempt that has NO journal row is not found
 (docs/decisions.md "Operator commands: sweep").
 
 Per row the order is fixed, and each step is idempotent: the file(s) first, through the
-receipt store (no symbolic link followed), then the row, by a compare-and-set delete that also
-requires the Attempt to be still not active. A crash between the two leaves the row, and the
-next pass removes nothing more and deletes the row; a crash before leaves both. Nothing of an
+receipt store (no symbolic link followed) -- the receipt or quarantined copies, then the
+Attempt's lock file unless it is held (docs/decisions.md D-17) -- then the row, by a
+compare-and-set delete that also requires the Attempt to be still not active. A crash between
+the two leaves the row, and the next pass removes nothing more and deletes the row; a crash
+before leaves both. Nothing of an
 active Attempt is touched, and a terminal Attempt whose exact process is still alive (an
-operator's forced `resolve`) or cannot be judged now (`unknown`) keeps its `pending` row: its
+operator's forced `resolve`), cannot be judged now (`unknown`) or whose Attempt lock is held
+(its wrapper lives, perhaps in another PID namespace, D-17) keeps its `pending` row: its
 wrapper may still publish, and the row is what lets a later pass remove that receipt.
 
 Bounded: each of the two phases reads at most ``max_pages`` keyset pages of ``page`` rows.
@@ -56,6 +59,10 @@ class SweepStore(Protocol):
     def remove_receipt(self, attempt_id: str) -> bool: ...
 
     def purge_quarantine(self, ref: str) -> int: ...
+
+    def lock_state(self, attempt_id: str) -> str: ...
+
+    def remove_lock(self, attempt_id: str) -> bool: ...
 
 
 @dataclass
@@ -161,6 +168,10 @@ def _one_pending(
         if evidence.verdict == "running" or evidence.reason == "provider_unavailable":
             counts.kept_process_alive += 1
             return
+    if store.lock_state(row.attempt_id) == "held":
+        # D-17: its wrapper lives (perhaps in another PID namespace) and may still publish.
+        counts.kept_process_alive += 1
+        return
     try:
         if store.remove_receipt(row.attempt_id):
             counts.receipts_removed += 1
@@ -168,6 +179,9 @@ def _one_pending(
         counts.errors += 1
         result._error(row.attempt_id, "remove_receipt", exc)
         return  # the row stays: it is what a later pass finds the file by
+    if not _lock_removed(store, row.attempt_id, result):
+        counts.errors += 1
+        return
     if delete_pending_of_ended(conn, row):
         counts.rows_resolved += 1
 
@@ -207,5 +221,20 @@ def _one_quarantined(
         counts.errors += 1
         result._error(row.attempt_id, "purge_quarantine", exc)
         return
+    if not _lock_removed(store, row.attempt_id, result):
+        counts.errors += 1
+        return
     if delete_quarantined_of_ended(conn, row):
         counts.rows_removed += 1
+
+
+def _lock_removed(store: SweepStore, attempt_id: str, result: SweepResult) -> bool:
+    """D-17: the ended Attempt's lock file, at its exact path, unless someone holds it (a
+    held lock is never removed; its wrapper unlinks the name itself when it ends). False when
+    it could not be looked at: the row stays, so a later pass comes back."""
+    try:
+        store.remove_lock(attempt_id)
+    except (OSError, ValueError) as exc:
+        result._error(attempt_id, "remove_lock", exc)
+        return False
+    return True

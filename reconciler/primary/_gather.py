@@ -8,6 +8,7 @@ phase 2 drives each again from the second receipt read on.
 from __future__ import annotations
 
 from fsm import Need
+from reconciler.node._attempt_lock import lock_evidence, needs_lock
 from reconciler.node._receipt import authenticate_receipt
 from reconciler.node._receipt_store import Found, Invalid, Missing, RootMissing
 from reconciler.primary._state import ROOT_ROW, PassCandidate, PassState, read_run_fields
@@ -134,6 +135,11 @@ class Gathering(PassState):
         att = cand.attempt
         assert att is not None
         evidence = self.probe(att.executor_handle, self.provider, platform=self.platform)
+        if needs_lock(evidence):
+            # D-17: a held Attempt lock means its wrapper lives, in whatever PID namespace:
+            # never `not_running` (row 10, unresolved, the reason says where to run qlfsm).
+            # Asked after /proc, so healthy running candidates cost nothing more; no SQL.
+            evidence = lock_evidence(evidence, self.store.lock_state(att.id))
         cand.core.observe(
             "probe",
             process=evidence.verdict,

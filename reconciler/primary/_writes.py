@@ -217,6 +217,10 @@ class Writing(PassState):
         assert att is not None and cand.result is not None
         try:
             self.store.delete(att.id)
+            # D-17: the Attempt ended; its lock file goes too unless its wrapper still holds it
+            # (it removes the name itself right after publishing). Before the journal row, like
+            # the receipt: the row is what lets `sweep` find what is left.
+            self.store.remove_lock(att.id)
             journal_resolve(self.conn, att.id)
         except Exception as exc:
             self.stopped = self.stopped or write_blocker(exc)

@@ -28,6 +28,7 @@ from test_primary_support import (
     status,
 )
 
+from reconciler.cli._exit import UsageError
 from reconciler.node import (
     FakeClock,
     FileReceiptStore,
@@ -86,15 +87,25 @@ def test_the_same_root_check_applies_to_startup(
     assert snapshot() == before
 
 
-def test_zero_candidates_never_look_at_the_root_even_a_wrong_one(
-    db_path: Path, tmp_path: Path
+def test_zero_candidates_still_refuse_a_root_that_is_a_regular_file_without_any_sql(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # README's fault table: a root that is a file is exit 2, whatever the candidates (one
+    # lstat, taken before the database is opened: not even the candidate statement runs).
     root = tmp_path / "receipts"
     plant_root(root, "regular_file")
     out = reconcile_cli(db_path, root)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["safe"] is True
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and out.stderr.count("\n") == 1
+    assert str(root) in out.stderr and "a regular file, not a directory" in out.stderr
     assert root.read_bytes() == b"not a directory\n"
+    from reconciler.cli import _reconcile
+
+    opened: list[str] = []
+    monkeypatch.setattr(_reconcile, "open_database", lambda db, **_: opened.append(db))
+    with pytest.raises(UsageError, match="regular file"):
+        _reconcile.primary_pass(str(db_path), str(root), "edge")
+    assert opened == []
 
 
 def test_the_api_raises_the_root_error_before_any_write(

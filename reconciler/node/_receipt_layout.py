@@ -4,6 +4,7 @@ from a validated Attempt ID, quarantine references, what a read answers, and the
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -13,6 +14,7 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
+from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
@@ -30,10 +32,6 @@ _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted at the receipt's name must not hang the reconciler.
 _OPEN_RECEIPT: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_TEMP: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class ReceiptRootError(ValueError):
-    """The configured receipt root is unusable; the message says what to fix (one line)."""
 
 
 class QuarantineNotDone(OSError):
@@ -176,7 +174,9 @@ class ReceiptStore(Protocol):
 
     `check_root` is asked once per pass before anything is written: True when the root is a real
     directory, False when it does not exist, ReceiptRootError when it exists but is not a real
-    directory. `quarantine_target` names the slot an invalid receipt will be moved to (a free
+    directory or another user may write it (D-16); `check_shards`, then, raises
+    ReceiptRootError when the shard of one of the given Attempts may be written by another.
+    `quarantine_target` names the slot an invalid receipt will be moved to (a free
     one, or the one an interrupted move already linked); the caller records the journal intent
     (state `quarantined`, that `quarantine_ref`, `purge_after_ms`) BEFORE `quarantine` moves the
     file (spec 03), and withdraws it when `quarantine` raises QuarantineNotDone.
@@ -187,6 +187,8 @@ class ReceiptStore(Protocol):
     root: str
 
     def check_root(self) -> bool: ...
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None: ...
 
     def read(self, attempt_id: str) -> ReadResult: ...
 

@@ -20,11 +20,13 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     Receipt,
     encode_receipt,
+    validate_id,
 )
 from reconciler.node._receipt_fs import (
     _fsync_dir_best_effort,
@@ -65,6 +67,7 @@ from reconciler.node._receipt_layout import temp_name as temp_name
 from reconciler.node._receipt_layout import temp_path as temp_path
 from reconciler.node._receipt_layout import validate_receipt_root as validate_receipt_root
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
+from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
 
 
 class FileReceiptStore:
@@ -80,20 +83,14 @@ class FileReceiptStore:
         """True: the root is a real directory; False: it does not exist; ReceiptRootError: it
         exists but is a regular file, a symbolic link (even to a directory), a loop, or lies
         below something that is not a directory. Touches nothing."""
-        try:
-            mode = os.lstat(self.root).st_mode
-        except FileNotFoundError:
-            return False
-        except OSError as error:
-            if _not_a_dir(error):
-                raise ReceiptRootError(root_error(self.root)) from None
-            raise ReceiptRootError(
-                f"receipt root {self.root!r} cannot be examined ({error.strerror}): make it a "
-                "readable directory"
-            ) from None
-        if stat.S_ISDIR(mode):
-            return True
-        raise ReceiptRootError(root_error(self.root))
+        return check_root_dir(self.root)
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None:
+        """ReceiptRootError when the existing shard of one of ``attempt_ids`` is writable by
+        another user (D-16); asked before anything is written. Ids that are not portable are
+        skipped (their candidate fails on its own). Touches nothing."""
+        for shard in sorted({a[:2] for a in attempt_ids if isinstance(a, str) and validate_id(a)}):
+            check_shard_dir(self.root, shard)
 
     def _open_root(self) -> int | ReadResult:
         try:
@@ -149,7 +146,8 @@ class FileReceiptStore:
     def publish(self, receipt: Receipt) -> None:
         data = encode_receipt(receipt)
         attempt_id = receipt.attempt_id
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.dirname(self.root), exist_ok=True)
+        private_dir(self.root)
         dir_fd = _open_or_make_dir(shard_path(self.root, attempt_id))
         try:
             publish_bytes_in(dir_fd, receipt_name(attempt_id), temp_name(attempt_id), data)

@@ -132,6 +132,16 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         it as "no receipt" would turn a published completion into `lost`.
         """
         if self.store.check_root():
+            # D-16: a shard another user may write is refused like such a root, before any
+            # write; only the shards of these candidates' Attempts are looked at (no listing).
+            ids: list[str] = []
+            for cand in page:
+                if cand.problem is None:
+                    try:
+                        ids.extend(att.id for att in self.repo.attempts_of(cand.run_id))
+                    except Exception:  # a bad row is that candidate's failure, in phase 1
+                        continue
+            self.store.check_shards(ids)
             return
         for cand in page:
             try:

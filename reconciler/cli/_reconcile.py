@@ -188,6 +188,9 @@ def primary_pass(
             raise UsageError(f"{exc}; nothing was written") from exc
     finally:
         conn.close()
+    warnings: list[str] = summary.get("warnings") or []  # type: ignore[assignment]
+    for warning in warnings:
+        sys.stderr.write(f"qlfsm: warning: {warning}\n")  # one line each (D-16)
     return summary, exit_code(summary)
 
 

@@ -85,6 +85,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         self.dry_run = dry_run
         # Why the pass stopped writing (database_locked / database_read_only), once it has.
         self.stopped: str | None = None
+        # One line each, for the operator (stderr, and the summary's `warnings`): D-16.
+        self.warnings: list[str] = []
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 summary = self._run(page)
         if self.dry_run:
             summary["dry_run"] = True
+        if self.warnings:
+            summary["warnings"] = list(dict.fromkeys(self.warnings))
         return summary
 
     def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:

@@ -45,6 +45,9 @@ from storage import (
 
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
+# A clock behind the database's own times by more than this is named in a warning (D-16); less
+# is an NTP step or two writers' clocks a little apart, and the purge time is floored anyway.
+CLOCK_BEHIND_WARN_MS = 60 * 1000
 
 
 class Writing(PassState):
@@ -230,7 +233,14 @@ class Writing(PassState):
         earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
         ref = self.store.quarantine_target(att.id, earlier)
         now = self.clock.now_ms()
-        journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        happened = journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        if happened - now > CLOCK_BEHIND_WARN_MS:
+            # D-16: the purge time was counted from the database's newest time instead.
+            self.warnings.append(
+                f"the clock runs {(happened - now) // 1000} s behind the newest time the "
+                f"database recorded for run {ascii(run.id)[1:-1]}: its quarantined receipt is "
+                "kept for the retention counted from that time; set the clock right (NTP)"
+            )
         try:
             self.store.quarantine(att.id, ref)
         except QuarantineNotDone:

@@ -296,34 +296,35 @@ def test_a_quarantined_row_whose_copy_exists_keeps_blocking(
     assert entry["reason"] == "receipt_quarantined_earlier" and provider.calls == []
 
 
-@pytest.mark.parametrize("problem", ["receipt_is_a_directory", "quarantine_dir_is_a_file"])
+# A directory at the receipt path is not a failed move but row 6 with nothing written
+# (docs/decisions.md D-16): tests/test_root_safety.py.
+
+
 def test_a_quarantine_move_that_fails_withdraws_its_journal_intent_in_the_same_pass(
-    repo: Repository, conn: Any, store: FileReceiptStore, problem: str
+    repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     make_candidate(repo, "run-1", "at-1", handle=dead_handle()[0], pid=1)
     journal_register(conn, "at-1", "run-1", 3)  # the launcher's row, to be restored exactly
     before = journal_get(conn, "at-1")
     path = Path(store.root) / "at" / "at-1.json"
-    if problem == "receipt_is_a_directory":
-        path.mkdir(parents=True)  # invalid, but a directory cannot be hard-linked
-    else:
-        path.parent.mkdir()
-        path.write_bytes(b"{garbage")
-        (Path(store.root) / ".quarantine").write_bytes(b"")
+    path.parent.mkdir()
+    path.write_bytes(b"{garbage")
+    (Path(store.root) / ".quarantine").write_bytes(b"")
     entry = only(run_pass(conn, store, ForbiddenProvider()))
     assert (entry["row"], entry["outcome"]) == ("14", "failed")
     assert "QuarantineNotDone" in entry["reason"]
     assert journal_get(conn, "at-1") == before  # the intent was withdrawn
-    assert path.exists()  # and the invalid entry stayed where it was
-    if problem == "quarantine_dir_is_a_file":
-        assert path.read_bytes() == b"{garbage"
+    assert path.read_bytes() == b"{garbage"  # and the invalid receipt stayed where it was
 
 
 def test_a_quarantine_move_that_fails_without_an_earlier_row_leaves_no_row(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     make_candidate(repo, "run-1", "at-1", handle=dead_handle()[0], pid=1)
-    (Path(store.root) / "at" / "at-1.json").mkdir(parents=True)
+    path = Path(store.root) / "at" / "at-1.json"
+    path.parent.mkdir()
+    path.write_bytes(b"{garbage")
+    (Path(store.root) / ".quarantine").write_bytes(b"")
     assert only(run_pass(conn, store, ForbiddenProvider()))["outcome"] == "failed"
     assert journal_get(conn, "at-1") is None
 

@@ -223,6 +223,10 @@ def _render_now(now: Mapping[str, Any]) -> str:
         f"{said}row {clean(now['row'])} -> {clean(now.get('outcome'))} ({clean(now.get('reason'))})"
     )
     out = [head]
+    from reconciler.cli._verdict import directory_in, fix_line
+
+    if directory_in(now.get("reason")):
+        out.append(f"    {fix_line(now.get('reason'))}")
     if now.get("row_facts"):
         out.append(f"    row {clean(now['row'])}: {clean(now['row_facts'])}")
     evidence = now.get("evidence")

@@ -101,6 +101,35 @@ def validate_receipt_root(path: str) -> str:
     return normalised
 
 
+# D-16: a directory at a receipt path is neither a receipt nor movable (a directory cannot be
+# hard-linked into the quarantine): its invalid reason names it, and every command (the pass,
+# its dry run, `explain`, `sweep`) says the same: remove the directory.
+DIRECTORY_PROBLEM: Final = "directory:"
+
+
+def directory_at(problem: object) -> str | None:
+    """The path named by an invalid-receipt problem that is a directory, else None."""
+    if isinstance(problem, str) and problem.startswith(DIRECTORY_PROBLEM):
+        return problem[len(DIRECTORY_PROBLEM) :]
+    return None
+
+
+def directory_fix(path: str) -> str:
+    """The one line that says what to do about a directory at the receipt path ``path``."""
+    return (
+        f"a directory stands at the receipt path {path!r}: a receipt is a file, so it can be "
+        f"neither read nor quarantined; remove the directory at {path!r} (look inside first)"
+    )
+
+
+class DirectoryAtReceipt(ValueError):
+    """A directory stands where a receipt file would be (D-16); the message says the fix."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(directory_fix(path))
+        self.path = path
+
+
 def _require_id(attempt_id: str) -> str:
     if not validate_id(attempt_id):
         raise ValueError("attempt id is not a portable execution ID")

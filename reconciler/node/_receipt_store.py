@@ -45,9 +45,11 @@ from reconciler.node._receipt_layout import (
     _judge,
     _require_id,
 )
+from reconciler.node._receipt_layout import DIRECTORY_PROBLEM as DIRECTORY_PROBLEM
 from reconciler.node._receipt_layout import MAX_QUARANTINE_SLOTS as MAX_QUARANTINE_SLOTS
 from reconciler.node._receipt_layout import MAX_ROOT_BYTES as MAX_ROOT_BYTES
 from reconciler.node._receipt_layout import QUARANTINE_DIR as QUARANTINE_DIR
+from reconciler.node._receipt_layout import DirectoryAtReceipt as DirectoryAtReceipt
 from reconciler.node._receipt_layout import Found as Found
 from reconciler.node._receipt_layout import Invalid as Invalid
 from reconciler.node._receipt_layout import Missing as Missing
@@ -58,6 +60,8 @@ from reconciler.node._receipt_layout import ReceiptRootError as ReceiptRootError
 from reconciler.node._receipt_layout import ReceiptStore as ReceiptStore
 from reconciler.node._receipt_layout import RootMissing as RootMissing
 from reconciler.node._receipt_layout import Unusable as Unusable
+from reconciler.node._receipt_layout import directory_at as directory_at
+from reconciler.node._receipt_layout import directory_fix as directory_fix
 from reconciler.node._receipt_layout import parse_quarantine_ref as parse_quarantine_ref
 from reconciler.node._receipt_layout import quarantine_ref as quarantine_ref
 from reconciler.node._receipt_layout import receipt_name as receipt_name
@@ -134,7 +138,11 @@ class FileReceiptStore:
                     return Invalid("not_regular_file")
                 raise
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    path = receipt_path(self.root, attempt_id)
+                    return Invalid(f"{DIRECTORY_PROBLEM}{path}")
+                if not stat.S_ISREG(mode):
                     return Invalid("not_regular_file")
                 data = _read_at_most(fd, MAX_RECEIPT_BYTES + 1)
             finally:
@@ -325,6 +333,8 @@ class FileReceiptStore:
                 os.unlink(name, dir_fd=shard)
             except FileNotFoundError:
                 return False
+            except IsADirectoryError:
+                raise DirectoryAtReceipt(receipt_path(self.root, attempt_id)) from None
             _fsync_dir_best_effort(shard)
         finally:
             os.close(shard)

@@ -16,7 +16,7 @@ from fsm import (
     decide_primary,
     observed_facts,
 )
-from reconciler.node._receipt_store import QuarantineNotDone
+from reconciler.node._receipt_store import QuarantineNotDone, directory_at
 from reconciler.primary._edges import (
     Plan,
     adopt_running,
@@ -77,7 +77,10 @@ class Writing(PassState):
             self._after_completion(cand)
         elif write == "quarantine":
             assert att is not None
-            self._quarantine(run, att)
+            # D-16: a directory cannot be moved into the quarantine; nothing is written and
+            # row 6 stays unresolved (as its dry run says) until the operator removes it.
+            if directory_at(decision.facts.receipt_problem) is None:
+                self._quarantine(run, att)
             cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
         elif write == "lose_missing_attempt":
             self._commit(cand, lambda facts: lose_missing_attempt(run, facts, now, note))

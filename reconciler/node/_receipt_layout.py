@@ -117,8 +117,8 @@ def directory_at(problem: object) -> str | None:
 def directory_fix(path: str) -> str:
     """The one line that says what to do about a directory at the receipt path ``path``."""
     return (
-        f"a directory stands at the receipt path {path!r}: a receipt is a file, so it can be "
-        f"neither read nor quarantined; remove the directory at {path!r} (look inside first)"
+        f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
+        "path, and a receipt is a file, so it can be neither read nor quarantined"
     )
 
 

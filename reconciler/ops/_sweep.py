@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.node._clock import Clock
+from reconciler.node._clock import Clock, witness_ms
 from reconciler.node._identity import ProcessProvider, inspect_handle
 from reconciler.node._receipt import validate_id
 from storage._operator import (
@@ -147,8 +147,28 @@ def sweep(
     # D-16: a shard another user may write is refused like such a root, before any removal.
     store.check_shards(journal_shards(conn))
     _receipts(conn, store, provider, result, page, max_pages)
-    _quarantine(conn, store, clock.now_ms(), result, page, max_pages)
+    _quarantine(conn, store, _purge_now(clock, result), result, page, max_pages)
     return result
+
+
+# A clock ahead of the kernel's by more than this is not trusted for a purge (D-16).
+CLOCK_AHEAD_MS = 60 * 1000
+
+
+def _purge_now(clock: Clock, result: SweepResult) -> int:
+    """The time purge times are judged by (D-16): the clock's, unless a second clock in sight
+    (the kernel's, which a process-local override like `faketime` does not move) is behind it
+    by more than a minute: then that one, and a warning. A clock that is wrong for the whole
+    node cannot be seen from here; docs/decisions.md D-16 says what bounds that case."""
+    now = clock.now_ms()
+    other = witness_ms(clock)
+    if other is not None and now - other > CLOCK_AHEAD_MS:
+        result.warnings.append(
+            f"the clock runs {(now - other) // 1000} s ahead of the kernel's clock: purge "
+            "times were judged by the kernel's, so nothing is purged early; set the clock right"
+        )
+        return other
+    return now
 
 
 def _receipts(

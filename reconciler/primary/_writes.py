@@ -16,6 +16,7 @@ from fsm import (
     decide_primary,
     observed_facts,
 )
+from reconciler.node._clock import witness_ms
 from reconciler.node._receipt_store import QuarantineNotDone, directory_at
 from reconciler.primary._edges import (
     Plan,
@@ -236,13 +237,21 @@ class Writing(PassState):
         earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
         ref = self.store.quarantine_target(att.id, earlier)
         now = self.clock.now_ms()
-        happened = journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        # D-16: the retention runs from the latest moment by any clock in sight: this one, the
+        # kernel's (which `faketime` does not move), the database's newest time for the Run.
+        kernel = witness_ms(self.clock)
+        at = max(now, kernel) if kernel is not None else now
+        happened = journal_quarantine(self.conn, att.id, run.id, ref, at, at + QUARANTINE_KEEP_MS)
         if happened - now > CLOCK_BEHIND_WARN_MS:
-            # D-16: the purge time was counted from the database's newest time instead.
+            what = (
+                "the kernel's clock"
+                if happened == at
+                else f"the newest time the database recorded for run {ascii(run.id)[1:-1]}"
+            )
             self.warnings.append(
-                f"the clock runs {(happened - now) // 1000} s behind the newest time the "
-                f"database recorded for run {ascii(run.id)[1:-1]}: its quarantined receipt is "
-                "kept for the retention counted from that time; set the clock right (NTP)"
+                f"the clock runs {(happened - now) // 1000} s behind {what}: the quarantined "
+                f"receipt of Attempt {ascii(att.id)[1:-1]} is kept for the retention counted "
+                "from that time; set the clock right (NTP)"
             )
         try:
             self.store.quarantine(att.id, ref)

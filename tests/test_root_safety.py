@@ -220,13 +220,24 @@ def blocked_candidate(repo: Repository) -> None:
 COMMANDS: dict[str, Callable[[Path, str], list[str]]] = {
     "reconcile": lambda db, root: ["reconcile", "--db", str(db), "--receipt-root", root],
     "reconcile_dry_run": lambda db, root: [
-        "reconcile", "--db", str(db), "--receipt-root", root, "--dry-run",
-    ],  # fmt: skip
+        "reconcile",
+        "--db",
+        str(db),
+        "--receipt-root",
+        root,
+        "--dry-run",
+    ],
     "startup": lambda db, root: ["startup", "--db", str(db), "--receipt-root", root],
     "sweep": lambda db, root: ["sweep", "--db", str(db), "--receipt-root", root],
     "explain": lambda db, root: [
-        "explain", "--db", str(db), "--run", "run-1", "--receipt-root", root,
-    ],  # fmt: skip
+        "explain",
+        "--db",
+        str(db),
+        "--run",
+        "run-1",
+        "--receipt-root",
+        root,
+    ],
 }
 
 

@@ -6,6 +6,7 @@ the real CLI; the clock is injected (FakeClock) or moved with `faketime` where i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -59,7 +60,7 @@ def receipt_file(root: str | Path, attempt_id: str) -> Path:
 
 
 def journal_rows(db_path: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db_path) as second:
+    with contextlib.closing(sqlite3.connect(db_path)) as second:
         return second.execute(
             "SELECT attempt_id, state, quarantine_ref, purge_after_ms "
             'FROM "LocalCompletionReceiptJournal" ORDER BY attempt_id'
@@ -197,7 +198,7 @@ def test_faketime_30_years_ahead_sweep_purges_nothing_and_says_why(
         clock=FakeClock(T0 + 1000), actor=operator_actor(None),
     )  # fmt: skip
     # T0 + 7 days is long past by the real clock: move the purge time into the real future.
-    with sqlite3.connect(db_path) as second:
+    with contextlib.closing(sqlite3.connect(db_path)) as second, second:
         second.execute(
             'UPDATE "LocalCompletionReceiptJournal" SET purge_after_ms = '
             "CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 3600000"
@@ -478,7 +479,8 @@ def test_a_journal_row_whose_attempt_id_is_no_path_is_named_once_skipped_and_exi
 ) -> None:
     make_run(repo, "run-1", "dispatching")
     hostile = "../\x1b[31mescape"
-    with sqlite3.connect(db_path) as other:  # written by someone else, foreign keys off
+    # Written by someone else, with foreign keys off.
+    with contextlib.closing(sqlite3.connect(db_path)) as other, other:
         other.execute("PRAGMA foreign_keys = OFF")
         other.execute(
             'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
@@ -505,4 +507,5 @@ def test_a_journal_row_whose_attempt_id_is_no_path_is_named_once_skipped_and_exi
     assert len(data["warnings"]) == 2 and data["errors"] == []
     assert len(journal_rows(db_path)) == 2 and not outside.exists()
     assert Path("/etc/passwd").exists()
-    assert journal_get(sqlite3.connect(db_path), "/etc/passwd") is not None
+    with contextlib.closing(sqlite3.connect(db_path)) as second:
+        assert journal_get(second, "/etc/passwd") is not None

@@ -347,11 +347,12 @@ def _startup(argv: list[str]) -> int:
     from reconciler.cli._reconcile import (
         check_profile,
         check_receipt_root,
+        inspect_receipt_root,
         lock_budget_s,
         primary_pass,
     )
 
-    check_receipt_root(args.receipt_root)
+    inspect_receipt_root(check_receipt_root(args.receipt_root))  # D-16: before any write
     check_profile(profile)
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").

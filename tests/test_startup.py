@@ -63,7 +63,7 @@ def test_startup_normalizes_then_shadow_marks_the_reset_run_lost_and_is_safe(
                    "--json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert list(out) == ["shadow", "primary", "sweep", "safe"]
+    assert list(out) == ["shadow", "primary", "sweep", "safe", "first_boot"]
     assert out["safe"] is True and out["primary"]["scanned"] == 0
     assert out["shadow"]["report"]["outcomes"]["markedLost"] == 1
     assert "1 running instance(s) -> stopped" in proc.stderr

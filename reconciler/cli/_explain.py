@@ -57,6 +57,11 @@ def explain_command(argv: list[str]) -> int:
         parent = os.path.dirname(os.path.abspath(args.svg))
         if not os.path.isdir(parent):
             raise UsageError(f"--svg {args.svg!r}: directory {parent!r} does not exist")
+    if args.receipt_root is not None:
+        # The rules of the pass whose decision it shows, whatever the run (D-16): exit 2.
+        from reconciler.cli._reconcile import check_receipt_root, inspect_receipt_root
+
+        inspect_receipt_root(check_receipt_root(args.receipt_root))
     from reconciler.cli._reconcile import open_database
     from reconciler.ops._explain import UnknownRun, explain
     from reconciler.ops._now import ACTIVE_RUN
@@ -219,6 +224,10 @@ def _render_now(now: Mapping[str, Any]) -> str:
         f"{said}row {clean(now['row'])} -> {clean(now.get('outcome'))} ({clean(now.get('reason'))})"
     )
     out = [head]
+    from reconciler.cli._verdict import directory_in, fix_line
+
+    if directory_in(now.get("reason")):
+        out.append(f"    {fix_line(now.get('reason'))}")
     if now.get("row_facts"):
         out.append(f"    row {clean(now['row'])}: {clean(now['row_facts'])}")
     evidence = now.get("evidence")

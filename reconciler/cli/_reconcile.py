@@ -66,6 +66,18 @@ def check_receipt_root(path: str) -> str:
     return normalised
 
 
+def inspect_receipt_root(root: str) -> bool:
+    """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
+    True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
+    else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
+    from reconciler.node._root_check import ReceiptRootError, check_root_dir
+
+    try:
+        return check_root_dir(root)
+    except ReceiptRootError as exc:
+        raise UsageError(f"{exc}; nothing was written") from exc
+
+
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
@@ -148,7 +160,8 @@ def primary_pass(
     root that exists but is not a real directory, or a missing root beside a launched
     (`starting`/`running`) Attempt, is also UsageError, raised before anything is written
     (D-3c). Zero candidates or a truncated page: one SQL statement, no receipt, no /proc, no
-    sleep, no write (spec 04 "Before any candidate"): the root is not even looked at.
+    sleep, no write (spec 04 "Before any candidate"): the root is looked at with one ``lstat``
+    only (a root that is not a trustworthy directory is exit 2 whatever the candidates, D-16).
     ``budget`` (a ``storage.LockBudget``, default from ``$QLFSM_LOCK_BUDGET_S``) bounds the
     total wait for other processes' write locks and for the single-flight start-up lock
     (``reconciler.cli._flight``, not taken by a dry run); `startup` shares one.
@@ -159,26 +172,26 @@ def primary_pass(
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
+    inspect_receipt_root(root)  # a file, a link or a loose root: exit 2 (D-16), candidates or not
     if budget is None:
         budget = lock_budget_s()
-    if dry_run:
-        conn = open_database(db, read_only=True)
-        try:
+    conn = open_database(db, read_only=True) if dry_run else open_database(db)
+    try:
+        if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
             summary = _pass(conn, db, root, profile, budget, dry_run=True)
-        finally:
-            conn.close()
-        return summary, exit_code(summary)
-    conn = open_database(db)
-    try:
-        # D-20: one start-up at a time per database (a dry run writes nothing: it needs none).
-        from reconciler.cli._flight import single_flight
+        else:
+            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+            from reconciler.cli._flight import single_flight
 
-        with single_flight(db, budget):
-            summary = _pass(conn, db, root, profile, budget, dry_run=False)
+            with single_flight(db, budget):
+                summary = _pass(conn, db, root, profile, budget, dry_run=False)
     finally:
         conn.close()
+    warnings: list[str] = summary.get("warnings") or []
+    for warning in warnings:
+        sys.stderr.write(f"qlfsm: warning: {warning}\n")  # one line each (D-16)
     return summary, exit_code(summary)
 
 

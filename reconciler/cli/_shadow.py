@@ -364,6 +364,13 @@ def _startup(argv: list[str]) -> int:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
+        "--first-boot",
+        action="store_true",
+        help="the node's first start: when the --db file is missing in a directory that "
+        "exists, create it (the `qlfsm db init` schema) and report `first boot`; a missing "
+        "directory is still an error, an existing file a normal start-up",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="predict the primary pass and write nothing; normalization and the shadow pass "
@@ -383,30 +390,59 @@ def _startup(argv: list[str]) -> int:
     from reconciler.cli._reconcile import (
         check_profile,
         check_receipt_root,
+        inspect_receipt_root,
         lock_budget_s,
         primary_pass,
     )
 
-    check_receipt_root(args.receipt_root)
+    inspect_receipt_root(check_receipt_root(args.receipt_root))  # D-16: before any write
     check_profile(profile)
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s()
-    if not os.path.exists(args.db):
+    # D-21: only the explicit first-boot choice creates the database, never a directory.
+    first_boot = False
+    if args.first_boot and not os.path.lexists(args.db):
+        from reconciler.cli._first_boot import check_directory, create_database
+
+        if args.dry_run:
+            # A dry run writes nothing: it checks the directory and predicts the empty
+            # database's pass (zero candidates, SAFE) without creating it.
+            check_directory(args.db)
+            first_boot = True
+        else:
+            first_boot = create_database(args.db, lock)
+    if not first_boot and not os.path.exists(args.db):
         raise FatalError(
             f"database {args.db!r} does not exist; create it with "
-            f"`qlfsm db init --db {shell_word(args.db)}`"
+            f"`qlfsm db init --db {shell_word(args.db)}`, or on the node's first start add "
+            "--first-boot"
         )
     if args.dry_run:
         # The shadow pass has no dry run: it is skipped (it and normalization write), so the
         # prediction is the primary pass's on the database as it is now (docs/decisions.md).
-        summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
+        if first_boot:
+            from reconciler.primary._empty import empty_summary
+
+            summary, code = {**empty_summary(False), "dry_run": True}, EXIT_SAFE
+        else:
+            summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
         safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
         skipped = {"state": "skipped", "reason": "dry_run"}
         if args.json:
-            print_json({"shadow": skipped, "primary": summary, "safe": safe, "dry_run": True})
+            print_json(
+                {
+                    "shadow": skipped,
+                    "primary": summary,
+                    "safe": safe,
+                    "dry_run": True,
+                    "first_boot": first_boot,
+                }
+            )
         else:
             text = human_startup(None, summary, safe, args.db)
+            if first_boot:
+                text = f"{first_boot_line(args.db, dry_run=True)}\n{text}"
             sys.stdout.write(text + "\n")
         return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
@@ -428,10 +464,31 @@ def _startup(argv: list[str]) -> int:
 
         sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
     if args.json:
-        print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
+        print_json(
+            {
+                "shadow": shadow.audit,
+                "primary": summary,
+                "sweep": sweep,
+                "safe": safe,
+                "first_boot": first_boot,
+            }
+        )
     else:
-        sys.stdout.write(human_startup(shadow.audit, summary, safe, args.db, sweep) + "\n")
+        text = human_startup(shadow.audit, summary, safe, args.db, sweep)
+        if first_boot:
+            text = f"{first_boot_line(args.db)}\n{text}"
+        sys.stdout.write(text + "\n")
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
+
+
+def first_boot_line(db: str, *, dry_run: bool = False) -> str:
+    """The human line of a first boot (D-21)."""
+    if dry_run:
+        return (
+            f"first boot: database {clean(db)} does not exist; startup --first-boot would create "
+            "it (the `qlfsm db init` schema) and find nothing to recover"
+        )
+    return f"first boot: created database {clean(db)} (the `qlfsm db init` schema)"
 
 
 def _normalize(db: str, lock: LockBudget) -> None:

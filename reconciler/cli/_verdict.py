@@ -58,4 +58,24 @@ def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
         ]
         lines.append(f"blocked by {len(blockers)} run(s):")
         lines.append(table(["run", "row", "outcome", "reason", "look closer"], rows))
+        lines.extend(fix_line(c.get("reason")) for c in blockers if directory_in(c.get("reason")))
     return lines
+
+
+# The invalid-receipt reason of a directory at the receipt path (reconciler.node._receipt_layout
+# DIRECTORY_PROBLEM, spelled here: this module must not load the receipt store).
+_DIRECTORY_REASON = "invalid_receipt:directory:"
+
+
+def directory_in(reason: object) -> str | None:
+    """The path of a directory standing at a receipt path, from a candidate's reason."""
+    if not isinstance(reason, str) or not reason.startswith(_DIRECTORY_REASON):
+        return None
+    return reason[len(_DIRECTORY_REASON) :].split(";", 1)[0]
+
+
+def fix_line(reason: object) -> str:
+    """What to do about a directory at the receipt path (D-16), one line."""
+    path = clean(directory_in(reason))
+    return f"remove the directory at {path}: a receipt is a file (look inside it first)"
+

@@ -91,6 +91,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         self.dry_run = dry_run
         # Why the pass stopped writing (database_locked / database_read_only), once it has.
         self.stopped: str | None = None
+        # One line each, for the operator (stderr, and the summary's `warnings`): D-16.
+        self.warnings: list[str] = []
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -104,6 +106,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 summary = self._run(page)
         if self.dry_run:
             summary["dry_run"] = True
+        if self.warnings:
+            summary["warnings"] = list(dict.fromkeys(self.warnings))
         return summary
 
     def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:
@@ -138,6 +142,16 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         it as "no receipt" would turn a published completion into `lost`.
         """
         if self.store.check_root():
+            # D-16: a shard another user may write is refused like such a root, before any
+            # write; only the shards of these candidates' Attempts are looked at (no listing).
+            ids: list[str] = []
+            for cand in page:
+                if cand.problem is None:
+                    try:
+                        ids.extend(att.id for att in self.repo.attempts_of(cand.run_id))
+                    except Exception:  # a bad row is that candidate's failure, in phase 1
+                        continue
+            self.store.check_shards(ids)
             return
         for cand in page:
             try:

@@ -66,7 +66,7 @@ def test_the_blocked_walk_through_on_rows_10_11_12_shows_the_evidence_and_names_
         assert f"do not signal pid {other.pid}" in text
         assert f"kill -TERM -- -{job.pid}" in text
         assert f"kill -TERM -- -{other.pid}" not in text
-        assert f"--run run-11 --to lost|failed|cancelled" in text
+        assert "--run run-11 --to lost|failed|cancelled" in text
         for secret in ("sleep", "/proc/self", "environ", "cwd"):
             assert secret not in text  # no command line, environment or cwd
         data = validate(
@@ -186,7 +186,13 @@ def test_launch_create_makes_the_run_as_the_scheduler_does_and_a_later_reconcile
     check.close()
     # QingLong's PrimaryRunCreator: run.created and run.queued, by the user who asked; the
     # claimed Attempt 1 has no event of its own; then the launcher's four edges.
-    assert events[0][:5] == (1, "run.created", "user", "operator:alice", "primary-run-created:new-1")
+    assert events[0][:5] == (
+        1,
+        "run.created",
+        "user",
+        "operator:alice",
+        "primary-run-created:new-1",
+    )
     assert json.loads(events[0][5]) == {
         "status": "created", "version": 1, "execution_owner": "runtime"
     }  # fmt: skip

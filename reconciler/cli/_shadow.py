@@ -382,9 +382,8 @@ def _startup(argv: list[str]) -> int:
             args.profile if args.profile is not None else os.environ.get(PROFILE_ENV)
         )
     except ProfileError as exc:
-        raise UsageError(
-            f"${PROFILE_ENV} is not a deployment profile; set it to one of {', '.join(PROFILES)}"
-        ) from exc
+        where = "--profile" if args.profile is not None else f"${PROFILE_ENV}"
+        raise UsageError(f"{where}: {exc}") from exc  # the value echoed, escaped (D-23)
     # Usage errors first, before anything is read or written (spec 06): the primary pass
     # would refuse these only after normalization and the shadow pass had run.
     from reconciler.cli._reconcile import (

@@ -4,6 +4,7 @@ and the rule that a user never sees a traceback (unless ``--debug``)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -79,9 +80,17 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         return EXIT_FATAL
 
 
+# D-23: one prefix per line. A message that names its command first (`qlfsm resolve: ...`,
+# argparse's `prog: ...`) loses that name here: `qlfsm: error: ` already says whose line it is.
+_OWN_PREFIX = re.compile(r"qlfsm(?: [a-z][a-z-]*){1,2}: ")
+
+
 def _fail(message: str) -> None:
     # D-14: a message may repeat an argument or a path; it stays one line, nothing in it acts.
-    sys.stderr.write(f"qlfsm: error: {one_line(message)}\n")
+    text = one_line(message)
+    if (own := _OWN_PREFIX.match(text)) is not None:
+        text = text[own.end() :]
+    sys.stderr.write(f"qlfsm: error: {text}\n")
 
 
 def print_json(obj: Any) -> None:

@@ -144,13 +144,11 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         if self.store.check_root():
             # D-16: a shard another user may write is refused like such a root, before any
             # write; only the shards of these candidates' Attempts are looked at (no listing).
-            ids: list[str] = []
-            for cand in page:
-                if cand.problem is None:
-                    try:
-                        ids.extend(att.id for att in self.repo.attempts_of(cand.run_id))
-                    except Exception:  # a bad row is that candidate's failure, in phase 1
-                        continue
+            runs = [cand.run_id for cand in page if cand.problem is None]
+            try:
+                ids = self.repo.attempt_ids_of(runs)  # one statement for the page
+            except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
+                ids = [i for run in runs for i in self._attempt_ids_alone(run)]
             self.store.check_shards(ids)
             return
         for cand in page:
@@ -166,6 +164,12 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                         "before any spawn): point the receipt root at the launcher's receipt "
                         "directory, or restore it"
                     )
+
+    def _attempt_ids_alone(self, run_id: str) -> list[str]:
+        try:
+            return [att.id for att in self.repo.attempts_of(run_id)]
+        except Exception:  # a bad row is that candidate's failure, reported in phase 1
+            return []
 
     def _guarded(self, cand: PassCandidate, step: Callable[[PassCandidate], None]) -> None:
         # spec 04 row 14: any exception while handling the candidate -> failed. Each write is

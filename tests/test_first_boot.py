@@ -42,8 +42,9 @@ def test_a_first_boot_creates_the_database_in_an_existing_directory_and_says_so(
     assert lines[0] == f"first boot: created database {db} (the `qlfsm db init` schema)"
     assert lines[-1] == "verdict: SAFE to start"
     assert_a_qinglong_database(db)
-    # Only the database is left: no private build file, no -wal beside the final name.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ql.db"]
+    # Only the database is left: no private build file, no -wal beside the final name; and
+    # the start-up's single-flight lock file (D-20), which stays by design.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ql.db", "ql.db.qlfsm-startup.lock"]
     # The same file `db init` would have made: it has nothing left to apply.
     again = qlfsm("db", "init", "--db", str(db))
     assert again.stdout == f"{db}: schema up to date, nothing to do\n", again
@@ -152,4 +153,5 @@ def test_racing_first_boots_create_the_database_once_and_all_start(tmp_path: Pat
         assert sorted(r["first_boot"] for r in reports) == [False, False, False, True]
         assert all(r["safe"] for r in reports)
         assert_a_qinglong_database(db)
-        assert sorted(p.name for p in data.iterdir()) == ["ql.db"]
+        # The database and the single-flight lock file (D-20) the four start-ups took in turn.
+        assert sorted(p.name for p in data.iterdir()) == ["ql.db", "ql.db.qlfsm-startup.lock"]

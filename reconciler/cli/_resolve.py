@@ -4,7 +4,8 @@
 The decision itself is ``reconciler.ops._resolve``. Exit 0 when it is committed; 2 when it is
 refused (an edge the tables forbid, a terminal run, a process proven still running without
 --force, an unknown run, a bad reason) — nothing is written then; 1 when the database is
-unusable or the run moved meanwhile (nothing written either: run it again).
+unusable or the run moved meanwhile (nothing written either: run it again); 75 when another
+process held the database past the lock budget (D-20: nothing written, try again).
 """
 
 from __future__ import annotations
@@ -61,27 +62,30 @@ def resolve_command(argv: list[str]) -> int:
         reason = check_reason(args.reason)
     except InvalidReason as exc:
         raise UsageError(str(exc)) from exc
-    from reconciler.cli._reconcile import open_database
+    from reconciler.cli._reconcile import lock_budget_s, open_database
     from reconciler.node._clock import SystemClock
     from reconciler.node._identity import ProcProvider
     from reconciler.ops._resolve import ResolveRefused, UnknownRun, operator_actor, resolve
-    from storage import check_schema
+    from storage import check_schema, lock_budget
 
     login = args.operator
     if login is None:
         login = next(
             (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
         )
+    budget = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     conn = open_database(args.db, read_only=args.dry_run)
     try:
         if args.dry_run:  # SQLite itself refuses any write on this connection
             conn.execute("PRAGMA query_only = ON")
         check_schema(conn, path=args.db)
         try:
-            done = resolve(
-                conn, args.run, args.to, reason, force=args.force, provider=ProcProvider(),
-                clock=SystemClock(), actor=operator_actor(login), dry_run=args.dry_run,
-            )  # fmt: skip
+            # D-20: its one write waits at most the lock budget; past it Busy, exit 75.
+            with lock_budget(conn, budget):
+                done = resolve(
+                    conn, args.run, args.to, reason, force=args.force, provider=ProcProvider(),
+                    clock=SystemClock(), actor=operator_actor(login), dry_run=args.dry_run,
+                )  # fmt: skip
         except UnknownRun as exc:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with "

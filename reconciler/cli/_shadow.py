@@ -34,6 +34,7 @@ from reconciler.cli._util import (
 )
 from reconciler.shadow._entry import (
     ALLOWED_ORIGINS,
+    CLUSTER_PROFILES,
     ORIGINS_ENV,
     PROFILE_ENV,
     PROFILES,
@@ -122,13 +123,53 @@ def _shadow(args: Any) -> ShadowResult:
         return ShadowResult(failed(exc))
     except Exception as exc:
         return ShadowResult(failed(exc))
-    result = run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
+    result = _shadow_single_flight(args, resume)
     if args.resume_cursor and result.audit["state"] in ("reconciled", "incomplete"):
         try:
             store_cursor(args.resume_cursor, result.cursor)
         except OSError as exc:
             result = ShadowResult(failed(exc))
     return result
+
+
+def _shadow_single_flight(args: Any, resume: Cursor | None) -> ShadowResult:
+    """The pass under the single-flight start-up lock (D-20), taken only when the pass would
+    open the database (enabled origins, a local profile: ``would_open``). Fail-open holds
+    for the lock too: held past the budget, the record is `failed` with errorType `Busy`
+    (the same cause as a locked database: another process holds it), exit 0."""
+    if not _would_open(args.origins, args.profile) or not os.path.isfile(args.db):
+        return run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
+    from reconciler.cli._flight import StartupLocked, single_flight
+    from storage import Busy, lock_budget_from_env
+
+    try:
+        lock = lock_budget_from_env()
+    except ValueError as exc:
+        return ShadowResult(failed(exc))
+    try:
+        with single_flight(args.db, lock):
+            return run_shadow(
+                args.db, profile=args.profile, origins=args.origins, resume_cursor=resume, lock=lock
+            )
+    except StartupLocked:
+        return ShadowResult(failed(Busy(0)))
+    except (FatalError, OSError) as exc:
+        return ShadowResult(failed(exc))
+
+
+def _would_open(origins: str | None, profile: str | None) -> bool:
+    """Whether ``run_shadow`` would open the database: at least one reviewed origin enabled
+    and a local profile (otherwise it is disabled or refused without a database, and takes
+    no lock)."""
+    from reconciler.shadow._entry import parse_origins
+
+    if not parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV)).enabled:
+        return False
+    try:
+        prof = resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
+    except ProfileError:
+        return False
+    return prof not in CLUSTER_PROFILES
 
 
 _KINDS = (
@@ -310,7 +351,9 @@ def _startup(argv: list[str]) -> int:
         "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "
         "SAFE primary pass, the sweep of what ended runs left behind. Exit 0 safe to start, "
         "3 start-up blocked (the runs that block it are listed, with the `qlfsm explain` that "
-        "shows why), 2 usage, 1 fatal, 4 output lost, 130/143 interrupted.",
+        "shows why), 2 usage, 1 fatal, 4 output lost, 75 locked (another process held the "
+        "database or the start-up past $QLFSM_LOCK_BUDGET_S: try again), 130/143 "
+        "interrupted. One start-up at a time per database: a second one waits for the first.",
     )
     _db_profile_origins(p)
     p.add_argument("--receipt-root", required=True, help="absolute receipt directory")
@@ -403,17 +446,22 @@ def _startup(argv: list[str]) -> int:
         return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
     # file that is not QingLong's is refused here, with nothing written, not after it.
+    from reconciler.cli._flight import single_flight
     from reconciler.cli._reconcile import check_database
 
     check_database(args.db)
-    if args.legacy_normalize:
-        _normalize(args.db, lock)
-    shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
-    summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
-    safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
-    from reconciler.cli._sweep import startup_sweep
+    # D-20: one start-up at a time per database, held across normalization, shadow, primary
+    # and sweep; the wait for it is charged to the same one budget. Held past the budget:
+    # StartupLocked, exit 75 (try again), before anything is written.
+    with single_flight(args.db, lock):
+        if args.legacy_normalize:
+            _normalize(args.db, lock)
+        shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
+        summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
+        safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
+        from reconciler.cli._sweep import startup_sweep
 
-    sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
+        sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
     if args.json:
         print_json(
             {

@@ -13,8 +13,10 @@ from typing import Any, NoReturn
 from reconciler.cli._exit import EXIT_BLOCKED as EXIT_BLOCKED
 from reconciler.cli._exit import EXIT_FATAL as EXIT_FATAL
 from reconciler.cli._exit import EXIT_SAFE as EXIT_SAFE
+from reconciler.cli._exit import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
 from reconciler.cli._exit import FatalError as FatalError
+from reconciler.cli._exit import RetryLater as RetryLater
 from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
@@ -50,6 +52,9 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     except FatalError as exc:
         _fail(str(exc))
         return EXIT_FATAL
+    except RetryLater as exc:
+        _fail(str(exc))
+        return EXIT_TEMPFAIL
     except (KeyboardInterrupt, Terminated) as exc:
         # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
         # a traceback.
@@ -61,8 +66,13 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         if debug:
             raise
         # Storage errors carry their own one-line advice; anything else is still one line.
-        from storage import StorageError
+        from storage import Busy, StorageError
 
+        if isinstance(exc, Busy):
+            # D-20: another process held the database (or the start-up lock) past the lock
+            # budget: transient, one line, exit 75 (EX_TEMPFAIL), for every command.
+            _fail(str(exc))
+            return EXIT_TEMPFAIL
         if isinstance(exc, StorageError):
             _fail(str(exc))
         else:

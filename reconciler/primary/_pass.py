@@ -43,6 +43,7 @@ from reconciler.primary._verify import Verifying
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from reconciler.primary._writes import Writing
 from storage import (
+    Conflict,
     LockBudget,
     PrimaryCandidate,
     Repository,
@@ -53,6 +54,11 @@ from storage import (
     primary_candidates,
     write_blocker,
 )
+
+# The Run statuses of spec 04's candidate query; a Run in any other is not a candidate.
+CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
+# The reasons of a Run that changed between two reads of this pass (rows 2 and 13).
+CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
 
 class PrimaryReconciler(Gathering, Writing, Verifying):
@@ -191,6 +197,29 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 return
             decided = cand.core.fail(describe(exc))
             cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
+            if isinstance(exc, Conflict):
+                self._decided_elsewhere(cand)  # the compare-and-set found the Run moved
+            return
+        if cand.result is not None and cand.result.reason in CHANGED_MEANWHILE:
+            self._decided_elsewhere(cand)
+
+    def _decided_elsewhere(self, cand: PassCandidate) -> None:
+        """D-20: the Run moved between this pass's reads (row 2 `status_changed`, row 13
+        `changed_before_lost`, or a row 14 compare-and-set Conflict). Read it once more: when
+        it is no longer a candidate (it left `dispatching`/`running`: another start-up, an
+        operator or QingLong itself decided it meanwhile, in its own atomic transaction),
+        it is decided elsewhere and blocks nothing (counted `recovered`, reason
+        `decided_elsewhere:<status now>`). Still a candidate, gone, or unreadable: the
+        decision taken stands (it blocks)."""
+        try:
+            run = self.repo.get_run(cand.page.run_id)
+        except Exception:
+            return
+        if run is None or run.status in CANDIDATE_STATUSES:
+            return
+        assert cand.result is not None
+        cand.result.outcome = "recovered"
+        cand.result.reason = f"decided_elsewhere:{run.status}"
 
     def _named(self, exc: Exception) -> Exception:
         """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""

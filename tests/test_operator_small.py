@@ -88,3 +88,30 @@ def test_an_interrupted_demo_says_to_give_a_new_dir_and_a_rerun_there_is_refused
     assert target.is_dir()  # never deleted
     again = qlfsm("demo", "--dir", str(target), env=_env())
     assert again.returncode == 2 and "is not empty" in again.stderr
+
+
+def test_an_unknown_origin_is_placed_and_matched_to_the_one_it_is_close_to_never_echoed(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # spec 05: an unknown item may be a secret pasted by mistake, so it is never shown; the
+    # operator still learns which item it was and what it is close to.
+    secret = "hunter2-token"
+    out = qlfsm("shadow", "--db", str(db_path), "--origins", f"manaul,scheduled_node,{secret}",
+                env=_env())  # fmt: skip
+    assert out.returncode == 0
+    assert out.stderr.splitlines() == [
+        "qlfsm: warning: --origins item 1 ignored, not a reviewed origin (text not shown); "
+        "did you mean manual?",
+        "qlfsm: warning: --origins item 3 ignored, not a reviewed origin (text not shown); "
+        "--help lists the reviewed ones",
+    ]
+    assert "2 unknown" in out.stdout and secret not in out.stdout + out.stderr
+    root = tmp_path / "r"
+    root.mkdir(mode=0o700)
+    env = _env(QL3_SHADOW_ORIGINS="bot")
+    started = qlfsm("startup", "--db", str(db_path), "--receipt-root", str(root), env=env)
+    assert started.returncode == 0, started.stderr
+    assert "qlfsm: warning: $QL3_SHADOW_ORIGINS item 1 ignored, not a reviewed origin (text " \
+        "not shown); did you mean boot?" in started.stderr.splitlines()  # fmt: skip
+    quiet = qlfsm("shadow", "--db", str(db_path), "--origins", "manual", env=_env())
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -45,6 +45,7 @@ from reconciler.shadow._entry import (
     failed,
     resolve_profile,
     run_shadow,
+    unknown_origin_hints,
 )
 from reconciler.shadow._report import OUTCOME_KEYS
 
@@ -105,7 +106,18 @@ def shadow_command(argv: list[str]) -> int:
         print_json(result.audit)
     else:
         sys.stdout.write(human_audit(result.audit) + "\n")
+    warn_unknown_origins(result.audit, args.origins)
     return EXIT_SAFE
+
+
+def warn_unknown_origins(audit: Mapping[str, Any] | None, origins: str | None) -> None:
+    """One stderr line per unknown origin item: where it is and what it is close to."""
+    if not audit or not audit.get("ignoredOriginCount"):
+        return
+    value = origins if origins is not None else os.environ.get(ORIGINS_ENV)
+    source = "--origins" if origins is not None else f"${ORIGINS_ENV}"
+    for hint in unknown_origin_hints(value):
+        say(f"qlfsm: warning: {source} {hint}")
 
 
 shadow_command.handles_errors = True  # type: ignore[attr-defined]
@@ -477,6 +489,7 @@ def _startup(argv: list[str]) -> int:
         if first_boot:
             text = f"{first_boot_line(args.db)}\n{text}"
         sys.stdout.write(text + "\n")
+    warn_unknown_origins(shadow.audit, args.origins)
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
 
 

@@ -81,6 +81,25 @@ def parse_origins(value: str | None) -> Origins:
     return Origins(tuple(enabled), refused, unknown)
 
 
+def unknown_origin_hints(value: str | None) -> list[str]:
+    """For each unknown item of ``value``, its position and the reviewed origin it is close to
+    (a typo such as ``manaul``), never the item itself: it may be a secret pasted by mistake
+    (spec 05). For a person only; the audit record keeps its counts."""
+    if value is None:
+        return []
+    import difflib  # only when an item is unknown: not on the start-up path otherwise
+
+    hints: list[str] = []
+    items = [raw.strip() for raw in value.strip().split(",")]
+    for position, item in enumerate((i for i in items if i), start=1):
+        if item in REFUSED_ORIGINS or item in ALLOWED_ORIGINS:
+            continue
+        close = difflib.get_close_matches(item, ALLOWED_ORIGINS, n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]}?" if close else "--help lists the reviewed ones"
+        hints.append(f"item {position} ignored, not a reviewed origin (text not shown); {guess}")
+    return hints
+
+
 @dataclass(frozen=True)
 class ShadowResult:
     """The audit record (safe to print or ship) and, apart from it, the resume cursor that

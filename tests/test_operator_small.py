@@ -115,3 +115,13 @@ def test_an_unknown_origin_is_placed_and_matched_to_the_one_it_is_close_to_never
         "not shown); did you mean boot?" in started.stderr.splitlines()  # fmt: skip
     quiet = qlfsm("shadow", "--db", str(db_path), "--origins", "manual", env=_env())
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_every_command_with_a_profile_lists_the_same_profiles_in_its_help() -> None:
+    from reconciler._profiles import PROFILES
+
+    for command in ("reconcile", "startup", "shadow", "explain"):
+        out = qlfsm(command, "--help")
+        assert out.returncode == 0, (command, out.stderr)
+        text = " ".join(out.stdout.split())  # argparse wraps the help
+        assert all(p in text for p in PROFILES), (command, text)

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser, print_json, table
 from reconciler.ops._explain import iso_time
@@ -45,7 +46,8 @@ def explain_command(argv: list[str]) -> int:
     )
     p.add_argument(
         "--profile",
-        help="deployment profile of that dry run (default: $QL_DEPLOYMENT_PROFILE, standalone)",
+        help=f"deployment profile of that dry run, one of {', '.join(PROFILES)} "
+        "(default: $QL_DEPLOYMENT_PROFILE, standalone)",
     )
     p.add_argument(
         "--origins",

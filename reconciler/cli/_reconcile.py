@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import time
 
-from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
+from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES, ProfileError, local_profile
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, FatalError, RetryLater, UsageError
 from reconciler.primary._empty import empty_summary
 
@@ -341,7 +341,8 @@ def _parsed(argv: list[str]) -> int:
     p.add_argument(
         "--profile",
         default=None,
-        help="edge or standalone (default: $QL_DEPLOYMENT_PROFILE, else standalone)",
+        help=f"one of {', '.join(PROFILES)}; only {' or '.join(LOCAL_PROFILES)} run this "
+        f"local pass (default: ${PROFILE_ENV}, else standalone)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument(

@@ -110,8 +110,11 @@ def test_the_blocked_start_up_walk_through_runs_end_to_end(site: Site) -> None:
     out = site.sh("walkthrough-1", "walkthrough-2", "walkthrough-3", "walkthrough-4", "sweep")
     first = out["walkthrough-1"]
     assert "blocked by 1 run(s):" in first and "invalid_receipt:" in first
-    assert re.search(rf"^{RUN}\s+6\s+unresolved\s+invalid_receipt:", first, re.M), first
-    assert f"qlfsm explain --db {db} --run {RUN}" in first
+    # What happened to the run in plain words, and the explain command with the receipt root
+    # (wrapped at 100 columns with `\` continuations: joined, it is one command; D-22).
+    assert re.search(rf"^{RUN}\s+6\s+blocked\s+invalid_receipt:", first, re.M), first
+    joined = first.replace(" \\\n    ", " ")
+    assert f"qlfsm explain --db {db} --run {RUN} --receipt-root {site.data / 'receipts'}" in joined
     assert "verdict: start-up BLOCKED" in first and "startup exit 3" in first
     explained = out["walkthrough-2"]
     assert f"run {RUN} (runtime, manual): now running" in explained

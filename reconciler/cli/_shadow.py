@@ -247,7 +247,14 @@ def _fsync_directory(directory: str) -> None:
 
 
 def human_audit(audit: Mapping[str, Any]) -> str:
-    """The audit record for a person: states, counts and enum strings only."""
+    """The audit record for a person: states, counts and enum strings only, in lines of at
+    most 100 columns (docs/decisions.md D-22)."""
+    from reconciler.cli._report import wrap
+
+    return "\n".join(wrap(line) for line in _human_audit(audit).split("\n"))
+
+
+def _human_audit(audit: Mapping[str, Any]) -> str:
     state = audit["state"]
     dropped = _dropped(audit)
     if state == "disabled":
@@ -278,12 +285,14 @@ def human_audit(audit: Mapping[str, Any]) -> str:
             else ""
         ),
     ]
-    headers = ["origin", "scanned", *OUTCOME_KEYS]
-    rows = [
-        [e["origin"], str(e["scanned"]), *(str(e[k]) for k in OUTCOME_KEYS)]
-        for e in report["byOrigin"]
-    ]
-    rows.append(["total", str(cov["scanned"]), *(str(report["outcomes"][k]) for k in OUTCOME_KEYS)])
+    # An origin a column, an outcome a row: the seven reviewed origins and the total fit in
+    # 100 columns (95 at most), the nine outcomes as columns did not (docs/decisions.md D-22).
+    by_origin = report["byOrigin"]
+    headers = ["outcome", *(e["origin"] for e in by_origin), "total"]
+    rows = [["scanned", *(str(e["scanned"]) for e in by_origin), str(cov["scanned"])]]
+    rows.extend(
+        [k, *(str(e[k]) for e in by_origin), str(report["outcomes"][k])] for k in OUTCOME_KEYS
+    )
     lines.append("")
     lines.append(table(headers, rows))
     return "\n".join(lines)
@@ -363,7 +372,7 @@ def _startup(argv: list[str]) -> int:
         if args.json:
             print_json({"shadow": skipped, "primary": summary, "safe": safe, "dry_run": True})
         else:
-            text = human_startup(None, summary, safe, args.db)
+            text = human_startup(None, summary, safe, args.db, receipt_root=args.receipt_root)
             sys.stdout.write(text + "\n")
         return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
@@ -382,7 +391,8 @@ def _startup(argv: list[str]) -> int:
     if args.json:
         print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
     else:
-        sys.stdout.write(human_startup(shadow.audit, summary, safe, args.db, sweep) + "\n")
+        text = human_startup(shadow.audit, summary, safe, args.db, sweep, args.receipt_root)
+        sys.stdout.write(text + "\n")
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
 
 
@@ -412,23 +422,29 @@ def human_startup(
     safe: bool,
     db: str,
     sweep: Mapping[str, Any] | None = None,
+    receipt_root: str | None = None,
 ) -> str:
-    """Both passes, what blocks start-up (``_verdict``), the sweep, and the verdict.
-    ``audit`` None: a dry run, which skipped normalization and the shadow pass."""
+    """Both passes, every candidate the primary pass decided or left (``_report``: run, row,
+    what happened in plain words, reason; at most 100 columns a line, D-22), what blocks
+    start-up (``_verdict``), the sweep, and the verdict. ``audit`` None: a dry run, which
+    skipped normalization and the shadow pass."""
     from reconciler.cli._sweep import human_sweep
     from reconciler.cli._verdict import blocking_lines, verdict_line
 
-    keys = ("scanned", "recovered", "remaining", "unresolved", "failed")
-    counts = ", ".join(f"{summary.get(k, 0)} {k}" for k in keys)
-    trunc = " (truncated: more than one page of candidates)" if summary.get("truncated") else ""
+    trunc = " (truncated at 256: none was decided)" if summary.get("truncated") else ""
     shadow = (
         human_audit(audit)
         if audit is not None
         else "legacy shadow (ADR-0448): skipped (dry run: it has no dry run; "
         "normalization skipped too)"
     )
-    lines = [shadow, "", f"primary (ADR-0068): {counts}{trunc}"]
-    lines.extend(blocking_lines(summary, db))
+    lines = [shadow, ""]
+    from reconciler.cli._report import candidate_lines, plain_counts
+
+    scanned = f"primary (ADR-0068): {summary.get('scanned', 0)} scanned"
+    lines.append(f"{scanned}: {plain_counts(summary)}{trunc}")
+    lines.extend(candidate_lines(summary))
+    lines.extend(blocking_lines(summary, db, receipt_root))
     if sweep is not None:
         lines.append(human_sweep(sweep))
     verdict = verdict_line(safe)

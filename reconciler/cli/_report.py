@@ -135,9 +135,7 @@ def outcome_words(candidate: Mapping[str, Any]) -> str:
 def plain_counts(summary: Mapping[str, Any]) -> str:
     """``1 completed, 2 lost, 1 kept running, 0 blocked, 0 failed``: spec 04's counts with
     `recovered` split into what it means."""
-    completed = sum(
-        1 for c in summary.get("candidates", []) if outcome_words(c) == "completed"
-    )
+    completed = sum(1 for c in summary.get("candidates", []) if outcome_words(c) == "completed")
     counts = {
         "completed": completed,
         "lost": int(summary.get("recovered", 0)) - completed,
@@ -202,8 +200,8 @@ def command_lines(
     """A command to paste, ``words`` as (flag or literal, value or None) pairs, wrapped at
     ``width`` with `` \\`` continuations (continuation lines indented two more). Each value is
     one shell word (``shell_word``); a value too long for a line is cut into pieces, each a
-    shell word of its own, that the shell joins back into one (``'a'\\<newline>'b'`` is
-    ``ab``)."""
+    shell word of its own on a line of its own from the first column, that the shell joins
+    back into one (``'a'\\<newline>'b'`` is ``ab``)."""
     tokens: list[str] = []
     for flag, value in words:
         if value is None:
@@ -233,10 +231,12 @@ def command_lines(
             continue
         line += flag
         lines.append(line + " \\")
-        parts = _word_pieces(str(value), width - len(more) - 1)
+        # The pieces of one word start at the first column: the shell drops a backslash-
+        # newline, so an indent there would split the word in two.
+        parts = _word_pieces(str(value), width - 1)
         for part in parts[:-1]:
-            lines.append(more + part + "\\")  # no space: the shell joins the pieces
-        line = more + parts[-1]
+            lines.append(part + "\\")
+        line = parts[-1]
     lines.append(line)
     return lines
 

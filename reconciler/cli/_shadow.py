@@ -370,7 +370,13 @@ def _startup(argv: list[str]) -> int:
         safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
         skipped = {"state": "skipped", "reason": "dry_run"}
         if args.json:
-            print_json({"shadow": skipped, "primary": summary, "safe": safe, "dry_run": True})
+            # The same keys as a real start-up (schemas/startup.json, docs/decisions.md D-22):
+            # the sweep writes too, so it is `skipped`, as after a blocked pass.
+            from reconciler.cli._sweep import startup_sweep
+
+            sweep = startup_sweep(args.db, args.receipt_root, run=False)
+            out = {"shadow": skipped, "primary": summary, "sweep": sweep, "safe": safe}
+            print_json({**out, "dry_run": True})
         else:
             text = human_startup(None, summary, safe, args.db, receipt_root=args.receipt_root)
             sys.stdout.write(text + "\n")

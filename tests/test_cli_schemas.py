@@ -198,6 +198,7 @@ EMPTY: list[Mode] = [
     ("startup", ["startup", *R, "--dry-run"], OK),
     ("startup", ["startup", *R, "--dry-run", "--legacy-normalize"], OK),
     ("startup", ["startup", *R, "--origins", "manual,once,Bogus", "--profile", "edge"], OK),
+    ("startup", ["startup", *R, "--metrics-file", "{tmp}/qlfsm.prom"], OK),
     ("sweep", ["sweep", *R], OK),
     ("sweep", ["sweep", "--db", "{db}", "--receipt-root", "{tmp}/none", "--json"], OK),
     ("shadow", ["shadow", "--db", "{db}", "--json"], OK),

@@ -16,6 +16,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -335,7 +336,15 @@ def _startup(argv: list[str]) -> int:
         help="predict the primary pass and write nothing; normalization and the shadow pass "
         "(which write) are skipped, and the output says so",
     )
+    p.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="also write what the start-up did (counts, verdict, durations) to PATH, a *.prom "
+        "file for node_exporter's textfile collector, replaced atomically; needs the "
+        "`metrics` extra (pip install 'qlfsm[metrics]')",
+    )
     args = p.parse_args(argv)
+    started = time.monotonic()
     try:
         profile = resolve_profile(
             args.profile if args.profile is not None else os.environ.get(PROFILE_ENV)
@@ -355,6 +364,16 @@ def _startup(argv: list[str]) -> int:
 
     check_receipt_root(args.receipt_root)
     check_profile(profile)
+    client = None
+    if args.metrics_file is not None:
+        if args.dry_run:
+            raise UsageError(
+                "--metrics-file with --dry-run: a dry run predicts and writes nothing, so it "
+                "has no start-up to report; drop one of them"
+            )
+        from reconciler.cli._metrics import check_metrics_file
+
+        client = check_metrics_file(args.metrics_file)  # the extra, before anything is read
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s()
@@ -386,20 +405,52 @@ def _startup(argv: list[str]) -> int:
     from reconciler.cli._reconcile import check_database
 
     check_database(args.db)
+    took: dict[str, float] = {}
+    mark = time.monotonic()
     if args.legacy_normalize:
         _normalize(args.db, lock)
+        took["normalize"], mark = time.monotonic() - mark, time.monotonic()
     shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
+    took["shadow"], mark = time.monotonic() - mark, time.monotonic()
     summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
+    took["primary"], mark = time.monotonic() - mark, time.monotonic()
     safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
     from reconciler.cli._sweep import startup_sweep
 
     sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
+    if safe:
+        took["sweep"] = time.monotonic() - mark
+    took["total"] = time.monotonic() - started
+    if client is not None:
+        _metrics(client, args.metrics_file, args.db, shadow.audit, summary, safe, took)
     if args.json:
         print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
     else:
         text = human_startup(shadow.audit, summary, safe, args.db, sweep, args.receipt_root)
         sys.stdout.write(text + "\n")
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
+
+
+def _metrics(
+    client: Any,
+    path: str,
+    db: str,
+    audit: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    safe: bool,
+    took: Mapping[str, float],
+) -> None:
+    """Written before the report is printed (a lost stdout must not lose the metrics too);
+    a failure is one warning line and never changes the verdict (docs/decisions.md D-22)."""
+    from reconciler.cli._metrics import MetricsNotWritten, write_metrics
+
+    try:
+        write_metrics(client, path, db, shadow=audit, summary=summary, safe=safe, durations=took)
+    except MetricsNotWritten as exc:
+        say(
+            f"qlfsm: warning: metrics file {shell_word(path)} not written ({exc}); start-up is "
+            "done and its verdict stands; the previous file, if any, is unchanged"
+        )
 
 
 def _normalize(db: str, lock: LockBudget) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from test_primary_support import linux_only, make_candidate, make_run, qlfsm
+from test_startup_report import pasted
 
 from fsm import RUN_STATES
 from reconciler.cli import _db
@@ -54,9 +55,8 @@ def test_reconcile_and_startup_say_the_same_verdict_and_list_every_blocking_run(
         for run in ("run-a", "run-c"):
             assert any(re.match(rf"^{run}\s+{words[cmd]}\s+invalid_handle$", ln) for ln in lines)
         start = lines.index("blocked by 2 run(s):")
-        hints = "\n".join(lines[start + 1 :]).replace(" \\\n    ", " ").splitlines()
-        assert hints[:2] == [
-            f"  qlfsm explain --db {db_path} --run {run} --receipt-root {root}"
+        assert pasted(out.stdout) == [
+            ["qlfsm", "explain", "--db", str(db_path), "--run", run, "--receipt-root", str(root)]
             for run in ("run-a", "run-c")
         ]
         assert "run-b" not in "\n".join(lines[start:])  # recovered: it blocks nothing
@@ -86,8 +86,8 @@ def test_a_truncated_page_says_so_and_how_to_list_the_runs(
     assert out.returncode == 3
     assert "more than 256 candidate runs" in out.stdout
     # The command is wrapped at 100 columns (docs/decisions.md D-22); joined, it is the same.
-    joined = out.stdout.replace(" \\\n    ", " ")
-    assert f"qlfsm inspect --db {db_path} --status running" in joined
+    joined = re.sub(r"\\\n\s*", "", out.stdout)  # the continuations (and a word's pieces)
+    assert f"qlfsm inspect --db {db_path} --status running" in re.sub(" +", " ", joined)
     assert max(len(line) for line in out.stdout.splitlines()) <= 100
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 from _support import init_db
 from test_primary_support import dead_handle, linux_only, make_candidate
+from test_startup_report import pasted
 
 from storage import Repository, connect
 
 RUNBOOK = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 DATA = "/var/lib/qinglong"
+TEXTFILE = "/var/lib/node_exporter/textfile"  # the collector's directory in the runbook
 QLFSM = "/usr/local/bin/qlfsm"
 NODE = "/opt/qinglong/bin/qinglong-node"
 RUN = "01934f5e-7c2a-7b61-9d0e-5a1f2c3b4d5e"  # the blocked run the walk-through names
@@ -45,7 +47,7 @@ class Site:
         return self.root / "var-lib-qinglong"
 
     def local(self, text: str) -> str:
-        return text.replace(DATA, str(self.data))
+        return text.replace(DATA, str(self.data)).replace(TEXTFILE, str(self.root / "textfile"))
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("QL3_", "QL_DEPLOY"))}
@@ -100,7 +102,7 @@ def test_every_command_block_of_the_runbook_is_tagged_and_run_here() -> None:
     assert set(blocks()) == {
         "runbook:env", "runbook:unit-oneshot", "runbook:unit-node", "runbook:unit-execstartpre",
         "runbook:entrypoint", "runbook:json", "runbook:walkthrough-1", "runbook:walkthrough-2",
-        "runbook:walkthrough-3", "runbook:walkthrough-4", "runbook:sweep",
+        "runbook:walkthrough-3", "runbook:walkthrough-4", "runbook:sweep", "runbook:metrics",
     }  # fmt: skip
 
 
@@ -113,8 +115,8 @@ def test_the_blocked_start_up_walk_through_runs_end_to_end(site: Site) -> None:
     # What happened to the run in plain words, and the explain command with the receipt root
     # (wrapped at 100 columns with `\` continuations: joined, it is one command; D-22).
     assert re.search(rf"^{RUN}\s+6\s+blocked\s+invalid_receipt:", first, re.M), first
-    joined = first.replace(" \\\n    ", " ")
-    assert f"qlfsm explain --db {db} --run {RUN} --receipt-root {site.data / 'receipts'}" in joined
+    explain = ["qlfsm", "explain", "--db", str(db), "--run", RUN, "--receipt-root"]
+    assert pasted(first) == [[*explain, str(site.data / "receipts")]], first
     assert "verdict: start-up BLOCKED" in first and "startup exit 3" in first
     explained = out["walkthrough-2"]
     assert f"run {RUN} (runtime, manual): now running" in explained
@@ -252,3 +254,15 @@ def test_systemd_analyze_accepts_the_units(site: Site) -> None:
         capture_output=True, text=True, timeout=60, check=False, cwd=units,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+@linux_only
+def test_the_metrics_block_writes_a_file_the_textfile_collector_parses(site: Site) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = site.sh("metrics")["metrics"]
+    assert "startup exit 3" in out, out
+    assert 'run_reconcile_total{executor="local_process",result="unresolved"} 1.0' in out
+    text = (site.root / "textfile" / "qlfsm.prom").read_text()
+    parsed = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert parsed["qlfsm_startup_safe"] == 0 and parsed["qlfsm_startup_primary_scanned"] == 1

@@ -199,12 +199,23 @@ def test_a_shortened_reason_is_cut_after_escaping_and_never_inside_an_escape() -
     assert shorten("fits", 4) == "fits" and shorten(None, 4) == "-"
 
 
-def test_a_table_row_that_leaves_no_room_for_a_reason_takes_the_long_form() -> None:
-    rows = [["run-1", "13", "lost", "x" * 200], [LONG, "10", "blocked", "invalid_handle"]]
+def test_a_long_reason_is_wrapped_under_its_column_and_a_row_without_room_takes_the_long_form() -> (
+    None
+):
+    advice = "attempt_lock_held:pid_absent:its wrapper lives in another PID namespace; run " \
+        "qlfsm where QingLong runs (docker exec), not the host"  # fmt: skip
+    rows = [["run-1", "13", "lost", advice], ["run-2", "14", "failed", "y" * 400],
+            [LONG, "10", "blocked", "invalid_handle"]]  # fmt: skip
     lines = fit_table(["run", "row", "outcome", "reason"], rows)
     assert max(cols(ln) for ln in lines) <= WIDTH
-    assert lines[2].startswith("run-1  13   lost     xxx") and lines[2].endswith("...")
-    assert lines[3:] == [LONG, "    row 10, blocked: invalid_handle"]
+    assert lines[2].startswith("run-1  13   lost     attempt_lock_held:")
+    column = lines[2].index("attempt_lock_held")
+    assert lines[3].startswith(" " * column) and lines[3][column] != " "
+    assert " ".join(ln.strip() for ln in lines[2:4]).endswith(advice.split()[-1])
+    assert advice.replace(" ", "") in "".join(ln[column:] for ln in lines[2:4]).replace(" ", "")
+    assert lines[4].startswith("run-2  14   failed   yyy")  # 400 columns: four lines, then ...
+    assert all(ln.startswith(" " * column) for ln in lines[5:8]) and lines[7].endswith("...")
+    assert lines[8:] == [LONG, "    row 10, blocked: invalid_handle"]
 
 
 def test_a_command_too_long_for_a_line_is_cut_into_words_the_shell_joins_back() -> None:

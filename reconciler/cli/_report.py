@@ -4,11 +4,12 @@
 `startup` is wired into a service manager whose journal `systemctl status` cuts at the
 terminal's width, so every line here fits ``WIDTH`` columns, measured AFTER the escaping rule
 (``reconciler._escape``, D-14) and in terminal columns (an East Asian wide character is two).
-A reason that does not fit is shortened (``...``); its full text stays in `--json`. A row
-whose identifiers leave no room for a reason is printed in a long form, one field a line. A
-suggested command is wrapped between its words with ``\\`` line continuations, and a word too
-long for a line is cut into pieces that the shell joins back (each piece quoted on its own),
-so what is printed is still the command to paste.
+A reason that does not fit is wrapped under its column (at most four lines, then shortened
+with ``...``; its full text stays in `--json`). A row whose identifiers leave no room for a
+reason is printed in a long form, one field a line. A suggested command is wrapped between
+its words with ``\\`` line continuations, and a word too long for a line is cut into pieces
+that the shell joins back (each piece quoted on its own), so what is printed is still the
+command to paste.
 
 Standard library only; imported only when a pass had candidates or was truncated (the
 zero-candidate path never loads it).
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 WIDTH = 100
 # The least room a reason gets on a table line; a row with less is printed in the long form.
 MIN_REASON = 20
+# A reason longer than its column is wrapped under it, at most this many lines (then "...").
+MAX_REASON_LINES = 4
 ELLIPSIS = "..."
 
 # spec 04 "Summary" outcome -> what it means for the run, in plain words (D-22). `recovered`
@@ -70,6 +73,35 @@ def shorten(value: object, room: int) -> str:
         out.append(piece)
         used += width
     return "".join(out) + ELLIPSIS
+
+
+def wrap_cell(value: object, room: int, *, most: int = MAX_REASON_LINES) -> list[str]:
+    """``clean(value)`` in lines of at most ``room`` columns, cut after a space where there is
+    one (else anywhere between two characters' escapes); more than ``most`` lines: the last
+    one shortened with ``...``."""
+    lines: list[str] = []
+    line, used = "", 0
+    pieces = _pieces(value)
+    i = 0
+    while i < len(pieces):
+        width = columns(pieces[i])
+        if used + width > room and line:
+            cut = line.rfind(" ")
+            if cut > 0:  # back to the last space: the word starts the next line
+                rest = line[cut + 1 :]
+                lines.append(line[:cut])
+                line, used = rest, columns(rest)
+            else:
+                lines.append(line)
+                line, used = "", 0
+            continue
+        line += pieces[i]
+        used += width
+        i += 1
+    lines.append(line)
+    if len(lines) > most:
+        lines = [*lines[: most - 1], shorten(" ".join(lines[most - 1 :]), room)]
+    return lines
 
 
 def _chunks(value: object, room: int) -> list[str]:
@@ -149,8 +181,8 @@ def plain_counts(summary: Mapping[str, Any]) -> str:
 def fit_table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
 ) -> list[str]:
-    """An aligned table whose last column (the reason) is shortened so that no line is wider
-    than ``width``; every cell through ``clean``. A row whose other cells leave less than
+    """An aligned table whose last column (the reason) is wrapped under itself so that no line
+    is wider than ``width``; every cell through ``clean``. A row whose other cells leave less than
     MIN_REASON columns is printed below the table in the long form instead (its first cell,
     then each other field on a line of its own, indented)."""
     fixed = len(headers) - 1
@@ -169,16 +201,19 @@ def fit_table(
         fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
         ws = widths(fitting)
     room = width - sum(ws) - 2 * fixed
-    reasons = {r: shorten(rows[r][fixed], room) for r in fitting}
-    last = max([columns(headers[fixed])] + [columns(t) for t in reasons.values()])
+    reasons = {r: wrap_cell(rows[r][fixed], room) for r in fitting}
+    last = max([columns(headers[fixed])] + [columns(t) for v in reasons.values() for t in v])
     lines = []
     if fitting:
         lines.append("  ".join(_pad(h, w) for h, w in zip(headers, [*ws, last], strict=True)))
         lines[-1] = lines[-1].rstrip()
         lines.append("  ".join("-" * w for w in [*ws, last]))
+        under = " " * (sum(ws) + 2 * fixed)  # a wrapped reason's lines, under its column
         for r in fitting:
             line = "  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True))
-            lines.append(f"{line}  {reasons[r]}".rstrip())
+            first, *more = reasons[r]
+            lines.append(f"{line}  {first}".rstrip())
+            lines.extend(under + part for part in more)
     for r in range(len(rows)):
         if r in fitting:
             continue
@@ -190,7 +225,9 @@ def fit_table(
             lines.extend(lead + part for part in _chunks(value, width - len(lead)))
         row, outcome, reason = rows[r][-3:]
         lead = f"    {headers[-3]} {shorten(row, 16)}, {shorten(outcome, 16)}: "
-        lines.append(lead + shorten(reason, width - columns(lead)))
+        first, *more = wrap_cell(reason, width - columns(lead))
+        lines.append(lead + first)
+        lines.extend(" " * columns(lead) + part for part in more)
     return lines
 
 

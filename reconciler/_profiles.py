@@ -17,7 +17,8 @@ GRACE_MS: dict[str, int] = {"edge": 50, "standalone": 100}
 
 class ProfileError(ValueError):
     """Not a profile, or a cluster profile where a local pass was asked for. The message says
-    what to choose and never repeats the value (it may be anything pasted into the variable)."""
+    what to choose and shows the value escaped (D-14), so a stray space or control character is
+    visible and nothing in it acts on a terminal."""
 
 
 def resolve_profile(value: str | None) -> str:
@@ -26,7 +27,13 @@ def resolve_profile(value: str | None) -> str:
     if value is None or value == "":
         return "standalone"
     if value not in PROFILES:
-        raise ProfileError(f"unknown deployment profile; choose one of {', '.join(PROFILES)}")
+        from reconciler._escape import clean
+
+        # D-23: the value is echoed, escaped (a trailing space shows), so the typo can be seen.
+        raise ProfileError(
+            f"unknown deployment profile {clean(repr(value))}; choose one of "
+            f"{', '.join(PROFILES)} (exactly, no spaces)"
+        )
     return value
 
 

@@ -83,17 +83,25 @@ def journal_quarantine(
     quarantine_ref: str,
     at_ms: int,
     purge_after_ms: int,
-) -> None:
+) -> int:
     """Record the quarantine INTENT first (spec 03): its own committed transaction, before the
     file is moved, so a crash between the two leaves a journal row that names the move.
 
     A later quarantine of the same Attempt (a second invalid receipt, D-3c) points the row at
     the newest copy; the purge time is never moved earlier, so every copy the row stands for
-    stays until it."""
+    stays until it.
 
-    def work(c: sqlite3.Connection) -> None:
+    D-16: the retention (``purge_after_ms - at_ms``) is counted from the latest moment the
+    quarantine can have happened by any clock the database shows: never before ``at_ms``, the
+    newest time recorded for the Run, its Attempts, its events or this journal row. A clock
+    far behind (a dead RTC, `faketime -30y`) then cannot put the purge time in the past of a
+    correct clock. Returns that moment; the caller names a clock that ran behind it."""
+    retention = max(0, purge_after_ms - at_ms)
+
+    def work(c: sqlite3.Connection) -> int:
         row = journal_get(c, attempt_id)
         registered = row.registered_at_ms if row else at_ms
+        happened = max(at_ms, registered, row.updated_at_ms if row else 0, _newest_ms(c, run_id))
         updated = max(at_ms, registered)
         cur = c.execute(
             'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
@@ -102,14 +110,41 @@ def journal_quarantine(
             "state = 'quarantined', quarantine_ref = excluded.quarantine_ref, "
             "purge_after_ms = MAX(COALESCE(purge_after_ms, 0), excluded.purge_after_ms), "
             "updated_at_ms = excluded.updated_at_ms",
-            (attempt_id, run_id, quarantine_ref, max(purge_after_ms, updated), registered, updated),
+            (
+                attempt_id,
+                run_id,
+                quarantine_ref,
+                max(purge_after_ms, happened + retention),
+                registered,
+                updated,
+            ),
         )
         if cur.rowcount != 1:
             # spec 03: the intent is recorded before the file moves; a dropped row (a trigger)
             # must stop the move, or the quarantined copy would stand on no journal row.
             raise RowNotInserted("LocalCompletionReceiptJournal", f"quarantine of {attempt_id}")
+        return happened
 
-    in_transaction(conn, work)
+    return in_transaction(conn, work)
+
+
+# The newest time the database recorded for a Run: its own times, its Attempts', its events'
+# (each an integer by the schema's CHECKs; a future deadline or lease is not a recorded event).
+_NEWEST_SQL = (
+    "SELECT MAX(COALESCE(MAX(r.created_at_ms, COALESCE(r.queued_at_ms, 0), "
+    "COALESCE(r.started_at_ms, 0), COALESCE(r.finished_at_ms, 0), "
+    "COALESCE(r.cancel_requested_at_ms, 0)), 0), "
+    "COALESCE((SELECT MAX(MAX(a.created_at_ms, COALESCE(a.started_at_ms, 0), "
+    'COALESCE(a.finished_at_ms, 0))) FROM "RunAttempts" a WHERE a.run_id = r.id), 0), '
+    'COALESCE((SELECT MAX(e.created_at_ms) FROM "RunEvents" e WHERE e.run_id = r.id), 0)) '
+    'FROM "Runs" r WHERE r.id = ?'
+)
+
+
+def _newest_ms(conn: sqlite3.Connection, run_id: str) -> int:
+    row = conn.execute(_NEWEST_SQL, (run_id,)).fetchone()
+    value = row[0] if row else None
+    return value if type(value) is int else 0
 
 
 def journal_withdraw_quarantine(

@@ -98,6 +98,16 @@ QUARANTINED_PAGE_SQL = (
 FIRST: tuple[int, str] = (-1, "")
 
 
+def journal_shards(conn: sqlite3.Connection) -> list[str]:
+    """The distinct shard names (first two characters) of the journal's Attempt ids: the
+    directories a sweep may touch, checked before it touches any (docs/decisions.md D-16)."""
+    rows = conn.execute(
+        'SELECT DISTINCT substr(attempt_id, 1, 2) FROM "LocalCompletionReceiptJournal" '
+        "WHERE typeof(attempt_id) = 'text'"
+    ).fetchall()
+    return [r[0] for r in rows if isinstance(r[0], str)]
+
+
 def pending_page(
     conn: sqlite3.Connection, after: tuple[int, str], limit: int
 ) -> tuple[list[PendingRow], bool]:

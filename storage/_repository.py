@@ -73,6 +73,19 @@ class Repository(RowStatements):
         )
         return [AttemptRow.of(r) for r in cur]
 
+    def attempt_ids_of(self, run_ids: list[str]) -> list[str]:
+        """The ids of every Attempt of these Runs, in one statement (a page's shards are
+        checked before its first write, D-16: one read per page, not per candidate). Ids
+        that are not text are left out: their candidate fails on its own."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        cur = self.conn.execute(
+            f'SELECT id FROM "RunAttempts" WHERE run_id IN ({marks}) AND typeof(id) = \'text\'',
+            run_ids,
+        )
+        return [r[0] for r in cur]
+
     def events_of(self, run_id: str) -> list[EventRow]:
         cur = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? ORDER BY sequence',
@@ -196,6 +209,68 @@ class Repository(RowStatements):
                 at_ms,
             )
             return Advanced(run_id, version, (), (event_id,))
+
+        return in_transaction(self.conn, work)
+
+    def create_primary_run(
+        self,
+        *,
+        run_id: str,
+        attempt_id: str,
+        at_ms: int,
+        actor: Actor,
+        executor_type: str = "local_process",
+        project_id: str = "default",
+        task_id: str = "task",
+        task_revision: str = "1",
+        task_name: str | None = None,
+        trigger_type: str = "manual",
+        execution_origin: str = "manual",
+    ) -> Advanced:
+        """A runtime Run as QingLong's scheduler creates one (its ``PrimaryRunCreator``), in ONE
+        transaction: the Run inserted `created` at version 0 with its first Attempt `claimed`
+        (attempt 1, callback sequence 0; the claim has no event of its own), then `run.created`
+        (payload ``status``/``version``/``execution_owner``, dedupe key
+        ``primary-run-created:<run>``) and the CAS created -> queued with `run.queued` (dedupe
+        key ``primary-run-queued:<run>``): the Run ends `queued` at version 2. An existing
+        run id is refused (InvalidField) before anything is written (docs/decisions.md D-23)."""
+        _check_actor(actor)
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            if c.execute('SELECT 1 FROM "Runs" WHERE id = ?', (run_id,)).fetchone():
+                raise InvalidField(f"run {run_id} already exists; choose a new run id")
+            cur = c.execute(
+                'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, '
+                "trigger_type, execution_origin, execution_owner, status, version, "
+                "event_sequence, created_at_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'runtime', 'created', 0, 0, ?)",
+                (run_id, project_id, task_id, task_revision, task_name, trigger_type,
+                 execution_origin, at_ms),
+            )  # fmt: skip
+            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+                raise RowNotInserted("Runs", f"run {run_id}")
+            cur = c.execute(
+                'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, '
+                "callback_sequence, created_at_ms) VALUES (?, ?, 1, 'claimed', ?, 0, ?)",
+                (attempt_id, run_id, executor_type, at_ms),
+            )
+            if cur.rowcount != 1:
+                raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
+            created = self._run_for_update(c, run_id, 0)
+            version, sequence = self._bump_run(c, created, None, {})
+            self._insert_event(
+                c,
+                run_id,
+                sequence,
+                "run.created",
+                actor,
+                None,
+                {"status": "created", "version": version, "execution_owner": "runtime"},
+                f"primary-run-created:{run_id}",
+                at_ms,
+            )
+            queue = RunChange("queue", dedupe_key=f"primary-run-queued:{run_id}")
+            return self._advance(c, run_id, version, [queue], actor, at_ms, None)
 
         return in_transaction(self.conn, work)
 

@@ -241,6 +241,52 @@ def signalled(
     )
 
 
+# The pass's one grace (spec 04 row 13): this hook on the step that pays it says so on a pipe,
+# then blocks until the test acts, a readiness signal from the child, not a guess of time (the
+# grace's own sleep is skipped when a loaded machine has already spent it since the probe).
+AT_GRACE = """
+import os, sys
+from reconciler.primary import _gather
+
+ready, wait = int(sys.argv[1]), int(sys.argv[2])
+pay_grace = _gather.Gathering._pay_grace
+
+def hooked(self, waiting):
+    os.write(ready, b"in the grace\\n")
+    os.read(wait, 1)  # the test's signal ends this wait (or the test closes the pipe)
+    return pay_grace(self, waiting)
+
+_gather.Gathering._pay_grace = hooked
+from reconciler.cli._main import main
+sys.argv = ["qlfsm", *sys.argv[3:]]
+raise SystemExit(main())
+"""
+
+
+def signalled_in_the_grace(args: list[str], signum: int) -> subprocess.CompletedProcess[str]:
+    """Start `qlfsm` with the grace hook, wait for its line, send the signal, collect."""
+    ready_r, ready_w = os.pipe()
+    wait_r, wait_w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AT_GRACE, str(ready_w), str(wait_r), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        pass_fds=(ready_w, wait_r),
+    )  # fmt: skip
+    os.close(ready_w)
+    os.close(wait_r)
+    try:
+        with os.fdopen(ready_r, "rb") as ready:
+            assert ready.readline() == b"in the grace\n", proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(wait_w)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def spread(length_s: float) -> list[float]:
     """At once (the command module is being imported) and at seeded random-ish moments over
     the whole length of an undisturbed run (so a failure can be replayed)."""
@@ -312,6 +358,17 @@ def test_reconcile_signalled_at_any_moment_ends_by_the_signal_with_one_line_and_
                 assert json.loads(proc.stdout)["recovered"] == 3
             # Nothing half-written: every Run and its Attempt moved together or not at all.
             assert aggregates(db) <= WHOLE, (delay, aggregates(db))
+        # One moment the child itself reports (it is in the grace, and waits there for the
+        # signal): surely mid-pass, however loaded the machine is.
+        db = tmp_path / "ql-grace.db"
+        shutil.copyfile(template, db)
+        args = ["reconcile", "--db", str(db), "--receipt-root", str(receipts), "--json"]
+        proc = signalled_in_the_grace(args, signum)
+        assert proc.returncode == -signum, proc.stderr
+        ended_by_signal += 1
+        assert one_line(proc.stderr).startswith(f"qlfsm: interrupted ({name})")
+        assert proc.stdout == ""
+        assert aggregates(db) <= WHOLE, aggregates(db)
     assert ended_by_signal >= 1
 
 

@@ -199,14 +199,18 @@ def test_help_lists_the_valid_origins(command: str) -> None:
 # --- a signal that Python re-raises as another error ---------------------------------------------
 
 BOOM = """
-import os, signal, sys, time, types
+import os, sys, types
 from reconciler.cli import _main
+
+READY, WAIT = int(sys.argv[1]), int(sys.argv[2])
 
 def boom(argv):
     class Descriptor:
         def __set_name__(self, owner, name):
-            os.kill(os.getpid(), signal.SIG{name})
-            time.sleep(5)
+            # Readiness, not time: say where we are, then block until the test's signal ends
+            # the wait (a blocking read, however loaded the machine is).
+            os.write(READY, b"inside __set_name__\\n")
+            os.read(WAIT, 1)
 
     class Imported:  # as a dataclass's fields are, while its module is imported
         field = Descriptor()
@@ -228,10 +232,26 @@ def test_a_signal_python_rethrows_as_another_error_still_ends_the_command_by_the
 ) -> None:
     # Python 3.11 turns an exception raised in `__set_name__` into RuntimeError: a signal that
     # lands while a dataclass is being imported must still end the command as that signal.
-    proc = subprocess.run(
-        [sys.executable, "-c", BOOM.replace("{name}", name)],
-        capture_output=True, text=True, timeout=60, check=False,
+    # The signal is sent once the child says it is inside `__set_name__` (a line on a pipe).
+    ready_r, ready_w = os.pipe()
+    wait_r, wait_w = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-c", BOOM, str(ready_w), str(wait_r)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(ready_w, wait_r),
     )  # fmt: skip
+    os.close(ready_w)
+    os.close(wait_r)
+    try:
+        with os.fdopen(ready_r, "rb") as ready:
+            assert ready.readline() == b"inside __set_name__\n", child.communicate()
+        child.send_signal(getattr(signal, f"SIG{name}"))
+        out, err = child.communicate(timeout=60)
+    finally:
+        os.close(wait_w)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     assert proc.returncode == -getattr(signal, f"SIG{name}")
     assert proc.stderr.startswith(f"qlfsm: interrupted (SIG{name})"), proc.stderr
     assert proc.stderr.count("\n") == 1 and "RuntimeError" not in proc.stderr

@@ -177,18 +177,23 @@ def test_once_the_budget_is_spent_no_write_is_even_tried(db_path: Path, repo: Re
     assert len(begins) == tried and elapsed < 0.05
 
 
-def test_the_primary_command_exits_3_within_the_budget_from_the_environment(
+def test_the_primary_command_exits_75_with_one_line_within_the_budget_from_the_environment(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
+    # D-20: a lock is transient: one cause, one line, exit 75 (EX_TEMPFAIL), not a row per
+    # candidate and not the exit 3 that stops a node until a person comes.
     claimed_runs(repo, 3)
     before = read_snapshot(db_path)
     args = ("reconcile", "--db", str(db_path), "--receipt-root", str(tmp_path / "r"), "--json")
     with write_lock(db_path):
         out, elapsed = timed(lambda: qlfsm(*args, env=cli_env(**{LOCK_BUDGET_ENV: "1"})))
-    assert out.returncode == 3, out.stderr
+    assert out.returncode == 75, out.stderr
     assert 1.0 <= elapsed < 1.0 + CLI_SLACK_S
-    summary = json.loads(out.stdout)
-    assert summary["failed"] == 3 and "(waited 1.0 s)" in summary["candidates"][0]["reason"]
+    line = one_error_line(out)
+    assert out.stdout == ""
+    assert "is locked by another process: waited 1.0 s" in line and "try again" in line
+    assert "3 of 3 candidate(s) not decided; nothing was written" in line
+    assert "not_attempted" not in line and "explain" not in line
     assert read_snapshot(db_path) == before
 
 
@@ -205,11 +210,12 @@ def test_startup_shares_one_default_budget_of_five_seconds_between_shadow_and_pr
     args = ("startup", "--db", db.path, "--receipt-root", str(tmp_path / "r"), "--json")
     with write_lock(db.path):
         out, elapsed = timed(lambda: qlfsm(*args, "--origins", "manual", env=cli_env()))
-    assert out.returncode == 3, out.stderr
+    # D-20: the shadow pass failed open on the lock, the primary pass found it still held
+    # (the budget spent): exit 75, one line, nothing on stdout, nothing written.
+    assert out.returncode == 75, out.stderr
     assert LOCK_BUDGET_S <= elapsed < LOCK_BUDGET_S + CLI_SLACK_S
-    got = json.loads(out.stdout)
-    assert got["shadow"] == {"state": "failed", "errorType": "Busy"}
-    assert got["primary"]["failed"] == 3 and got["safe"] is False
+    line = one_error_line(out)
+    assert out.stdout == "" and "3 of 3 candidate(s) not decided" in line
     assert read_snapshot(Path(db.path)) == before
 
 
@@ -422,10 +428,10 @@ def capped_error(tmp_path: Path) -> sqlite3.OperationalError:
     return caught.value
 
 
-# --- locked or corrupt at the first read: exit 1, the real problem -----------------------------
+# --- locked (exit 75) or corrupt (exit 1) at the first read: the real problem ------------------
 
 
-def test_a_database_locked_against_readers_is_exit_1_locked_try_again(
+def test_a_database_locked_against_readers_is_exit_75_locked_try_again(
     db_path: Path, tmp_path: Path
 ) -> None:
     # A rollback-journal file under an EXCLUSIVE lock cannot even be read: the first read
@@ -457,7 +463,7 @@ def test_a_database_locked_against_readers_is_exit_1_locked_try_again(
         holder.close()
     for command, out in zip(commands, done, strict=True):
         line = one_error_line(out)
-        assert out.returncode == 1, (command, out.stderr)
+        assert out.returncode == 75, (command, out.stderr)  # D-20: transient, try again
         assert "is locked by another process (waited 5." in line and "try again" in line
         assert "db init" not in line and "not a QingLong" not in line
 
@@ -470,7 +476,7 @@ def test_db_init_on_a_locked_database_waits_the_budget_and_says_locked(
             lambda: qlfsm("db", "init", "--db", str(db_path), env=cli_env(**{LOCK_BUDGET_ENV: "1"}))
         )
     line = one_error_line(out)
-    assert out.returncode == 1 and elapsed < 1 + CLI_SLACK_S
+    assert out.returncode == 75 and elapsed < 1 + CLI_SLACK_S  # D-20: transient, try again
     assert "locked by another process (waited 1.0 s)" in line and "try again" in line
 
 

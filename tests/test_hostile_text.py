@@ -280,8 +280,10 @@ def test_every_command_shows_hostile_text_escaped_and_never_prints_a_forged_verd
     refused = seen["resolve refused"]
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert f"run {clean(RUN)} is failed, a terminal state" in refused.stderr
-    # sweep: the row no path can be made of is named, escaped.
-    assert f"not cleaned: attempt {clean(ATTEMPT_SWEEP)} (" in seen["sweep"].stdout
+    # sweep: the row no path can be made of is named once, escaped, and skipped (exit 0).
+    swept = seen["sweep"]
+    assert swept.returncode == 0, swept.stderr
+    assert swept.stderr.count("journal row of Attempt 'at-c\\r\\nverdict: SAFE") == 1, swept.stderr
     # One-line errors that repeat an argument stay one line.
     for what in ("inspect --after", "inspect unknown run", "explain unknown run",
                  "resolve bad reason", "resolve unknown run", "launch refused",
@@ -340,7 +342,10 @@ def test_every_json_output_is_one_line_for_every_reader_and_parses_to_the_stored
                  "value" + EVIL):  # fmt: skip
         assert text in stored, text
     assert got["explain"]["run"]["id"] == RUN
-    assert [e["attempt_id"] for e in got["sweep"]["errors"]] == [ATTEMPT_SWEEP]
+    assert got["sweep"]["errors"] == []
+    assert [w for w in got["sweep"]["warnings"] if "journal row of Attempt 'at-c" in w] == (
+        got["sweep"]["warnings"]
+    ) and len(got["sweep"]["warnings"]) == 1
     assert got["resolve"]["run_id"] == RUN
     assert got["db init"]["db"] == str(node.base / ("new" + EVIL + ".db"))
 

@@ -28,6 +28,7 @@ from test_primary_support import (
     status,
 )
 
+from reconciler.cli._exit import UsageError
 from reconciler.node import (
     FakeClock,
     FileReceiptStore,
@@ -86,15 +87,25 @@ def test_the_same_root_check_applies_to_startup(
     assert snapshot() == before
 
 
-def test_zero_candidates_never_look_at_the_root_even_a_wrong_one(
-    db_path: Path, tmp_path: Path
+def test_zero_candidates_still_refuse_a_root_that_is_a_regular_file_without_any_sql(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # README's fault table: a root that is a file is exit 2, whatever the candidates (one
+    # lstat, taken before the database is opened: not even the candidate statement runs).
     root = tmp_path / "receipts"
     plant_root(root, "regular_file")
     out = reconcile_cli(db_path, root)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["safe"] is True
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and out.stderr.count("\n") == 1
+    assert str(root) in out.stderr and "a regular file, not a directory" in out.stderr
     assert root.read_bytes() == b"not a directory\n"
+    from reconciler.cli import _reconcile
+
+    opened: list[str] = []
+    monkeypatch.setattr(_reconcile, "open_database", lambda db, **_: opened.append(db))
+    with pytest.raises(UsageError, match="regular file"):
+        _reconcile.primary_pass(str(db_path), str(root), "edge")
+    assert opened == []
 
 
 def test_the_api_raises_the_root_error_before_any_write(
@@ -285,34 +296,35 @@ def test_a_quarantined_row_whose_copy_exists_keeps_blocking(
     assert entry["reason"] == "receipt_quarantined_earlier" and provider.calls == []
 
 
-@pytest.mark.parametrize("problem", ["receipt_is_a_directory", "quarantine_dir_is_a_file"])
+# A directory at the receipt path is not a failed move but row 6 with nothing written
+# (docs/decisions.md D-16): tests/test_root_safety.py.
+
+
 def test_a_quarantine_move_that_fails_withdraws_its_journal_intent_in_the_same_pass(
-    repo: Repository, conn: Any, store: FileReceiptStore, problem: str
+    repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     make_candidate(repo, "run-1", "at-1", handle=dead_handle()[0], pid=1)
     journal_register(conn, "at-1", "run-1", 3)  # the launcher's row, to be restored exactly
     before = journal_get(conn, "at-1")
     path = Path(store.root) / "at" / "at-1.json"
-    if problem == "receipt_is_a_directory":
-        path.mkdir(parents=True)  # invalid, but a directory cannot be hard-linked
-    else:
-        path.parent.mkdir()
-        path.write_bytes(b"{garbage")
-        (Path(store.root) / ".quarantine").write_bytes(b"")
+    path.parent.mkdir()
+    path.write_bytes(b"{garbage")
+    (Path(store.root) / ".quarantine").write_bytes(b"")
     entry = only(run_pass(conn, store, ForbiddenProvider()))
     assert (entry["row"], entry["outcome"]) == ("14", "failed")
     assert "QuarantineNotDone" in entry["reason"]
     assert journal_get(conn, "at-1") == before  # the intent was withdrawn
-    assert path.exists()  # and the invalid entry stayed where it was
-    if problem == "quarantine_dir_is_a_file":
-        assert path.read_bytes() == b"{garbage"
+    assert path.read_bytes() == b"{garbage"  # and the invalid receipt stayed where it was
 
 
 def test_a_quarantine_move_that_fails_without_an_earlier_row_leaves_no_row(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     make_candidate(repo, "run-1", "at-1", handle=dead_handle()[0], pid=1)
-    (Path(store.root) / "at" / "at-1.json").mkdir(parents=True)
+    path = Path(store.root) / "at" / "at-1.json"
+    path.parent.mkdir()
+    path.write_bytes(b"{garbage")
+    (Path(store.root) / ".quarantine").write_bytes(b"")
     assert only(run_pass(conn, store, ForbiddenProvider()))["outcome"] == "failed"
     assert journal_get(conn, "at-1") is None
 

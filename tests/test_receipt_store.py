@@ -138,9 +138,12 @@ def test_a_fifo_is_not_a_regular_file_and_reading_it_does_not_block(
     assert store.read(ATTEMPT) == Invalid("not_regular_file")
 
 
-def test_a_directory_is_not_a_regular_file(store: FileReceiptStore) -> None:
+def test_a_directory_is_not_a_regular_file_and_its_reason_names_it(
+    store: FileReceiptStore,
+) -> None:
+    # D-16: the reason names the directory, so every command can say "remove the directory".
     final(store).mkdir(parents=True)
-    assert store.read(ATTEMPT) == Invalid("not_regular_file")
+    assert store.read(ATTEMPT) == Invalid(f"directory:{final(store)}")
 
 
 def test_a_socket_is_not_a_regular_file(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,11 @@ def test_a_quarantined_receipt_that_blocks_start_up_is_resolved_explained_and_un
     out = resolve_cli(db_path, "run-1", "failed", reason="receipt corrupt; job rerun by hand")
     assert out.returncode == 0, out.stderr
     assert "quarantined receipt stays at .quarantine/at/at-1.json" in out.stdout
+    # The purge time as `explain` shows it (ISO 8601, UTC), never epoch milliseconds.
+    assert re.search(
+        r"removes both after \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", out.stdout, re.M
+    )
+    assert "epoch ms" not in out.stdout
     explained = qlfsm("explain", "--db", str(db_path), "--run", "run-1")
     assert "user:operator:alice" in explained.stdout
     assert (

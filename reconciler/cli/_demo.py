@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.cli import _guard
 from reconciler.cli._text import shell_word
 from reconciler.cli._util import UsageError, clean, parser, table
 
@@ -70,7 +71,14 @@ def demo_command(argv: list[str]) -> int:
     p = parser("qlfsm demo", "End-to-end demo: real jobs, a dying server, then `startup`.")
     p.add_argument("--dir", help="a new or empty directory (default: a fresh temporary one)")
     args = p.parse_args(argv)
+    # D-23: `qlfsm demo | head` is an ordinary way to read it, and after an interrupt its
+    # directory is not empty, so "run it again" must name another directory.
+    _guard.quiet_on_closed_pipe()
     base = fresh_dir(args.dir)
+    _guard.advise_after_interrupt(
+        f"the demo's directory {base} is left as it is; to run the demo again give a new "
+        "--dir (or none), or remove that directory first"
+    )
     db, receipts, logs = base / "ql.db", base / "receipts", base / "logs"
     logs.mkdir()
     say(f"demo directory: {clean(base)}")

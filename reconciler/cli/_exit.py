@@ -7,6 +7,9 @@ EXIT_SAFE = 0
 EXIT_FATAL = 1
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3
+# sysexits.h EX_TEMPFAIL: another process holds the database (or the start-up lock) past the
+# lock budget; nothing is wrong, run it again - what service managers are told to retry (D-20).
+EXIT_TEMPFAIL = 75
 
 
 class UsageError(Exception):
@@ -15,3 +18,8 @@ class UsageError(Exception):
 
 class FatalError(Exception):
     """The database is missing, unreadable or not QingLong's: exit 1."""
+
+
+class RetryLater(Exception):
+    """Another process held the database past the lock budget: exit 75 with the message,
+    one line (docs/decisions.md D-20)."""

@@ -57,6 +57,11 @@ def explain_command(argv: list[str]) -> int:
         parent = os.path.dirname(os.path.abspath(args.svg))
         if not os.path.isdir(parent):
             raise UsageError(f"--svg {args.svg!r}: directory {parent!r} does not exist")
+    if args.receipt_root is not None:
+        # The rules of the pass whose decision it shows, whatever the run (D-16): exit 2.
+        from reconciler.cli._reconcile import check_receipt_root, inspect_receipt_root
+
+        inspect_receipt_root(check_receipt_root(args.receipt_root))
     from reconciler.cli._reconcile import open_database
     from reconciler.ops._explain import UnknownRun, explain
     from reconciler.ops._now import ACTIVE_RUN
@@ -82,6 +87,8 @@ def explain_command(argv: list[str]) -> int:
         and args.receipt_root is not None
     ):
         found.now = _primary_now(args.db, args.receipt_root, args.profile, found.run.id)
+    if found.run.status in ACTIVE_RUN and found.run.execution_owner == "runtime":
+        _decide(found, args.db)
     if args.svg is not None:
         _write_svg(args.svg, found, args.dot)
     data = found.as_dict()
@@ -92,6 +99,38 @@ def explain_command(argv: list[str]) -> int:
         if args.svg is not None:
             sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     return 0
+
+
+# The outcomes of spec 04 that leave a run for an operator (start-up BLOCKED on it).
+_BLOCKING = frozenset({"unresolved", "failed"})
+
+
+def _decide(found: Any, db: str) -> None:
+    """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
+    with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
+    from fsm import ATTEMPT_ACTIVE
+    from reconciler.node._identity import ProcProvider
+    from reconciler.ops._process import process_view, stop_command
+    from reconciler.ops._resolve import legal_targets
+
+    active = [a for a in found.attempts if a.status in ATTEMPT_ACTIVE]
+    provider = ProcProvider()
+    found.processes = [process_view(a, provider) for a in active]
+    targets = legal_targets(found.run.status, [a.status for a in active])
+    now = found.now
+    blocks = None if now is None or now.get("outcome") is None else now["outcome"] in _BLOCKING
+    command = None
+    if targets:
+        command = (
+            f"qlfsm resolve --db {shell_word(db)} --run {shell_word(found.run.id)} "
+            f"--to {'|'.join(targets)} --reason '…'"
+        )
+    found.decide = {
+        "blocks": blocks,
+        "targets": targets,
+        "command": command,
+        "stop": stop_command(found.processes),
+    }
 
 
 def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
@@ -208,7 +247,106 @@ def render(data: Mapping[str, Any]) -> str:
             "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
             "its receipt, probes its process, writes nothing)"
         )
+    if data.get("processes"):
+        lines.append("")
+        lines.append("what /proc says now (pids, groups and ticks only):")
+        for view in data["processes"]:
+            lines.extend(f"    {x}" for x in render_process(view))
+    decide = data.get("decide")
+    if isinstance(decide, Mapping):
+        lines.append("")
+        lines.extend(_render_decide(decide, now))
     return "\n".join(lines)
+
+
+def render_process(view: Mapping[str, Any]) -> list[str]:
+    """One active Attempt's process evidence: the handle, `RunAttempts.pid`, and `/proc` now."""
+    head = f"attempt {clean(view['attempt_id'])} ({clean(view['status'])}): "
+    handle = view.get("handle")
+    recorded = view.get("recorded_pid")
+    if not isinstance(handle, Mapping):
+        what = "no handle" if view["probe_reason"] == "handle_missing" else "its handle is invalid"
+        out = [f"{head}{what} ({clean(view['probe_reason'])}): no process identity to check"]
+    else:
+        out = [
+            f"{head}handle pid {handle['pid']}, process group {handle['pgid']}, start ticks "
+            f"{clean(handle['start_ticks'])}",
+            "    boot id: "
+            + {"same": "this boot's (same)", "different": "another boot's (different)"}.get(
+                view["boot"], "unknown (the boot id cannot be read)"
+            ),
+        ]
+        now = view.get("now")
+        if view["boot"] != "same":
+            out.append(f"    /proc/{handle['pid']} not read: the handle is from another boot")
+        elif isinstance(now, Mapping):
+            out.append(f"    /proc/{handle['pid']} now: {_stat_words(now, handle)}")
+    verdict = f"-> {clean(view['verdict'])} ({clean(view['probe_reason'])})"
+    out.append(
+        "    "
+        + ("ALIVE: the handle's exact process runs " if view["alive"] else "not alive ")
+        + verdict
+    )
+    if recorded is None:
+        out.append("    RunAttempts.pid: none recorded")
+    elif isinstance(handle, Mapping) and view.get("pid_matches"):
+        out.append(f"    RunAttempts.pid {recorded}: the handle's pid")
+    else:
+        line = f"    RunAttempts.pid {recorded}: " + (
+            "differs from the handle's pid (spec 04 row 11)"
+            if isinstance(handle, Mapping)
+            else "not proven by any handle"
+        )
+        out.append(line)
+        rec_now = view.get("recorded_now")
+        if isinstance(rec_now, Mapping):
+            out.append(f"    /proc/{recorded} now: {_stat_words(rec_now, None)}")
+        out.append(f"    do not signal pid {recorded}: nothing proves it is this job's")
+    return out
+
+
+def _stat_words(now: Mapping[str, Any], handle: Mapping[str, Any] | None) -> str:
+    if now.get("exists") is None:
+        return "unreadable (unknown)"
+    if not now["exists"]:
+        return "no such process"
+    if now.get("pgid") is None:
+        return "a process whose stat line cannot be read"
+    text = (
+        f"process group {now['pgid']}, start ticks {clean(now['start_ticks'])}, "
+        f"state {clean(now['state'])}"
+    )
+    if handle is not None:
+        same = now["pgid"] == handle["pgid"] and str(now["start_ticks"]).lstrip("0") == str(
+            handle["start_ticks"]
+        ).lstrip("0")
+        text += " (the handle's group and ticks)" if same else " (NOT the handle's process)"
+    return text
+
+
+def _render_decide(decide: Mapping[str, Any], now: Any) -> list[str]:
+    blocks = decide.get("blocks")
+    stop = decide.get("stop")
+    out: list[str] = []
+    if blocks is False and isinstance(now, Mapping):
+        out.append(
+            f"nothing to decide: start-up decides this run itself (row {clean(now.get('row'))} "
+            f"-> {clean(now.get('outcome'))})"
+        )
+        if stop:
+            out.append(f"    to end the job anyway, stop its process group: {clean(stop)}")
+        return out
+    if not decide.get("command"):
+        out.append("no operator decision applies to this run from where it is")
+        return out
+    lead = "the decision to make" if blocks else "to decide it by hand"
+    out.append(f"{lead} (the legal targets from here: {', '.join(decide['targets'])}):")
+    out.append(f"    {decide['command']}")
+    out.append("    add --dry-run first to see the edges and events it would write")
+    if stop:
+        out.append(f"    its process is alive: stop its group first: {clean(stop)}")
+        out.append("    (resolve refuses a live job without --force; --force does not stop it)")
+    return out
 
 
 def _render_now(now: Mapping[str, Any]) -> str:
@@ -219,6 +357,10 @@ def _render_now(now: Mapping[str, Any]) -> str:
         f"{said}row {clean(now['row'])} -> {clean(now.get('outcome'))} ({clean(now.get('reason'))})"
     )
     out = [head]
+    from reconciler.cli._verdict import directory_in, fix_line
+
+    if directory_in(now.get("reason")):
+        out.append(f"    {fix_line(now.get('reason'))}")
     if now.get("row_facts"):
         out.append(f"    row {clean(now['row'])}: {clean(now['row_facts'])}")
     evidence = now.get("evidence")

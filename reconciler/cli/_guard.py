@@ -119,6 +119,11 @@ class _State:
     def __init__(self) -> None:
         self.in_process = True
         self.signum: int | None = None
+        # What to do after an interrupt, when "run the command again" is not true (the demo's
+        # directory is then not empty, D-23); and whether a reader that went away (EPIPE) is
+        # an ordinary ending for the running command (`qlfsm demo | head`).
+        self.advice: str | None = None
+        self.quiet_pipe = False
         self.handlers: dict[int, Any] = {}
         self.streams: tuple[Any, Any] = (None, None)
         self.mask: set[int] | None = None
@@ -233,11 +238,22 @@ def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
             "all; start-up continues (fail-open)"
         )
         return 0
+    advice = _STATE.advice or "run the command again to finish"
     say(
         f"qlfsm: interrupted ({name}): stopped; each database change commits whole or not at "
-        "all, so nothing is half-written - run the command again to finish"
+        f"all, so nothing is half-written - {advice}"
     )
     return EXIT_SIGNAL[signum]
+
+
+def advise_after_interrupt(advice: str) -> None:
+    """The next step an interrupt line gives instead of "run the command again"."""
+    _STATE.advice = advice
+
+
+def quiet_on_closed_pipe() -> None:
+    """A closed pipe on stdout ends the running command quietly with its own code."""
+    _STATE.quiet_pipe = True
 
 
 def say(line: str) -> None:
@@ -278,6 +294,8 @@ def finish(code: int, *, fail_open: bool = False) -> int:
     settle()
     sys.stdout.flush()
     error = output_error()
+    if isinstance(error, BrokenPipeError) and _STATE.quiet_pipe:
+        error = None  # the reader took what it wanted (`| head`): not a failure (D-23)
     if error is not None:
         reason = " ".join(str(error).split()) or type(error).__name__
         if fail_open:

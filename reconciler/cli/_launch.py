@@ -3,11 +3,42 @@
 from __future__ import annotations
 
 import sys
-from typing import IO
+from typing import IO, Any
 
+from reconciler.cli._text import shell_word
 from reconciler.cli._util import FatalError, UsageError, clean, parser, print_json
 from reconciler.node._launcher import LaunchFailed, LaunchRefused, launch
 from reconciler.node._receipt_store import validate_receipt_root
+
+
+def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -> None:
+    """The queued Run and its claimed Attempt, as QingLong's scheduler writes them (spec 01;
+    ``storage.Repository.create_primary_run``), in one transaction; D-23."""
+    import os
+
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._receipt import validate_id
+    from reconciler.ops._resolve import operator_actor
+    from storage import InvalidField, Repository, uuid7
+
+    attempt = attempt_id if attempt_id is not None else uuid7()
+    for what, value in (("--run-id", run_id), ("--attempt-id", attempt)):
+        if not validate_id(value):
+            raise UsageError(
+                f"{what} {shell_word(value)} is not a valid execution id (spec 03): use 1-36 "
+                "characters from A-Z a-z 0-9 . _ : - starting with a letter or digit"
+            )
+    if login is None:
+        login = next(
+            (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
+        )
+    try:
+        Repository(conn).create_primary_run(
+            run_id=run_id, attempt_id=attempt, at_ms=SystemClock().now_ms(),
+            actor=operator_actor(login),
+        )  # fmt: skip
+    except InvalidField as exc:
+        raise UsageError(f"--create: {exc}; nothing was written") from exc
 
 
 def launch_command(argv: list[str]) -> int:
@@ -18,7 +49,23 @@ def launch_command(argv: list[str]) -> int:
     )
     p.add_argument("--db", required=True, help="the node's SQLite file")
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
-    p.add_argument("--run-id", required=True, help="the prepared run")
+    p.add_argument("--run-id", required=True, help="the prepared run (with --create: a new id)")
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="first create the run as QingLong's scheduler does: a new runtime Run `queued` "
+        "with one `claimed` local_process Attempt, events run.created and run.queued, in one "
+        "transaction (an existing run id is refused)",
+    )
+    p.add_argument(
+        "--attempt-id", help="with --create: the new Attempt's id (default: a fresh UUIDv7)"
+    )
+    p.add_argument(
+        "--operator",
+        metavar="NAME",
+        help="with --create: who asks (default: $SUDO_USER, $USER or $LOGNAME); the actor is "
+        "user operator:NAME",
+    )
     p.add_argument("--wait", action="store_true", help="wait and exit with the command's code")
     p.add_argument("--log", help="append the command's stdout/stderr to this file")
     p.add_argument("--json", action="store_true", help="print the launch as one JSON object")
@@ -26,6 +73,8 @@ def launch_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if not args.command:
         raise UsageError("qlfsm launch: give the command after `--`, e.g. `-- sleep 5`")
+    if args.attempt_id is not None and not args.create:
+        raise UsageError("--attempt-id names the Attempt --create makes; add --create")
     try:
         root = validate_receipt_root(args.receipt_root)
     except ValueError as exc:
@@ -38,9 +87,17 @@ def launch_command(argv: list[str]) -> int:
         check_schema(conn, path=args.db)  # D-15: before the first write
         if args.log:
             log = open(args.log, "ab")  # noqa: SIM115 - closed below, after the spawn
+        if args.create:
+            _create(conn, args.run_id, args.attempt_id, args.operator)
         try:
             launched = launch(conn, root, args.run_id, args.command, log=log)
         except LaunchRefused as exc:
+            if args.create:
+                raise UsageError(
+                    f"run {clean(args.run_id)} was created (queued, its Attempt claimed) but not "
+                    f"launched: {exc}; fix that, then `qlfsm launch --run-id "
+                    f"{shell_word(args.run_id)} -- CMD` (without --create)"
+                ) from exc
             raise UsageError(f"qlfsm launch: {exc}") from exc
         except LaunchFailed as exc:
             raise FatalError(f"qlfsm launch: {exc}") from exc

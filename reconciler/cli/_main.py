@@ -82,7 +82,17 @@ def _dispatch(args: list[str]) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        _guard.say(f"qlfsm: error: unknown command {name!r}; choose one of {', '.join(COMMANDS)}")
+        import difflib
+
+        from reconciler._escape import clean
+
+        near = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
+        hint = f"did you mean `qlfsm {near[0]}`? " if near else ""
+        # D-14 / D-23: the typed word escaped; the suggestion is one of ours.
+        _guard.say(
+            f"qlfsm: error: unknown command {clean(name)!r}; {hint}choose one of "
+            f"{', '.join(COMMANDS)}"
+        )
         return EXIT_USAGE
     module_name, func_name, _ = COMMANDS[name]
     try:

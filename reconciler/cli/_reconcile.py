@@ -20,7 +20,7 @@ import sys
 import time
 
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, FatalError, UsageError
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, FatalError, RetryLater, UsageError
 from reconciler.primary._empty import empty_summary
 
 TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
@@ -66,6 +66,18 @@ def check_receipt_root(path: str) -> str:
     return normalised
 
 
+def inspect_receipt_root(root: str) -> bool:
+    """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
+    True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
+    else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
+    from reconciler.node._root_check import ReceiptRootError, check_root_dir
+
+    try:
+        return check_root_dir(root)
+    except ReceiptRootError as exc:
+        raise UsageError(f"{exc}; nothing was written") from exc
+
+
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
@@ -104,12 +116,15 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
     only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
     from storage._candidates import primary_candidates
     from storage._connection import database_error
+    from storage._errors import Busy
 
     started = time.monotonic()
     try:
         return primary_candidates(conn)
     except sqlite3.DatabaseError as exc:
         named = database_error(db, exc, waited_s=time.monotonic() - started)
+        if isinstance(named, Busy):
+            raise RetryLater(str(named)) from exc  # D-20: transient, exit 75
         raise FatalError(str(named)) from exc
 
 
@@ -139,13 +154,17 @@ def primary_pass(
     """One ADR-0068 pass on the database file ``db``: (spec 04 summary, exit code 0 or 3).
 
     Raises UsageError (bad root, profile or lock budget: exit 2) before touching anything, and
-    FatalError (missing, unusable or foreign database: exit 1). When there are candidates, a
+    FatalError (missing, unusable or foreign database: exit 1); RetryLater (exit 75) when
+    another process held the database or the start-up lock past the budget (D-20: one line,
+    not a row per candidate). When there are candidates, a
     root that exists but is not a real directory, or a missing root beside a launched
     (`starting`/`running`) Attempt, is also UsageError, raised before anything is written
     (D-3c). Zero candidates or a truncated page: one SQL statement, no receipt, no /proc, no
-    sleep, no write (spec 04 "Before any candidate"): the root is not even looked at.
+    sleep, no write (spec 04 "Before any candidate"): the root is looked at with one ``lstat``
+    only (a root that is not a trustworthy directory is exit 2 whatever the candidates, D-16).
     ``budget`` (a ``storage.LockBudget``, default from ``$QLFSM_LOCK_BUDGET_S``) bounds the
-    total wait for other processes' write locks; `startup` shares one.
+    total wait for other processes' write locks and for the single-flight start-up lock
+    (``reconciler.cli._flight``, not taken by a dry run); `startup` shares one.
 
     ``dry_run``: the same reads, probes and grace, nothing written: the connection is made
     read-only (``PRAGMA query_only``) before anything else, and the summary (with
@@ -153,6 +172,7 @@ def primary_pass(
     """
     root = check_receipt_root(receipt_root)
     check_profile(profile)
+    inspect_receipt_root(root)  # a file, a link or a loose root: exit 2 (D-16), candidates or not
     if budget is None:
         budget = lock_budget_s()
     conn = open_database(db, read_only=True) if dry_run else open_database(db)
@@ -160,36 +180,82 @@ def primary_pass(
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
-        page, truncated = candidate_page(conn, db)
-        if truncated or not page:
-            summary = empty_summary(truncated, len(page))
-            if dry_run:
-                summary["dry_run"] = True
-            return summary, exit_code(summary)
-        # There are candidates: now, and only now, pay for the machines and the repository.
-        from reconciler.node._clock import SystemClock
-        from reconciler.node._identity import ProcProvider
-        from reconciler.node._receipt_store import FileReceiptStore, ReceiptRootError
-        from reconciler.primary._pass import reconcile
-        from storage import check_schema
+            summary = _pass(conn, db, root, profile, budget, dry_run=True)
+        else:
+            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+            from reconciler.cli._flight import single_flight
 
-        check_schema(conn, path=db)
-        try:
-            summary = reconcile(
-                conn,
-                FileReceiptStore(root),
-                ProcProvider(),
-                SystemClock(),
-                profile=profile,
-                budget=budget,
-                dry_run=dry_run,
-            )
-        except ReceiptRootError as exc:
-            # The root checked as a root, before anything was written (D-3c): exit 2.
-            raise UsageError(f"{exc}; nothing was written") from exc
+            with single_flight(db, budget):
+                summary = _pass(conn, db, root, profile, budget, dry_run=False)
     finally:
         conn.close()
+    warnings: list[str] = summary.get("warnings") or []
+    for warning in warnings:
+        sys.stderr.write(f"qlfsm: warning: {warning}\n")  # one line each (D-16)
     return summary, exit_code(summary)
+
+
+def _pass(
+    conn: sqlite3.Connection,
+    db: str,
+    root: str,
+    profile: str,
+    budget: LockBudget,
+    *,
+    dry_run: bool,
+) -> dict[str, Any]:
+    page, truncated = candidate_page(conn, db)
+    if truncated or not page:
+        summary = empty_summary(truncated, len(page))
+        if dry_run:
+            summary["dry_run"] = True
+        return summary
+    # There are candidates: now, and only now, pay for the machines and the repository.
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._identity import ProcProvider
+    from reconciler.node._receipt_store import FileReceiptStore, ReceiptRootError
+    from reconciler.primary._pass import PrimaryReconciler
+    from storage import check_schema
+
+    check_schema(conn, path=db)
+    pass_ = PrimaryReconciler(
+        conn,
+        FileReceiptStore(root),
+        ProcProvider(),
+        SystemClock(),
+        profile=profile,
+        budget=budget,
+        dry_run=dry_run,
+    )
+    try:
+        summary = pass_.run()
+    except ReceiptRootError as exc:
+        # The root checked as a root, before anything was written (D-3c): exit 2.
+        raise UsageError(f"{exc}; nothing was written") from exc
+    if pass_.stopped == "database_locked":
+        raise RetryLater(locked_line(db, summary, budget))
+    return summary
+
+
+def locked_line(db: str, summary: Mapping[str, Any], budget: LockBudget) -> str:
+    """D-20: a pass that another writer held past the lock budget is one cause, one line
+    (exit 75), not a row per candidate: it says what was kept and that a rerun decides the
+    rest."""
+    left = sum(
+        1
+        for c in summary["candidates"]
+        if "database_locked" in c["reason"] or c["reason"].startswith("error:Busy")
+    )
+    done = len(summary["candidates"]) - left
+    kept = (
+        "nothing was written" if done == 0 else f"the {done} decided before it keep what they wrote"
+    )
+    return (
+        f"database {db!r} is locked by another process: waited {budget.spent:.1f} s "
+        f"($QLFSM_LOCK_BUDGET_S={budget.seconds:g}), {left} of "
+        f"{len(summary['candidates'])} candidate(s) not decided; {kept}; try again when that "
+        "process has finished writing"
+    )
 
 
 def reconcile_command(argv: list[str]) -> int:
@@ -266,8 +332,9 @@ def _parsed(argv: list[str]) -> int:
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "
         "receipt again; exit 0 safe, 3 blocked, 2 usage, 1 fatal, 4 output lost, "
-        "130/143 interrupted. $QLFSM_LOCK_BUDGET_S: the most seconds the pass waits for "
-        "another process's write lock (default 5).",
+        "75 locked (try again), 130/143 interrupted. One start-up at a time per database: a "
+        "second one waits for the first. $QLFSM_LOCK_BUDGET_S: the most seconds the pass "
+        "waits for another process's write lock or start-up (default 5).",
     )
     p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")

@@ -4,13 +4,15 @@
 The decision itself is ``reconciler.ops._resolve``. Exit 0 when it is committed; 2 when it is
 refused (an edge the tables forbid, a terminal run, a process proven still running without
 --force, an unknown run, a bad reason) — nothing is written then; 1 when the database is
-unusable or the run moved meanwhile (nothing written either: run it again).
+unusable or the run moved meanwhile (nothing written either: run it again); 75 when another
+process held the database past the lock budget (D-20: nothing written, try again).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import UsageError, parser, print_json
@@ -46,6 +48,12 @@ def resolve_command(argv: list[str]) -> int:
         metavar="NAME",
         help="who decides (default: $SUDO_USER, $USER or $LOGNAME); the actor id is operator:NAME",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="probe and decide the same way, print the edges and events it would write, and "
+        "write nothing (the database is opened read-only)",
+    )
     p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
     args = p.parse_args(argv)
     from reconciler.ops._resolve import InvalidReason, check_reason
@@ -53,55 +61,91 @@ def resolve_command(argv: list[str]) -> int:
     try:
         reason = check_reason(args.reason)
     except InvalidReason as exc:
-        raise UsageError(f"qlfsm resolve: {exc}") from exc
-    from reconciler.cli._reconcile import open_database
+        raise UsageError(str(exc)) from exc
+    from reconciler.cli._reconcile import lock_budget_s, open_database
     from reconciler.node._clock import SystemClock
     from reconciler.node._identity import ProcProvider
     from reconciler.ops._resolve import ResolveRefused, UnknownRun, operator_actor, resolve
-    from storage import check_schema
+    from storage import check_schema, lock_budget
 
     login = args.operator
     if login is None:
         login = next(
             (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
         )
-    conn = open_database(args.db)
+    budget = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
+    conn = open_database(args.db, read_only=args.dry_run)
     try:
+        if args.dry_run:  # SQLite itself refuses any write on this connection
+            conn.execute("PRAGMA query_only = ON")
         check_schema(conn, path=args.db)
         try:
-            done = resolve(
-                conn, args.run, args.to, reason, force=args.force, provider=ProcProvider(),
-                clock=SystemClock(), actor=operator_actor(login),
-            )  # fmt: skip
+            # D-20: its one write waits at most the lock budget; past it Busy, exit 75.
+            with lock_budget(conn, budget):
+                done = resolve(
+                    conn, args.run, args.to, reason, force=args.force, provider=ProcProvider(),
+                    clock=SystemClock(), actor=operator_actor(login), dry_run=args.dry_run,
+                )  # fmt: skip
         except UnknownRun as exc:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with "
                 f"`qlfsm inspect --db {shell_word(args.db)}`"
             ) from exc
         except ResolveRefused as exc:
-            raise UsageError(f"qlfsm resolve: refused: {exc}; nothing was written") from exc
+            raise UsageError(f"resolve refused: {exc}; nothing was written") from exc
     finally:
         conn.close()
     data = done.as_dict()
     if args.json:
         print_json(data)
         return 0
+    sys.stdout.write("\n".join(render(data, args.db, args.run)) + "\n")
+    return 0
+
+
+def render(data: dict[str, Any], db: str, run: str) -> list[str]:
+    """The decision in plain lines: what moved (or would), who and why, what stays running."""
+    from reconciler.ops._explain import iso_time
+
     moved = ", ".join(
         f"attempt {clean(a['id'])} {a['from']} -> {a['to']}" for a in data["attempts"]
     )
+    head = "would resolve" if data["dry_run"] else "resolved"
     lines = [
-        f"resolved: run {clean(data['run_id'])} {data['run']['from']} -> {data['run']['to']}"
+        f"{head}: run {clean(data['run_id'])} {data['run']['from']} -> {data['run']['to']}"
         + (f"; {moved}" if moved else "")
-        + (" (FORCED: the process was proven running)" if data["force"] else ""),
-        f"recorded as {data['actor']['type']}:{clean(data['actor']['id'])} in "
-        f"{len(data['events'])} event(s), reason: {clean(data['reason'])}",
+        + (" (FORCED: the process was proven running)" if data["force"] else "")
     ]
-    for j in data["journal"]:
+    if data["dry_run"]:
+        lines.append("dry run: nothing was written; it would write, in one transaction:")
+        lines.extend(
+            f"    {w['aggregate']} {clean(w['id'])}: {w['from']} -> {w['to']}, event "
+            f"{w['event']} (dedupe key {clean(w['dedupe_key'])})"
+            for w in data["writes"]
+        )
+        lines.append(
+            f"    as {data['actor']['type']}:{clean(data['actor']['id'])}, reason: "
+            f"{clean(data['reason'])}; the run would be at version {data['version']}"
+        )
+    else:
+        lines.append(
+            f"recorded as {data['actor']['type']}:{clean(data['actor']['id'])} in "
+            f"{len(data['events'])} event(s), reason: {clean(data['reason'])}"
+        )
+    for live in data["still_running"]:
+        # D-23: a forced decision is a record, not a kill: say so, and how to stop the group.
+        lines.append(
+            f"attempt {clean(live['attempt_id'])}: its process (pid {live['pid']}, process group "
+            f"{live['pgid']}) is still running: qlfsm did not stop it; stop it with "
+            f"`kill -TERM -- -{live['pgid']}`"
+        )
+    for j in [] if data["dry_run"] else data["journal"]:
         if j["state"] == "quarantined":
+            purge = iso_time(j["purge_after_ms"]) if j["purge_after_ms"] is not None else "?"
             lines.append(
                 f"the quarantined receipt stays at {clean(j['quarantine_ref'])} under the receipt "
                 "root; its journal row no longer blocks start-up, and `qlfsm sweep` removes both "
-                f"after {j['purge_after_ms']} (epoch ms)"
+                f"after {purge}"
             )
         else:
             lines.append(
@@ -109,6 +153,5 @@ def resolve_command(argv: list[str]) -> int:
                 "settled by the next `qlfsm sweep` (or `qlfsm startup`)"
             )
     # D-14: the id and path as shell words (`$'...'` when unprintable), never a line break.
-    lines.append(f"see it: qlfsm explain --db {shell_word(args.db)} --run {shell_word(args.run)}")
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
+    lines.append(f"see it: qlfsm explain --db {shell_word(db)} --run {shell_word(run)}")
+    return lines

@@ -35,6 +35,7 @@ from reconciler.cli._util import (
 )
 from reconciler.shadow._entry import (
     ALLOWED_ORIGINS,
+    CLUSTER_PROFILES,
     ORIGINS_ENV,
     PROFILE_ENV,
     PROFILES,
@@ -123,13 +124,53 @@ def _shadow(args: Any) -> ShadowResult:
         return ShadowResult(failed(exc))
     except Exception as exc:
         return ShadowResult(failed(exc))
-    result = run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
+    result = _shadow_single_flight(args, resume)
     if args.resume_cursor and result.audit["state"] in ("reconciled", "incomplete"):
         try:
             store_cursor(args.resume_cursor, result.cursor)
         except OSError as exc:
             result = ShadowResult(failed(exc))
     return result
+
+
+def _shadow_single_flight(args: Any, resume: Cursor | None) -> ShadowResult:
+    """The pass under the single-flight start-up lock (D-20), taken only when the pass would
+    open the database (enabled origins, a local profile: ``would_open``). Fail-open holds
+    for the lock too: held past the budget, the record is `failed` with errorType `Busy`
+    (the same cause as a locked database: another process holds it), exit 0."""
+    if not _would_open(args.origins, args.profile) or not os.path.isfile(args.db):
+        return run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
+    from reconciler.cli._flight import StartupLocked, single_flight
+    from storage import Busy, lock_budget_from_env
+
+    try:
+        lock = lock_budget_from_env()
+    except ValueError as exc:
+        return ShadowResult(failed(exc))
+    try:
+        with single_flight(args.db, lock):
+            return run_shadow(
+                args.db, profile=args.profile, origins=args.origins, resume_cursor=resume, lock=lock
+            )
+    except StartupLocked:
+        return ShadowResult(failed(Busy(0)))
+    except (FatalError, OSError) as exc:
+        return ShadowResult(failed(exc))
+
+
+def _would_open(origins: str | None, profile: str | None) -> bool:
+    """Whether ``run_shadow`` would open the database: at least one reviewed origin enabled
+    and a local profile (otherwise it is disabled or refused without a database, and takes
+    no lock)."""
+    from reconciler.shadow._entry import parse_origins
+
+    if not parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV)).enabled:
+        return False
+    try:
+        prof = resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
+    except ProfileError:
+        return False
+    return prof not in CLUSTER_PROFILES
 
 
 _KINDS = (
@@ -320,7 +361,9 @@ def _startup(argv: list[str]) -> int:
         "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "
         "SAFE primary pass, the sweep of what ended runs left behind. Exit 0 safe to start, "
         "3 start-up blocked (the runs that block it are listed, with the `qlfsm explain` that "
-        "shows why), 2 usage, 1 fatal, 4 output lost, 130/143 interrupted.",
+        "shows why), 2 usage, 1 fatal, 4 output lost, 75 locked (another process held the "
+        "database or the start-up past $QLFSM_LOCK_BUDGET_S: try again), 130/143 "
+        "interrupted. One start-up at a time per database: a second one waits for the first.",
     )
     _db_profile_origins(p)
     p.add_argument("--receipt-root", required=True, help="absolute receipt directory")
@@ -330,6 +373,13 @@ def _startup(argv: list[str]) -> int:
         help="first do what 2.x initData does: running instances -> stopped, crontabs -> idle",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--first-boot",
+        action="store_true",
+        help="the node's first start: when the --db file is missing in a directory that "
+        "exists, create it (the `qlfsm db init` schema) and report `first boot`; a missing "
+        "directory is still an error, an existing file a normal start-up",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -350,19 +400,19 @@ def _startup(argv: list[str]) -> int:
             args.profile if args.profile is not None else os.environ.get(PROFILE_ENV)
         )
     except ProfileError as exc:
-        raise UsageError(
-            f"${PROFILE_ENV} is not a deployment profile; set it to one of {', '.join(PROFILES)}"
-        ) from exc
+        where = "--profile" if args.profile is not None else f"${PROFILE_ENV}"
+        raise UsageError(f"{where}: {exc}") from exc  # the value echoed, escaped (D-23)
     # Usage errors first, before anything is read or written (spec 06): the primary pass
     # would refuse these only after normalization and the shadow pass had run.
     from reconciler.cli._reconcile import (
         check_profile,
         check_receipt_root,
+        inspect_receipt_root,
         lock_budget_s,
         primary_pass,
     )
 
-    check_receipt_root(args.receipt_root)
+    inspect_receipt_root(check_receipt_root(args.receipt_root))  # D-16: before any write
     check_profile(profile)
     client = None
     if args.metrics_file is not None:
@@ -377,15 +427,33 @@ def _startup(argv: list[str]) -> int:
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s()
-    if not os.path.exists(args.db):
+    # D-21: only the explicit first-boot choice creates the database, never a directory.
+    first_boot = False
+    if args.first_boot and not os.path.lexists(args.db):
+        from reconciler.cli._first_boot import check_directory, create_database
+
+        if args.dry_run:
+            # A dry run writes nothing: it checks the directory and predicts the empty
+            # database's pass (zero candidates, SAFE) without creating it.
+            check_directory(args.db)
+            first_boot = True
+        else:
+            first_boot = create_database(args.db, lock)
+    if not first_boot and not os.path.exists(args.db):
         raise FatalError(
             f"database {args.db!r} does not exist; create it with "
-            f"`qlfsm db init --db {shell_word(args.db)}`"
+            f"`qlfsm db init --db {shell_word(args.db)}`, or on the node's first start add "
+            "--first-boot"
         )
     if args.dry_run:
         # The shadow pass has no dry run: it is skipped (it and normalization write), so the
         # prediction is the primary pass's on the database as it is now (docs/decisions.md).
-        summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
+        if first_boot:
+            from reconciler.primary._empty import empty_summary
+
+            summary, code = {**empty_summary(False), "dry_run": True}, EXIT_SAFE
+        else:
+            summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
         safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
         skipped = {"state": "skipped", "reason": "dry_run"}
         if args.json:
@@ -395,38 +463,55 @@ def _startup(argv: list[str]) -> int:
 
             sweep = startup_sweep(args.db, args.receipt_root, run=False)
             out = {"shadow": skipped, "primary": summary, "sweep": sweep, "safe": safe}
-            print_json({**out, "dry_run": True})
+            print_json({**out, "dry_run": True, "first_boot": first_boot})
         else:
             text = human_startup(None, summary, safe, args.db, receipt_root=args.receipt_root)
+            if first_boot:
+                text = f"{first_boot_line(args.db, dry_run=True)}\n{text}"
             sys.stdout.write(text + "\n")
         return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
     # file that is not QingLong's is refused here, with nothing written, not after it.
+    from reconciler.cli._flight import single_flight
     from reconciler.cli._reconcile import check_database
 
     check_database(args.db)
+    # D-20: one start-up at a time per database, held across normalization, shadow, primary
+    # and sweep; the wait for it is charged to the same one budget. Held past the budget:
+    # StartupLocked, exit 75 (try again), before anything is written.
     took: dict[str, float] = {}
-    mark = time.monotonic()
-    if args.legacy_normalize:
-        _normalize(args.db, lock)
-        took["normalize"], mark = time.monotonic() - mark, time.monotonic()
-    shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
-    took["shadow"], mark = time.monotonic() - mark, time.monotonic()
-    summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
-    took["primary"], mark = time.monotonic() - mark, time.monotonic()
-    safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
-    from reconciler.cli._sweep import startup_sweep
+    with single_flight(args.db, lock):
+        mark = time.monotonic()
+        if args.legacy_normalize:
+            _normalize(args.db, lock)
+            took["normalize"], mark = time.monotonic() - mark, time.monotonic()
+        shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
+        took["shadow"], mark = time.monotonic() - mark, time.monotonic()
+        summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
+        took["primary"], mark = time.monotonic() - mark, time.monotonic()
+        safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
+        from reconciler.cli._sweep import startup_sweep
 
-    sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
-    if safe:
-        took["sweep"] = time.monotonic() - mark
+        sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
+        if safe:
+            took["sweep"] = time.monotonic() - mark
     took["total"] = time.monotonic() - started
     if client is not None:
         _metrics(client, args.metrics_file, args.db, shadow.audit, summary, safe, took)
     if args.json:
-        print_json({"shadow": shadow.audit, "primary": summary, "sweep": sweep, "safe": safe})
+        print_json(
+            {
+                "shadow": shadow.audit,
+                "primary": summary,
+                "sweep": sweep,
+                "safe": safe,
+                "first_boot": first_boot,
+            }
+        )
     else:
         text = human_startup(shadow.audit, summary, safe, args.db, sweep, args.receipt_root)
+        if first_boot:
+            text = f"{first_boot_line(args.db)}\n{text}"
         sys.stdout.write(text + "\n")
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
 
@@ -451,6 +536,16 @@ def _metrics(
             f"qlfsm: warning: metrics file {shell_word(path)} not written ({exc}); start-up is "
             "done and its verdict stands; the previous file, if any, is unchanged"
         )
+
+
+def first_boot_line(db: str, *, dry_run: bool = False) -> str:
+    """The human line of a first boot (D-21)."""
+    if dry_run:
+        return (
+            f"first boot: database {clean(db)} does not exist; startup --first-boot would create "
+            "it (the `qlfsm db init` schema) and find nothing to recover"
+        )
+    return f"first boot: created database {clean(db)} (the `qlfsm db init` schema)"
 
 
 def _normalize(db: str, lock: LockBudget) -> None:

@@ -61,11 +61,14 @@ def startup_sweep(
     from reconciler.cli._reconcile import check_receipt_root
 
     try:
-        return run_sweep(db, check_receipt_root(receipt_root), lock)
+        result = run_sweep(db, check_receipt_root(receipt_root), lock)
     except Exception as exc:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
         say(f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe")
         return _empty("failed", type(exc).__name__)
+    for warning in result.get("warnings", []):
+        say(f"qlfsm: warning: {warning}")
+    return result
 
 
 def human_sweep(result: Mapping[str, Any]) -> str:
@@ -106,9 +109,15 @@ def sweep_command(argv: list[str]) -> int:
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     args = p.parse_args(argv)
-    from reconciler.cli._reconcile import check_receipt_root, lock_budget_s, open_database
+    from reconciler.cli._reconcile import (
+        check_receipt_root,
+        inspect_receipt_root,
+        lock_budget_s,
+        open_database,
+    )
 
     root = check_receipt_root(args.receipt_root)
+    inspect_receipt_root(root)  # D-16: refused before anything is opened
     lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     open_database(args.db).close()  # missing or foreign: exit 1, before anything is touched
     from reconciler.node._receipt_store import ReceiptRootError
@@ -127,6 +136,8 @@ def sweep_command(argv: list[str]) -> int:
             # D-14: the attempt id and the error come from the database and the file system.
             sys.stdout.write(f"  not cleaned: attempt {clean(e['attempt_id'])} "
                              f"({clean(e['step'])}): {clean(e['error'])}\n")  # fmt: skip
+    for warning in result.get("warnings", []):
+        say(f"qlfsm: warning: {warning}")
     failed = int(result["receipts"]["errors"]) + int(result["quarantine"]["errors"])
     if failed:
         say(f"qlfsm: error: {failed} journal row(s) could not be cleaned; they stay for the "

@@ -4,6 +4,7 @@ and the rule that a user never sees a traceback (unless ``--debug``)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -12,8 +13,10 @@ from typing import Any, NoReturn
 from reconciler.cli._exit import EXIT_BLOCKED as EXIT_BLOCKED
 from reconciler.cli._exit import EXIT_FATAL as EXIT_FATAL
 from reconciler.cli._exit import EXIT_SAFE as EXIT_SAFE
+from reconciler.cli._exit import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
 from reconciler.cli._exit import FatalError as FatalError
+from reconciler.cli._exit import RetryLater as RetryLater
 from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
@@ -49,6 +52,9 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     except FatalError as exc:
         _fail(str(exc))
         return EXIT_FATAL
+    except RetryLater as exc:
+        _fail(str(exc))
+        return EXIT_TEMPFAIL
     except (KeyboardInterrupt, Terminated) as exc:
         # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
         # a traceback.
@@ -60,8 +66,13 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         if debug:
             raise
         # Storage errors carry their own one-line advice; anything else is still one line.
-        from storage import StorageError
+        from storage import Busy, StorageError
 
+        if isinstance(exc, Busy):
+            # D-20: another process held the database (or the start-up lock) past the lock
+            # budget: transient, one line, exit 75 (EX_TEMPFAIL), for every command.
+            _fail(str(exc))
+            return EXIT_TEMPFAIL
         if isinstance(exc, StorageError):
             _fail(str(exc))
         else:
@@ -69,9 +80,17 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         return EXIT_FATAL
 
 
+# D-23: one prefix per line. A message that names its command first (`qlfsm resolve: ...`,
+# argparse's `prog: ...`) loses that name here: `qlfsm: error: ` already says whose line it is.
+_OWN_PREFIX = re.compile(r"qlfsm(?: [a-z][a-z-]*){1,2}: ")
+
+
 def _fail(message: str) -> None:
     # D-14: a message may repeat an argument or a path; it stays one line, nothing in it acts.
-    sys.stderr.write(f"qlfsm: error: {one_line(message)}\n")
+    text = one_line(message)
+    if (own := _OWN_PREFIX.match(text)) is not None:
+        text = text[own.end() :]
+    sys.stderr.write(f"qlfsm: error: {text}\n")
 
 
 def print_json(obj: Any) -> None:

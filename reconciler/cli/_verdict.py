@@ -9,7 +9,7 @@ Standard library only: the zero-candidate `reconcile` imports this module.
 
 from __future__ import annotations
 
-from reconciler.cli._text import use_colour
+from reconciler.cli._text import clean, use_colour
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate `reconcile` imports this
 if TYPE_CHECKING:
@@ -47,9 +47,31 @@ def blocking_lines(
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
-        from reconciler.cli._report import explain_lines
+        from reconciler.cli._report import explain_lines, wrap
 
         lines.append(f"blocked by {len(blockers)} run(s):")
         for c in blockers:
             lines.extend(explain_lines(db, str(c.get("run_id")), receipt_root))
+        # A directory at a receipt path (D-16): what to do, wrapped at 100 columns (D-22).
+        lines.extend(
+            wrap(fix_line(c.get("reason"))) for c in blockers if directory_in(c.get("reason"))
+        )
     return lines
+
+
+# The invalid-receipt reason of a directory at the receipt path (reconciler.node._receipt_layout
+# DIRECTORY_PROBLEM, spelled here: this module must not load the receipt store).
+_DIRECTORY_REASON = "invalid_receipt:directory:"
+
+
+def directory_in(reason: object) -> str | None:
+    """The path of a directory standing at a receipt path, from a candidate's reason."""
+    if not isinstance(reason, str) or not reason.startswith(_DIRECTORY_REASON):
+        return None
+    return reason[len(_DIRECTORY_REASON) :].split(";", 1)[0]
+
+
+def fix_line(reason: object) -> str:
+    """What to do about a directory at the receipt path (D-16), one line."""
+    path = clean(directory_in(reason))
+    return f"remove the directory at {path}: a receipt is a file (look inside it first)"

@@ -152,7 +152,8 @@ def launch(
     run = repo.get_run(run_id)
     if run is None:
         raise LaunchRefused(
-            f"run {run_id!r} does not exist; prepare it first (list runs with `qlfsm inspect`)"
+            f"run {run_id!r} does not exist; to create it as QingLong's scheduler does and "
+            "launch it, add --create (list runs with `qlfsm inspect`)"
         )
     attempts = repo.attempts_of(run_id)
     if run.execution_owner != "runtime" or run.status not in ("queued", "dispatching"):

@@ -19,6 +19,9 @@ from reconciler.node._receipt_layout import (
     shard_path,
     validate_receipt_root,
 )
+from reconciler.node._root_check import check_dir_fd, private_dir
+from reconciler.node._root_check import root_error as root_error
+from reconciler.node._root_check import what_is as _what_is
 
 
 def _fsync_dir_best_effort(dir_fd: int) -> None:
@@ -28,9 +31,9 @@ def _fsync_dir_best_effort(dir_fd: int) -> None:
 
 
 def _open_or_make_dir(path: str) -> int:
-    """An O_NOFOLLOW descriptor of directory `path`, creating it 0700 if it is missing."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
+    """An O_NOFOLLOW descriptor of directory `path`, creating it 0700 (whatever the umask,
+    D-16) if it is missing."""
+    private_dir(path)
     return os.open(path, _OPEN_DIR)
 
 
@@ -78,38 +81,6 @@ def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _what_is(path: str) -> str:
-    """What stands at ``path`` when it is not a real directory (for a one-line message)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return "below a path component that is not a directory"
-    if stat.S_ISLNK(mode):
-        try:
-            target = os.readlink(path)
-        except OSError:
-            target = "?"
-        return f"a symbolic link (to {target!r})"
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a directory"
-
-
-def root_error(root: str) -> str:
-    """The one-line configuration error for a root that exists but is not a real directory."""
-    return (
-        f"receipt root {root!r} is {_what_is(root)}, not a directory: point the receipt root at "
-        "the launcher's receipt directory (a real directory, not a link)"
-    )
-
-
 def _unusable(kind: str, path: str) -> Unusable:
     try:
         is_link = stat.S_ISLNK(os.lstat(path).st_mode)
@@ -130,8 +101,7 @@ def _open_dirs_in(dir_fd: int, names: list[str], *, create: bool) -> int | None:
     try:
         for name in names:
             if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=current)
+                private_dir(name, dir_fd=current)
             try:
                 opened = os.open(name, _OPEN_DIR, dir_fd=current)
             except FileNotFoundError:
@@ -159,7 +129,10 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
     shard = _require_id(attempt_id)[:2]
     shard_at = shard_path(root, attempt_id)
     try:
-        os.makedirs(root, mode=0o700, exist_ok=True)
+        # The parents as makedirs makes them; the root itself 0700 whatever the umask (D-16).
+        if not os.path.exists(os.path.dirname(root)):
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+        private_dir(root)
     except FileExistsError:
         pass  # something that is not a directory stands there: named just below
     except OSError as error:
@@ -176,9 +149,10 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
             f"cannot open receipt root {root!r} ({error.strerror}): make it a readable directory"
         ) from None
     try:
+        # D-16: a root another user can write is refused before the launch commits anything.
+        check_dir_fd("root", root, root_fd)
         try:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(shard, 0o700, dir_fd=root_fd)
+            private_dir(shard, dir_fd=root_fd)
             shard_fd = os.open(shard, _OPEN_DIR, dir_fd=root_fd)
         except OSError as error:
             if _not_a_dir(error):
@@ -191,6 +165,7 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
                 "root writable"
             ) from None
         try:
+            check_dir_fd("shard", shard_at, shard_fd)
             os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
         except FileNotFoundError:
             return

@@ -4,6 +4,7 @@ from a validated Attempt ID, quarantine references, what a read answers, and the
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -13,6 +14,7 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
+from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
@@ -30,10 +32,6 @@ _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted at the receipt's name must not hang the reconciler.
 _OPEN_RECEIPT: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_TEMP: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class ReceiptRootError(ValueError):
-    """The configured receipt root is unusable; the message says what to fix (one line)."""
 
 
 class QuarantineNotDone(OSError):
@@ -101,6 +99,35 @@ def validate_receipt_root(path: str) -> str:
     if normalised.strip("/") == "":
         raise ReceiptRootError("receipt root is '/': use a dedicated directory below it")
     return normalised
+
+
+# D-16: a directory at a receipt path is neither a receipt nor movable (a directory cannot be
+# hard-linked into the quarantine): its invalid reason names it, and every command (the pass,
+# its dry run, `explain`, `sweep`) says the same: remove the directory.
+DIRECTORY_PROBLEM: Final = "directory:"
+
+
+def directory_at(problem: object) -> str | None:
+    """The path named by an invalid-receipt problem that is a directory, else None."""
+    if isinstance(problem, str) and problem.startswith(DIRECTORY_PROBLEM):
+        return problem[len(DIRECTORY_PROBLEM) :]
+    return None
+
+
+def directory_fix(path: str) -> str:
+    """The one line that says what to do about a directory at the receipt path ``path``."""
+    return (
+        f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
+        "path, and a receipt is a file, so it can be neither read nor quarantined"
+    )
+
+
+class DirectoryAtReceipt(ValueError):
+    """A directory stands where a receipt file would be (D-16); the message says the fix."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(directory_fix(path))
+        self.path = path
 
 
 def _require_id(attempt_id: str) -> str:
@@ -192,7 +219,9 @@ class ReceiptStore(Protocol):
 
     `check_root` is asked once per pass before anything is written: True when the root is a real
     directory, False when it does not exist, ReceiptRootError when it exists but is not a real
-    directory. `quarantine_target` names the slot an invalid receipt will be moved to (a free
+    directory or another user may write it (D-16); `check_shards`, then, raises
+    ReceiptRootError when the shard of one of the given Attempts may be written by another.
+    `quarantine_target` names the slot an invalid receipt will be moved to (a free
     one, or the one an interrupted move already linked); the caller records the journal intent
     (state `quarantined`, that `quarantine_ref`, `purge_after_ms`) BEFORE `quarantine` moves the
     file (spec 03), and withdraws it when `quarantine` raises QuarantineNotDone.
@@ -203,6 +232,8 @@ class ReceiptStore(Protocol):
     root: str
 
     def check_root(self) -> bool: ...
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None: ...
 
     def read(self, attempt_id: str) -> ReadResult: ...
 

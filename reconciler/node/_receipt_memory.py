@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
@@ -63,6 +63,9 @@ class MemoryReceiptStore:
                 "receipt root at the launcher's receipt directory"
             )
         return True
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None:
+        """Memory has no permissions (D-16 is the file store's)."""
 
     def put_raw(self, attempt_id: str, data: bytes) -> None:
         self.files[_require_id(attempt_id)] = bytes(data)

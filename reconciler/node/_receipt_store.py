@@ -20,11 +20,13 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     Receipt,
     encode_receipt,
+    validate_id,
 )
 from reconciler.node._receipt_fs import (
     _fsync_dir_best_effort,
@@ -43,9 +45,11 @@ from reconciler.node._receipt_layout import (
     _judge,
     _require_id,
 )
+from reconciler.node._receipt_layout import DIRECTORY_PROBLEM as DIRECTORY_PROBLEM
 from reconciler.node._receipt_layout import MAX_QUARANTINE_SLOTS as MAX_QUARANTINE_SLOTS
 from reconciler.node._receipt_layout import MAX_ROOT_BYTES as MAX_ROOT_BYTES
 from reconciler.node._receipt_layout import QUARANTINE_DIR as QUARANTINE_DIR
+from reconciler.node._receipt_layout import DirectoryAtReceipt as DirectoryAtReceipt
 from reconciler.node._receipt_layout import Found as Found
 from reconciler.node._receipt_layout import Invalid as Invalid
 from reconciler.node._receipt_layout import Missing as Missing
@@ -56,6 +60,8 @@ from reconciler.node._receipt_layout import ReceiptRootError as ReceiptRootError
 from reconciler.node._receipt_layout import ReceiptStore as ReceiptStore
 from reconciler.node._receipt_layout import RootMissing as RootMissing
 from reconciler.node._receipt_layout import Unusable as Unusable
+from reconciler.node._receipt_layout import directory_at as directory_at
+from reconciler.node._receipt_layout import directory_fix as directory_fix
 from reconciler.node._receipt_layout import lock_name as lock_name
 from reconciler.node._receipt_layout import lock_path as lock_path
 from reconciler.node._receipt_layout import parse_quarantine_ref as parse_quarantine_ref
@@ -67,6 +73,7 @@ from reconciler.node._receipt_layout import temp_name as temp_name
 from reconciler.node._receipt_layout import temp_path as temp_path
 from reconciler.node._receipt_layout import validate_receipt_root as validate_receipt_root
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
+from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
 
 
 class FileReceiptStore:
@@ -82,20 +89,14 @@ class FileReceiptStore:
         """True: the root is a real directory; False: it does not exist; ReceiptRootError: it
         exists but is a regular file, a symbolic link (even to a directory), a loop, or lies
         below something that is not a directory. Touches nothing."""
-        try:
-            mode = os.lstat(self.root).st_mode
-        except FileNotFoundError:
-            return False
-        except OSError as error:
-            if _not_a_dir(error):
-                raise ReceiptRootError(root_error(self.root)) from None
-            raise ReceiptRootError(
-                f"receipt root {self.root!r} cannot be examined ({error.strerror}): make it a "
-                "readable directory"
-            ) from None
-        if stat.S_ISDIR(mode):
-            return True
-        raise ReceiptRootError(root_error(self.root))
+        return check_root_dir(self.root)
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None:
+        """ReceiptRootError when the existing shard of one of ``attempt_ids`` is writable by
+        another user (D-16); asked before anything is written. Ids that are not portable are
+        skipped (their candidate fails on its own). Touches nothing."""
+        for shard in sorted({a[:2] for a in attempt_ids if isinstance(a, str) and validate_id(a)}):
+            check_shard_dir(self.root, shard)
 
     def _open_root(self) -> int | ReadResult:
         try:
@@ -139,7 +140,11 @@ class FileReceiptStore:
                     return Invalid("not_regular_file")
                 raise
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    path = receipt_path(self.root, attempt_id)
+                    return Invalid(f"{DIRECTORY_PROBLEM}{path}")
+                if not stat.S_ISREG(mode):
                     return Invalid("not_regular_file")
                 data = _read_at_most(fd, MAX_RECEIPT_BYTES + 1)
             finally:
@@ -151,7 +156,8 @@ class FileReceiptStore:
     def publish(self, receipt: Receipt) -> None:
         data = encode_receipt(receipt)
         attempt_id = receipt.attempt_id
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.dirname(self.root), exist_ok=True)
+        private_dir(self.root)
         dir_fd = _open_or_make_dir(shard_path(self.root, attempt_id))
         try:
             publish_bytes_in(dir_fd, receipt_name(attempt_id), temp_name(attempt_id), data)
@@ -341,6 +347,8 @@ class FileReceiptStore:
                 os.unlink(name, dir_fd=shard)
             except FileNotFoundError:
                 return False
+            except IsADirectoryError:
+                raise DirectoryAtReceipt(receipt_path(self.root, attempt_id)) from None
             _fsync_dir_best_effort(shard)
         finally:
             os.close(shard)

@@ -145,6 +145,10 @@ class Explanation:
     # for a legacy run, a dry run of the primary pass for a runtime one): a pass writes nothing
     # for a run it keeps, leaves pending or unresolved, so no event can hold that decision.
     now: Mapping[str, Any] | None = None
+    # For an active runtime run: what `/proc` says now about each active Attempt's process
+    # (``reconciler.ops._process``), and the decision left to the operator (D-23).
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    decide: Mapping[str, Any] | None = None
 
     def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
         """The edges of ``machine`` this run took, each with the sequences that took it."""
@@ -189,6 +193,8 @@ class Explanation:
             ],
             "steps": [s.as_dict() for s in self.steps],
             "now": dict(self.now) if self.now is not None else None,
+            "processes": [dict(p) for p in self.processes],
+            "decide": dict(self.decide) if self.decide is not None else None,
         }
 
 

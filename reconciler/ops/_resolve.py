@@ -35,7 +35,7 @@ from typing import Any
 from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
 from reconciler._escape import clean
 from reconciler.node._clock import Clock
-from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle
+from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle, parse_handle
 from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun
 from storage import (
     Actor,
@@ -145,6 +145,8 @@ class AttemptMove:
     trigger: str
     process: str | None  # running | not_running | unknown | None (no handle to probe)
     probe_reason: str | None
+    pid: int | None = None  # the handle's pid and process group: what the probe checked
+    pgid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,11 +189,17 @@ def plan_resolution(
         a for a in active if probes.get(a.id) is not None and probes[a.id].verdict == "running"
     ]
     if running and not force:
-        att = running[0]
+        # D-23: the pid and group the probe proved (the handle's), never `RunAttempts.pid`:
+        # under row 11 the two differ and the recorded one may be another job's process.
+        live = "; ".join(
+            f"attempt {clean(a.id)}: {describe_live(pid, pgid)}"
+            for a in running
+            for pid, pgid in [handle_ids(a)]
+        )
         raise ResolveRefused(
-            f"{where}: its process identity proves it is still running (pid {att.pid}); stop "
-            "the process and run `qlfsm startup`, or pass --force to decide anyway (recorded "
-            "in the event)",
+            f"{where}: its process identity proves it is still running ({live}); stop it "
+            f"({stop_hint([handle_ids(a) for a in running])}) and run `qlfsm startup`, or pass "
+            "--force to decide anyway (recorded in the event; qlfsm does not stop the process)",
             choices,
         )
     run_trigger = _lifecycle(run_machine(), run.status, target)
@@ -201,6 +209,7 @@ def plan_resolution(
         trigger = _lifecycle(attempt_machine(), a.status, target)
         assert trigger is not None
         probe = probes.get(a.id)
+        pid, pgid = handle_ids(a)
         moves.append(
             AttemptMove(
                 a.id,
@@ -208,9 +217,28 @@ def plan_resolution(
                 trigger,
                 probe.verdict if probe is not None else None,
                 probe.reason if probe is not None else None,
+                pid,
+                pgid,
             )
         )
     return ResolutionPlan(run.id, target, run.status, run_trigger, tuple(moves), force)
+
+
+def handle_ids(attempt: AttemptRow) -> tuple[int | None, int | None]:
+    """The pid and process group of the Attempt's durable handle (what the probe checks)."""
+    handle = parse_handle(attempt.executor_handle)
+    return (handle.pid, handle.pgid) if handle is not None else (None, None)
+
+
+def describe_live(pid: int | None, pgid: int | None) -> str:
+    return f"pid {pid}, process group {pgid}, as its handle names them"
+
+
+def stop_hint(ids: Sequence[tuple[int | None, int | None]]) -> str:
+    """How to stop the proven-live jobs: each one's process group (the launcher starts every
+    job in its own group, spec 03 "Launcher"), by the group id the probe proved."""
+    groups = dict.fromkeys(g for _, g in ids if g is not None)
+    return "; ".join(f"kill -TERM -- -{g}" for g in groups) or "stop it by other means"
 
 
 def _show(choices: Sequence[str]) -> str:
@@ -240,10 +268,26 @@ class Resolved:
     version: int
     events: tuple[str, ...]
     journal: list[JournalRow] = field(default_factory=list)
+    # What the decision writes (or, with ``dry_run``, would write): one edge and event each.
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    dry_run: bool = False
+
+    def still_running(self) -> list[dict[str, Any]]:
+        """The Attempts whose process was proven running: a forced decision leaves them so."""
+        return [
+            {"attempt_id": m.attempt_id, "pid": m.pid, "pgid": m.pgid}
+            for m in self.plan.attempts
+            if m.process == "running"
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         p = self.plan
+        live = self.still_running()
         return {
+            "dry_run": self.dry_run,
+            "writes": list(self.writes),
+            "still_running": live,
+            "stop": stop_hint([(x["pid"], x["pgid"]) for x in live]) if live else None,
             "run_id": p.run_id,
             "to": p.target,
             "run": {"from": p.run_source, "to": p.target},
@@ -284,9 +328,12 @@ def resolve(
     provider: ProcessProvider,
     clock: Clock,
     actor: Actor,
+    dry_run: bool = False,
 ) -> Resolved:
     """Gather, decide, commit (module docstring). Raises UnknownRun, InvalidReason,
-    ResolveRefused (nothing written), or a storage Conflict when the run moved meanwhile."""
+    ResolveRefused (nothing written), or a storage Conflict when the run moved meanwhile.
+    ``dry_run``: gather and decide the same way, refuse the same way, and return what would
+    be written without writing it (no transaction is even opened)."""
     text = check_reason(reason)
     repo = Repository(conn)
     run = repo.get_run(run_id)
@@ -319,9 +366,32 @@ def resolve(
             for a in active
         },
     )
+    writes = [_write_of(plan, ch) for ch in changes]
+    journal = [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
+    if dry_run:
+        version = run.version + len(changes)  # spec 01: every edge one version
+        return Resolved(plan, text, actor, version, (), journal, writes, dry_run=True)
     done = repo.advance(run.id, run.version, changes, actor=actor, at_ms=at, expect=expect)
     journal = [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
-    return Resolved(plan, text, actor, done.version, done.events, journal)
+    return Resolved(plan, text, actor, done.version, done.events, journal, writes)
+
+
+def _write_of(plan: ResolutionPlan, change: Change) -> dict[str, Any]:
+    """One planned edge as the operator sees it: aggregate, id, from -> to, event, dedupe key
+    (spec 01 "Events": `aggregate.past_tense`, here the target state's name)."""
+    if isinstance(change, AttemptChange):
+        source = next(m.source for m in plan.attempts if m.attempt_id == change.attempt_id)
+        aggregate, ident = "attempt", change.attempt_id
+    else:
+        source, aggregate, ident = plan.run_source, "run", plan.run_id
+    return {
+        "aggregate": aggregate,
+        "id": ident,
+        "from": source,
+        "to": plan.target,
+        "event": f"{aggregate}.{plan.target}",
+        "dedupe_key": change.dedupe_key,
+    }
 
 
 def _changes(plan: ResolutionPlan, run: RunRow, reason: str, at_ms: int) -> list[Change]:

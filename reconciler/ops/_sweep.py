@@ -28,17 +28,20 @@ Bounded: each of the two phases reads at most ``max_pages`` keyset pages of ``pa
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.node._clock import Clock
+from reconciler.node._clock import Clock, witness_ms
 from reconciler.node._identity import ProcessProvider, inspect_handle
+from reconciler.node._receipt import validate_id
 from storage._operator import (
     FIRST,
     PendingRow,
     QuarantinedRow,
     delete_pending_of_ended,
     delete_quarantined_of_ended,
+    journal_shards,
     pending_page,
     quarantined_page,
 )
@@ -55,6 +58,8 @@ class SweepStore(Protocol):
     root: str
 
     def check_root(self) -> bool: ...
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None: ...
 
     def remove_receipt(self, attempt_id: str) -> bool: ...
 
@@ -91,15 +96,35 @@ class SweepResult:
     quarantine: QuarantineCounts = field(default_factory=QuarantineCounts)
     remaining: bool = False
     errors: list[dict[str, str]] = field(default_factory=list)
+    # One line per row that cannot be acted on at all (an Attempt id that is no path): named
+    # once, skipped, not an error (D-16); only present in the JSON when there is one.
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "state": self.state,
             "receipts": dict(self.receipts.__dict__),
             "quarantine": dict(self.quarantine.__dict__),
             "remaining": self.remaining,
             "errors": list(self.errors),
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+    def _unusable(self, attempt_id: str, run_id: str) -> bool:
+        """True (and the row named once) when ``attempt_id`` cannot be turned into a receipt
+        path (spec 03: paths only from a validated Attempt id): nothing is done with the row,
+        which no pass can settle by a file; an operator looks at it."""
+        if validate_id(attempt_id):
+            return False
+        if len(self.warnings) < MAX_ERRORS_SHOWN:
+            self.warnings.append(
+                f"journal row of Attempt {ascii(attempt_id)[:120]} (run {ascii(run_id)[:120]}) "
+                "has an id that is no receipt path: skipped, nothing touched; look at it with "
+                "`qlfsm inspect`"
+            )
+        return True
 
     def _error(self, attempt_id: str, step: str, exc: BaseException) -> None:
         if len(self.errors) < MAX_ERRORS_SHOWN:
@@ -126,9 +151,31 @@ def sweep(
     if not store.check_root():
         result.state = "root_missing"
         return result
+    # D-16: a shard another user may write is refused like such a root, before any removal.
+    store.check_shards(journal_shards(conn))
     _receipts(conn, store, provider, result, page, max_pages)
-    _quarantine(conn, store, clock.now_ms(), result, page, max_pages)
+    _quarantine(conn, store, _purge_now(clock, result), result, page, max_pages)
     return result
+
+
+# A clock ahead of the kernel's by more than this is not trusted for a purge (D-16).
+CLOCK_AHEAD_MS = 60 * 1000
+
+
+def _purge_now(clock: Clock, result: SweepResult) -> int:
+    """The time purge times are judged by (D-16): the clock's, unless a second clock in sight
+    (the kernel's, which a process-local override like `faketime` does not move) is behind it
+    by more than a minute: then that one, and a warning. A clock that is wrong for the whole
+    node cannot be seen from here; docs/decisions.md D-16 says what bounds that case."""
+    now = clock.now_ms()
+    other = witness_ms(clock)
+    if other is not None and now - other > CLOCK_AHEAD_MS:
+        result.warnings.append(
+            f"the clock runs {(now - other) // 1000} s ahead of the kernel's clock: purge "
+            "times were judged by the kernel's, so nothing is purged early; set the clock right"
+        )
+        return other
+    return now
 
 
 def _receipts(
@@ -160,6 +207,8 @@ def _one_pending(
     result: SweepResult,
 ) -> None:
     counts = result.receipts
+    if result._unusable(row.attempt_id, row.run_id):
+        return
     if row.attempt_status in _ACTIVE:
         counts.kept_active += 1  # its receipt is the ADR-0068 pass's evidence
         return
@@ -211,6 +260,8 @@ def _one_quarantined(
     conn: sqlite3.Connection, store: SweepStore, row: QuarantinedRow, result: SweepResult
 ) -> None:
     counts = result.quarantine
+    if result._unusable(row.attempt_id, row.run_id):
+        return
     if row.attempt_status in _ACTIVE:
         # It still blocks its candidate (D-3a): someone decides first (`qlfsm resolve`).
         counts.kept_active += 1

@@ -43,6 +43,7 @@ from reconciler.primary._verify import Verifying
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from reconciler.primary._writes import Writing
 from storage import (
+    Conflict,
     LockBudget,
     PrimaryCandidate,
     Repository,
@@ -53,6 +54,11 @@ from storage import (
     primary_candidates,
     write_blocker,
 )
+
+# The Run statuses of spec 04's candidate query; a Run in any other is not a candidate.
+CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
+# The reasons of a Run that changed between two reads of this pass (rows 2 and 13).
+CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
 
 class PrimaryReconciler(Gathering, Writing, Verifying):
@@ -85,6 +91,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         self.dry_run = dry_run
         # Why the pass stopped writing (database_locked / database_read_only), once it has.
         self.stopped: str | None = None
+        # One line each, for the operator (stderr, and the summary's `warnings`): D-16.
+        self.warnings: list[str] = []
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -98,6 +106,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 summary = self._run(page)
         if self.dry_run:
             summary["dry_run"] = True
+        if self.warnings:
+            summary["warnings"] = list(dict.fromkeys(self.warnings))
         return summary
 
     def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:
@@ -132,6 +142,14 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         it as "no receipt" would turn a published completion into `lost`.
         """
         if self.store.check_root():
+            # D-16: a shard another user may write is refused like such a root, before any
+            # write; only the shards of these candidates' Attempts are looked at (no listing).
+            runs = [cand.run_id for cand in page if cand.problem is None]
+            try:
+                ids = self.repo.attempt_ids_of(runs)  # one statement for the page
+            except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
+                ids = [i for run in runs for i in self._attempt_ids_alone(run)]
+            self.store.check_shards(ids)
             return
         for cand in page:
             try:
@@ -146,6 +164,12 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                         "before any spawn): point the receipt root at the launcher's receipt "
                         "directory, or restore it"
                     )
+
+    def _attempt_ids_alone(self, run_id: str) -> list[str]:
+        try:
+            return [att.id for att in self.repo.attempts_of(run_id)]
+        except Exception:  # a bad row is that candidate's failure, reported in phase 1
+            return []
 
     def _guarded(self, cand: PassCandidate, step: Callable[[PassCandidate], None]) -> None:
         # spec 04 row 14: any exception while handling the candidate -> failed. Each write is
@@ -173,6 +197,29 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 return
             decided = cand.core.fail(describe(exc))
             cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
+            if isinstance(exc, Conflict):
+                self._decided_elsewhere(cand)  # the compare-and-set found the Run moved
+            return
+        if cand.result is not None and cand.result.reason in CHANGED_MEANWHILE:
+            self._decided_elsewhere(cand)
+
+    def _decided_elsewhere(self, cand: PassCandidate) -> None:
+        """D-20: the Run moved between this pass's reads (row 2 `status_changed`, row 13
+        `changed_before_lost`, or a row 14 compare-and-set Conflict). Read it once more: when
+        it is no longer a candidate (it left `dispatching`/`running`: another start-up, an
+        operator or QingLong itself decided it meanwhile, in its own atomic transaction),
+        it is decided elsewhere and blocks nothing (counted `recovered`, reason
+        `decided_elsewhere:<status now>`). Still a candidate, gone, or unreadable: the
+        decision taken stands (it blocks)."""
+        try:
+            run = self.repo.get_run(cand.page.run_id)
+        except Exception:
+            return
+        if run is None or run.status in CANDIDATE_STATUSES:
+            return
+        assert cand.result is not None
+        cand.result.outcome = "recovered"
+        cand.result.reason = f"decided_elsewhere:{run.status}"
 
     def _named(self, exc: Exception) -> Exception:
         """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""

@@ -101,6 +101,7 @@ class PassState:
     probe: Probe
     dry_run: bool
     stopped: str | None
+    warnings: list[str]
 
     if TYPE_CHECKING:
         # Steps one part of the pass calls in another (defined by the mixins).

@@ -16,7 +16,8 @@ from fsm import (
     decide_primary,
     observed_facts,
 )
-from reconciler.node._receipt_store import QuarantineNotDone
+from reconciler.node._clock import witness_ms
+from reconciler.node._receipt_store import QuarantineNotDone, directory_at
 from reconciler.primary._edges import (
     Plan,
     adopt_running,
@@ -45,6 +46,9 @@ from storage import (
 
 # How long an invalid receipt is kept in quarantine (spec 03 leaves the period to us: D-3a).
 QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
+# A clock behind the database's own times by more than this is named in a warning (D-16); less
+# is an NTP step or two writers' clocks a little apart, and the purge time is floored anyway.
+CLOCK_BEHIND_WARN_MS = 60 * 1000
 
 
 class Writing(PassState):
@@ -74,7 +78,10 @@ class Writing(PassState):
             self._after_completion(cand)
         elif write == "quarantine":
             assert att is not None
-            self._quarantine(run, att)
+            # D-16: a directory cannot be moved into the quarantine; nothing is written and
+            # row 6 stays unresolved (as its dry run says) until the operator removes it.
+            if directory_at(decision.facts.receipt_problem) is None:
+                self._quarantine(run, att)
             cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
         elif write == "lose_missing_attempt":
             self._commit(cand, lambda facts: lose_missing_attempt(run, facts, now, note))
@@ -234,7 +241,22 @@ class Writing(PassState):
         earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
         ref = self.store.quarantine_target(att.id, earlier)
         now = self.clock.now_ms()
-        journal_quarantine(self.conn, att.id, run.id, ref, now, now + QUARANTINE_KEEP_MS)
+        # D-16: the retention runs from the latest moment by any clock in sight: this one, the
+        # kernel's (which `faketime` does not move), the database's newest time for the Run.
+        kernel = witness_ms(self.clock)
+        at = max(now, kernel) if kernel is not None else now
+        happened = journal_quarantine(self.conn, att.id, run.id, ref, at, at + QUARANTINE_KEEP_MS)
+        if happened - now > CLOCK_BEHIND_WARN_MS:
+            what = (
+                "the kernel's clock"
+                if happened == at
+                else f"the newest time the database recorded for run {ascii(run.id)[1:-1]}"
+            )
+            self.warnings.append(
+                f"the clock runs {(happened - now) // 1000} s behind {what}: the quarantined "
+                f"receipt of Attempt {ascii(att.id)[1:-1]} is kept for the retention counted "
+                "from that time; set the clock right (NTP)"
+            )
         try:
             self.store.quarantine(att.id, ref)
         except QuarantineNotDone:

@@ -1,0 +1,144 @@
+"""Who may write under the receipt root (docs/decisions.md D-16), and what stands at a path that
+should be a real directory. Light on purpose (``os`` and ``stat`` only): the zero-candidate
+start-up stats the root with it without paying for the receipt store.
+
+A completion receipt is the evidence ADR-0068 trusts over every other fact: a user who can write
+the root or a shard can delete one (the run is then `lost` and retried, its side effects run
+twice) or plant files that block start-up. So the root and every shard qlfsm uses must be
+writable by their owner alone, and owned by the user running qlfsm or by root.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_SAFE_SHELL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%=,")
+
+
+class ReceiptRootError(ValueError):
+    """The configured receipt root is unusable; the message says what to fix (one line)."""
+
+
+def shell_word(path: str) -> str:
+    """``path`` as one POSIX shell word (``shlex.quote``'s rule, without importing shlex)."""
+    if path and all(c in _SAFE_SHELL for c in path):
+        return path
+    return "'" + path.replace("'", "'\"'\"'") + "'"
+
+
+def what_is(path: str) -> str:
+    """What stands at ``path`` when it is not a real directory (for a one-line message)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "below a path component that is not a directory"
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"a symbolic link (to {target!r})"
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a directory"
+
+
+def root_error(root: str) -> str:
+    """The one-line configuration error for a root that exists but is not a real directory."""
+    return (
+        f"receipt root {root!r} is {what_is(root)}, not a directory: point the receipt root at "
+        "the launcher's receipt directory (a real directory, not a link)"
+    )
+
+
+def loose_error(kind: str, path: str, st: os.stat_result) -> str | None:
+    """None when the directory ``path`` (``st``: its lstat) is safe to trust (D-16): not
+    writable by group or others, owned by the user running qlfsm or by root. Otherwise the
+    one-line error naming it, its mode and owner, and the command that fixes it."""
+    mode = stat.S_IMODE(st.st_mode)
+    me = os.geteuid()
+    loose = bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
+    foreign = st.st_uid not in (me, 0)
+    if not loose and not foreign:
+        return None
+    word = shell_word(path)
+    problems, fixes = [], []
+    if loose:
+        who = {0o020: "its group", 0o002: "others"}.get(mode & 0o022, "group and others")
+        problems.append(f"writable by {who}")
+        fixes.append(f"chmod 0700 {word}")
+    if foreign:
+        problems.append(f"owned by uid {st.st_uid}, not by the user running qlfsm (uid {me})")
+        fixes.insert(0, f"chown {me} {word}")
+    return (
+        f"receipt {kind} {path!r} (mode {mode:04o}, owner uid {st.st_uid}) is "
+        f"{' and '.join(problems)}: another local user could delete or plant receipts; fix it "
+        f"with `{' && '.join(fixes)}`"
+    )
+
+
+def check_root_dir(root: str) -> bool:
+    """The receipt root ``root`` (normalised) looked at with one ``lstat``: True for a real
+    directory qlfsm may trust, False when it does not exist; ReceiptRootError when it is
+    something else (a file, a link, below a non-directory) or is not safe to trust (D-16)."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        raise ReceiptRootError(root_error(root)) from None
+    except OSError as error:
+        raise ReceiptRootError(
+            f"receipt root {root!r} cannot be examined ({error.strerror}): make it a readable "
+            "directory"
+        ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ReceiptRootError(root_error(root))
+    problem = loose_error("root", root, st)
+    if problem is not None:
+        raise ReceiptRootError(problem)
+    return True
+
+
+def check_dir_fd(kind: str, path: str, fd: int) -> None:
+    """ReceiptRootError when the open directory ``fd`` (at ``path``) is not safe to trust."""
+    problem = loose_error(kind, path, os.fstat(fd))
+    if problem is not None:
+        raise ReceiptRootError(problem)
+
+
+def check_shard_dir(root: str, shard: str) -> None:
+    """The shard ``<root>/<shard>``, when it exists as a real directory, checked like the root
+    (one ``lstat``). Anything else standing there is the read's business (``Unusable``)."""
+    path = os.path.join(root, shard)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        problem = loose_error("shard", path, st)
+        if problem is not None:
+            raise ReceiptRootError(problem)
+
+
+def private_dir(path: str, *, dir_fd: int | None = None) -> bool:
+    """``mkdir(path, 0700)``, then the mode set to 0700 exactly, whatever the umask (a umask of
+    0777 would otherwise leave a directory nobody can use). False when it already existed."""
+    try:
+        os.mkdir(path, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return True

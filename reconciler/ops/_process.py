@@ -1,0 +1,110 @@
+"""What `/proc` says now about an active Attempt's process, for `explain` and `resolve`.
+
+The start-up pass decides on the durable handle (spec 03 "Inspection": boot id, pid, process
+group, start ticks) and compares the handle's pid with `RunAttempts.pid` (spec 04 row 11). An
+operator deciding by hand needs the same facts, and the one pid that is safe to signal: the
+handle's, whose identity the probe proved, with its process group — never `RunAttempts.pid`
+unproven (docs/decisions.md D-23). Only numbers and verdicts are shown: never a command line,
+an environment or a working directory (spec 05 privacy, applied to the operator's view too).
+
+Reads only: the boot id and `<pid>/stat` through the node's provider.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from reconciler.node._identity import (
+    ProcessProvider,
+    inspect_handle,
+    parse_handle,
+    parse_proc_stat,
+)
+from storage import AttemptRow
+
+__all__ = ["process_view", "stop_command"]
+
+
+def _stat_now(provider: ProcessProvider, pid: int) -> dict[str, Any]:
+    """`/proc/<pid>/stat` now: whether a process holds the pid, its group, ticks and state."""
+    try:
+        text = provider.read_stat(pid)
+    except Exception:  # spec 03: any provider error is "unknown", never "gone"
+        return {"exists": None, "pgid": None, "start_ticks": None, "state": None}
+    if text is None:
+        return {"exists": False, "pgid": None, "start_ticks": None, "state": None}
+    snap = parse_proc_stat(text, pid)
+    if snap is None:  # a stat line we cannot read: something is there, we cannot say what
+        return {"exists": True, "pgid": None, "start_ticks": None, "state": None}
+    return {
+        "exists": True,
+        "pgid": snap.pgrp,
+        "start_ticks": snap.start_ticks,
+        "state": snap.state,
+    }
+
+
+def process_view(
+    attempt: AttemptRow, provider: ProcessProvider, *, platform: str = sys.platform
+) -> dict[str, Any]:
+    """The evidence of one active Attempt, as the pass would read it, and `/proc` now.
+
+    ``handle``: what the stored `ql3lp1` handle says (null when it does not parse: row 10);
+    ``recorded_pid``: `RunAttempts.pid`; ``pid_matches``: the row 11 comparison; ``boot``:
+    `same` / `different` / `unknown` (the handle's boot id against this boot's); ``now``: the
+    handle pid's `/proc/<pid>/stat` now (exists, group, start ticks, state); ``recorded_now``:
+    the same for `RunAttempts.pid` when it differs; ``verdict`` / ``probe_reason``: spec 03's
+    three-valued answer; ``alive``: the handle's exact identity is running now."""
+    evidence = inspect_handle(attempt.executor_handle, provider, platform=platform)
+    handle = parse_handle(attempt.executor_handle)
+    linux = platform.startswith("linux")
+    view: dict[str, Any] = {
+        "attempt_id": attempt.id,
+        "status": attempt.status,
+        "recorded_pid": attempt.pid,
+        "handle": None,
+        "pid_matches": None,
+        "boot": "unknown",
+        "now": None,
+        "recorded_now": None,
+        "verdict": evidence.verdict,
+        "probe_reason": evidence.reason,
+        "alive": evidence.verdict == "running",
+    }
+    if not attempt.executor_handle:
+        view["probe_reason"] = "handle_missing"
+        view["verdict"] = "unknown"
+    if handle is not None:
+        view["handle"] = {
+            "pid": handle.pid,
+            "pgid": handle.pgid,
+            "start_ticks": handle.start_ticks,
+        }
+        view["pid_matches"] = handle.pid == attempt.pid
+        if linux:
+            try:
+                view["boot"] = "same" if provider.boot_id() == handle.boot_id else "different"
+            except Exception:  # spec 03: unreadable is unknown
+                view["boot"] = "unknown"
+            if view["boot"] == "same":
+                view["now"] = _stat_now(provider, handle.pid)
+    recorded = attempt.pid
+    if (
+        linux
+        and isinstance(recorded, int)
+        and recorded > 0
+        and (handle is None or recorded != handle.pid)
+    ):
+        view["recorded_now"] = _stat_now(provider, recorded)
+    return view
+
+
+def stop_command(views: Sequence[dict[str, Any]]) -> str | None:
+    """How to stop the proven-live jobs: their process groups (the launcher starts each job in
+    its own group, spec 03 "Capture"), by the pgid the probe proved. None when none is alive."""
+    groups = [str(v["handle"]["pgid"]) for v in views if v["alive"] and v["handle"]]
+    if not groups:
+        return None
+    return "; ".join(f"kill -TERM -- -{g}" for g in dict.fromkeys(groups))

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from test_primary_support import linux_only, make_candidate, make_run, qlfsm
+from test_startup_report import pasted
 
 from fsm import RUN_STATES
 from reconciler.cli import _db
@@ -43,15 +44,21 @@ def test_reconcile_and_startup_say_the_same_verdict_and_list_every_blocking_run(
         qlfsm(cmd, "--db", str(db_path), "--receipt-root", str(root), env=clean_env())
         for cmd in ("reconcile", "startup")
     ]
-    for out in outs:
+    # Each run on a line of its own (reconcile: spec 04's words and the attempt; startup: what
+    # happened to it in plain words), then the explain command of each blocking run, with the
+    # receipt root (docs/decisions.md D-22).
+    words = {"reconcile": r"at-\w\s+10\s+unresolved", "startup": r"10\s+blocked"}
+    for cmd, out in zip(("reconcile", "startup"), outs, strict=True):
         assert out.returncode == 3, out.stderr
         lines = out.stdout.rstrip().splitlines()
         assert lines[-1] == "verdict: start-up BLOCKED"
+        for run in ("run-a", "run-c"):
+            assert any(re.match(rf"^{run}\s+{words[cmd]}\s+invalid_handle$", ln) for ln in lines)
         start = lines.index("blocked by 2 run(s):")
-        listed = lines[start + 3 : start + 5]
-        for line, run in zip(listed, ("run-a", "run-c"), strict=True):
-            assert re.match(rf"^{run}\s+10\s+unresolved\s+invalid_handle\s+", line), line
-            assert line.endswith(f"qlfsm explain --db {db_path} --run {run}")
+        assert pasted(out.stdout) == [
+            ["qlfsm", "explain", "--db", str(db_path), "--run", run, "--receipt-root", str(root)]
+            for run in ("run-a", "run-c")
+        ]
         assert "run-b" not in "\n".join(lines[start:])  # recovered: it blocks nothing
     assert "NOT safe" not in outs[1].stdout and "SAFE to admit" not in outs[1].stdout
 
@@ -78,7 +85,10 @@ def test_a_truncated_page_says_so_and_how_to_list_the_runs(
     out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(tmp_path))
     assert out.returncode == 3
     assert "more than 256 candidate runs" in out.stdout
-    assert f"qlfsm inspect --db {db_path} --status running" in out.stdout
+    # The command is wrapped at 100 columns (docs/decisions.md D-22); joined, it is the same.
+    joined = re.sub(r"\\\n\s*", "", out.stdout)  # the continuations (and a word's pieces)
+    assert f"qlfsm inspect --db {db_path} --status running" in re.sub(" +", " ", joined)
+    assert max(len(line) for line in out.stdout.splitlines()) <= 100
 
 
 # --- --version ----------------------------------------------------------------------------------

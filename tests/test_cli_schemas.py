@@ -21,6 +21,10 @@ from test_primary_support import dead_handle, linux_only, make_candidate, make_r
 
 from storage import Repository, connect
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from test_shadow_support import LegacyDb
+
 COMMANDS = (
     "db-init",
     "explain",
@@ -173,3 +177,393 @@ def test_launch(repo: Repository, db_path: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     validate("launch", proc.stdout)
+
+
+# --- every mode of every command -----------------------------------------------------------------
+#
+# Each scenario is a table of (schema, argv, exit codes) run in order on one real node; the
+# placeholders are its paths. The last test checks that the tables together use every flag
+# each command's --help lists, so a new flag (a new mode) must be added here to be validated.
+
+Mode = tuple[str, list[str], frozenset[int]]
+OK, BLOCKED, OK_OR_BLOCKED = frozenset({0}), frozenset({3}), frozenset({0, 3})
+R = ["--db", "{db}", "--receipt-root", "{root}", "--json"]
+
+EMPTY: list[Mode] = [
+    ("reconcile", ["reconcile", *R], OK),
+    ("reconcile", ["reconcile", *R, "--dry-run"], OK),
+    ("reconcile", ["reconcile", *R, "--profile", "edge"], OK),
+    ("startup", ["startup", *R], OK),
+    ("startup", ["startup", *R, "--legacy-normalize"], OK),
+    ("startup", ["startup", *R, "--dry-run"], OK),
+    ("startup", ["startup", *R, "--dry-run", "--legacy-normalize"], OK),
+    ("startup", ["startup", *R, "--origins", "manual,once,Bogus", "--profile", "edge"], OK),
+    ("startup", ["startup", *R, "--metrics-file", "{tmp}/qlfsm.prom"], OK),
+    (
+        "startup",
+        [
+            "startup",
+            "--db",
+            "{tmp}/fresh.db",
+            "--receipt-root",
+            "{root}",
+            "--json",
+            "--first-boot",
+            "--dry-run",
+        ],
+        OK,
+    ),
+    (
+        "startup",
+        ["startup", "--db", "{tmp}/fresh.db", "--receipt-root", "{root}", "--json", "--first-boot"],
+        OK,
+    ),
+    ("sweep", ["sweep", *R], OK),
+    ("sweep", ["sweep", "--db", "{db}", "--receipt-root", "{tmp}/none", "--json"], OK),
+    ("shadow", ["shadow", "--db", "{db}", "--json"], OK),
+    ("shadow", ["shadow", "--db", "{db}", "--json", "--origins", "manual,scheduled_node"], OK),
+    (
+        "shadow",
+        ["shadow", "--db", "{db}", "--json", "--origins", "manual", "--profile", "worker"],
+        OK,
+    ),
+    (
+        "shadow",
+        [
+            "shadow",
+            "--db",
+            "{db}",
+            "--json",
+            "--origins",
+            "manual",
+            "--resume-cursor",
+            "{tmp}/cursor",
+        ],
+        OK,
+    ),
+    ("shadow", ["shadow", "--db", "{tmp}/none.db", "--json", "--origins", "manual"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json"], OK),
+]
+
+BLOCKED_NODE: list[Mode] = [
+    ("reconcile", ["reconcile", *R, "--dry-run"], BLOCKED),
+    ("startup", ["startup", *R, "--dry-run"], BLOCKED),
+    ("startup", ["startup", *R, "--dry-run", "--legacy-normalize"], BLOCKED),
+    ("explain", ["explain", "--db", "{db}", "--run", "run-2", "--json"], OK),
+    (
+        "explain",
+        ["explain", "--db", "{db}", "--run", "run-2", "--json", "--receipt-root", "{root}"],
+        OK,
+    ),
+    (
+        "explain",
+        [
+            "explain",
+            "--db",
+            "{db}",
+            "--run",
+            "run-2",
+            "--json",
+            "--receipt-root",
+            "{root}",
+            "--profile",
+            "edge",
+        ],
+        OK,
+    ),
+    (
+        "explain",
+        [
+            "explain",
+            "--db",
+            "{db}",
+            "--run",
+            "run-2",
+            "--json",
+            "--svg",
+            "{tmp}/r.svg",
+            "--dot",
+            "{dot}",
+        ],
+        OK,
+    ),
+    ("reconcile", ["reconcile", *R], BLOCKED),
+    ("startup", ["startup", *R], BLOCKED),
+    ("startup", ["startup", *R, "--legacy-normalize", "--origins", "manual"], BLOCKED),
+    ("explain", ["explain", "--db", "{db}", "--run", "run-1", "--json"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json", "--limit", "1"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json", "--run", "run-1"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json", "--status", "running"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json", "--after", "run-1"], OK),
+    (
+        "resolve",
+        [
+            "resolve",
+            "--db",
+            "{db}",
+            "--run",
+            "run-2",
+            "--to",
+            "failed",
+            "--reason",
+            "bad handle",
+            "--dry-run",
+            "--json",
+        ],
+        OK,
+    ),
+    (
+        "resolve",
+        [
+            "resolve",
+            "--db",
+            "{db}",
+            "--run",
+            "run-2",
+            "--to",
+            "failed",
+            "--reason",
+            "bad handle",
+            "--operator",
+            "alice",
+            "--json",
+        ],
+        OK,
+    ),
+    (
+        "resolve",
+        [
+            "resolve",
+            "--db",
+            "{db}",
+            "--run",
+            "run-3",
+            "--to",
+            "failed",
+            "--reason",
+            "stop waiting",
+            "--force",
+            "--json",
+        ],
+        OK,
+    ),
+    ("startup", ["startup", *R, "--origins", "manual"], OK),
+    ("startup", ["startup", *R, "--dry-run"], OK),
+    ("sweep", ["sweep", *R], OK),
+]
+
+LEGACY: list[Mode] = [
+    (
+        "explain",
+        ["explain", "--db", "{db}", "--run", "{legacy}", "--json", "--origins", "manual"],
+        OK,
+    ),
+    ("shadow", ["shadow", "--db", "{db}", "--json", "--origins", "manual"], OK),
+]
+
+TRUNCATED: list[Mode] = [
+    ("reconcile", ["reconcile", *R], BLOCKED),
+    ("reconcile", ["reconcile", *R, "--dry-run"], BLOCKED),
+    ("startup", ["startup", *R, "--dry-run"], BLOCKED),
+    ("startup", ["startup", *R], BLOCKED),
+]
+
+LAUNCH: list[Mode] = [
+    (
+        "launch",
+        [
+            "launch",
+            "--db",
+            "{db}",
+            "--receipt-root",
+            "{root}",
+            "--run-id",
+            "run-w",
+            "--json",
+            "--wait",
+            "--",
+            "true",
+        ],
+        OK,
+    ),
+    (
+        "launch",
+        [
+            "launch",
+            "--db",
+            "{db}",
+            "--receipt-root",
+            "{root}",
+            "--run-id",
+            "run-l",
+            "--json",
+            "--log",
+            "{tmp}/job.log",
+            "--",
+            "sleep",
+            "30",
+        ],
+        OK,
+    ),
+    (
+        "launch",
+        [
+            "launch",
+            "--db",
+            "{db}",
+            "--receipt-root",
+            "{root}",
+            "--run-id",
+            "run-c",
+            "--create",
+            "--attempt-id",
+            "at-c",
+            "--operator",
+            "alice",
+            "--json",
+            "--wait",
+            "--",
+            "true",
+        ],
+        OK,
+    ),
+]
+
+DB_INIT: list[Mode] = [
+    ("db-init", ["db", "init", "--db", "{tmp}/new.db", "--json"], OK),
+    ("db-init", ["db", "init", "--db", "{tmp}/new.db", "--json"], OK),
+    ("db-init", ["db", "init", "--db", "{tmp}/ql2.db", "--json"], OK),
+    ("db-init", ["db", "init", "--db", "{tmp}/users.db", "--json", "--force"], OK),
+]
+
+SCENARIOS = {
+    "empty": EMPTY,
+    "blocked": BLOCKED_NODE,
+    "legacy": LEGACY,
+    "truncated": TRUNCATED,
+    "launch": LAUNCH,
+    "db-init": DB_INIT,
+}
+
+
+def run_modes(modes: list[Mode], **paths: str) -> list[dict[str, Any]]:
+    """Run every mode in order; each stdout validated against its schema."""
+    got = []
+    for schema, template, codes in modes:
+        argv = [word.format(**paths) for word in template]
+        out = qlfsm(*argv, env=env())
+        assert out.returncode in codes, (argv, out.returncode, out.stderr)
+        try:
+            got.append(validate(schema, out.stdout))
+        except ValidationError as exc:
+            raise AssertionError(f"{' '.join(template)}: {exc.message}") from exc
+    return got
+
+
+def node_paths(db: Path, tmp_path: Path) -> dict[str, str]:
+    root = tmp_path / "r"
+    root.mkdir(exist_ok=True)
+    return {"db": str(db), "root": str(root), "tmp": str(tmp_path)}
+
+
+@linux_only
+def test_every_mode_on_an_empty_node_matches_its_schema(db_path: Path, tmp_path: Path) -> None:
+    got = run_modes(EMPTY, **node_paths(db_path, tmp_path))
+    dry = got[5]
+    assert dry["dry_run"] is True and dry["primary"]["dry_run"] is True
+    assert dry["shadow"] == {"state": "skipped", "reason": "dry_run"}
+    assert dry["sweep"]["state"] == "skipped"  # the same keys as a real start-up
+    assert "dry_run" not in got[3] and got[1]["dry_run"] is True
+
+
+@linux_only
+def test_every_mode_on_a_blocked_node_matches_its_schema(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    from test_primary_support import sleepers
+
+    from reconciler.diagrams._dot import find_dot
+
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)  # row 13: lost
+    make_candidate(repo, "run-2", "at-2", handle="ql3lp1.bad", pid=3)  # row 10: blocked
+    with sleepers() as [live]:
+        make_candidate(repo, "run-3", "at-3", handle=live.handle, pid=live.pid)  # row 12
+        got = run_modes(BLOCKED_NODE, **node_paths(db_path, tmp_path), dot=find_dot())
+    assert got[1]["dry_run"] is True and got[1]["safe"] is False
+    assert got[4]["now"] is not None  # --receipt-root: what start-up would decide now
+    assert got[8]["sweep"]["state"] == "skipped" and got[-3]["sweep"]["state"] == "done"
+
+
+@linux_only
+def test_every_mode_on_a_legacy_run_matches_its_schema(db: LegacyDb, tmp_path: Path) -> None:
+    made = db.run(origin="manual", status="running")
+    run_modes(LEGACY, **node_paths(Path(db.path), tmp_path), legacy=made.run_id)
+
+
+def test_every_mode_on_a_truncated_page_matches_its_schema(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    conn = repo.conn
+    conn.execute("BEGIN")
+    for i in range(257):
+        conn.execute(
+            'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
+            "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
+            "VALUES (?, 'p', 't', '1', 'manual', 'manual', 'runtime', 'running', 1, 0, 1)",
+            (f"run-{i:03d}",),
+        )
+    conn.execute("COMMIT")
+    got = run_modes(TRUNCATED, **node_paths(db_path, tmp_path))
+    assert [g["truncated"] for g in got[:2]] == [True, True]
+    assert got[2]["primary"]["truncated"] is True and got[2]["dry_run"] is True
+
+
+@linux_only
+def test_every_mode_of_launch_matches_its_schema(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    for run_id in ("run-w", "run-l"):
+        version = make_run(repo, run_id, "queued")
+        repo.create_attempt(run_id=run_id, attempt_id=f"at-{run_id}", expected_version=version,
+                            at_ms=1_700_000_000_000)  # fmt: skip
+    got = run_modes(LAUNCH, **node_paths(db_path, tmp_path))
+    os.killpg(got[1]["pid"], signal.SIGKILL)
+
+
+def test_every_mode_of_db_init_matches_its_schema(tmp_path: Path) -> None:
+    from test_foreign_database import legacy_only, users_only
+
+    legacy_only(tmp_path / "ql2.db")
+    users_only(tmp_path / "users.db")
+    got = run_modes(DB_INIT, **node_paths(tmp_path / "new.db", tmp_path))
+    assert len(got) == 4
+
+
+HELP_ONLY = {"--debug", "--help"}
+
+
+def help_flags(*command: str) -> set[str]:
+    out = qlfsm(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    import re
+
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out.stdout)) - HELP_ONLY
+
+
+def test_the_scenarios_use_every_flag_of_every_command_with_json_output() -> None:
+    used: dict[str, set[str]] = {}
+    for modes in SCENARIOS.values():
+        for schema, argv, _ in modes:
+            used.setdefault(schema, set()).update(w for w in argv if w.startswith("--"))
+    commands = {name: name.split("-") if name == "db-init" else [name] for name in COMMANDS}
+    for name, command in commands.items():
+        assert "--json" in help_flags(*command), name
+        missing = help_flags(*command) - used.get(name, set()) - {"--"}
+        assert missing == set(), f"qlfsm {' '.join(command)}: {sorted(missing)} never validated"
+    # `diagrams` prints no JSON: nothing of it to validate.
+    for sub in ("render", "check"):
+        assert "--json" not in help_flags("diagrams", sub)

@@ -54,6 +54,9 @@ def test_the_demo_explains_every_run_by_label_and_every_outcome_is_the_expected_
     story, _, explained = out.partition("5. why was 'rotate (SIGKILLed)' marked lost?")
     assert UUID.search(story) is None and explained
     assert "SAFE to start" in story and "diagrams" in explained
+    # `recovered` split into what it means: the receipt's job completed, two jobs lost.
+    assert "primary: 1 completed, 2 lost, 1 kept running, 0 blocked, 0 failed -> SAFE to start" \
+        in story.splitlines()  # fmt: skip
     assert "ADR-0068 row 13" in out and "ADR-0448 row 10" in out
 
 

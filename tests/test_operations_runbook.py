@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 from _support import init_db
 from test_primary_support import dead_handle, linux_only, make_candidate
+from test_startup_report import pasted
 
 from storage import Repository, check_schema, connect
 
 RUNBOOK = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 DEPLOY = RUNBOOK.parent / "deploy"  # the unit files and the entrypoint people copy
 DATA = "/var/lib/qinglong"
+TEXTFILE = "/var/lib/node_exporter/textfile"  # the collector's directory in the runbook
 QLFSM_BIN = "/opt/qlfsm/bin"
 NODE = "/opt/qinglong/bin/qinglong-node"
 RUN = "01934f5e-7c2a-7b61-9d0e-5a1f2c3b4d5e"  # the blocked run the walk-through names
@@ -47,7 +49,8 @@ class Site:
         return self.root / "var-lib-qinglong"
 
     def local(self, text: str) -> str:
-        return text.replace(DATA, str(self.data)).replace(QLFSM_BIN, str(self.bin))
+        text = text.replace(DATA, str(self.data)).replace(QLFSM_BIN, str(self.bin))
+        return text.replace(TEXTFILE, str(self.root / "textfile"))
 
     @property
     def bin(self) -> Path:
@@ -115,7 +118,7 @@ def test_every_command_block_of_the_runbook_is_tagged_and_run_here() -> None:
     assert set(blocks()) == {
         "runbook:env", "runbook:install", "runbook:first-boot", "runbook:systemd",
         "runbook:dockerfile", "runbook:json", "runbook:walkthrough-1", "runbook:walkthrough-2",
-        "runbook:walkthrough-3", "runbook:walkthrough-4", "runbook:sweep",
+        "runbook:walkthrough-3", "runbook:walkthrough-4", "runbook:sweep", "runbook:metrics",
     }  # fmt: skip
 
 
@@ -125,8 +128,11 @@ def test_the_blocked_start_up_walk_through_runs_end_to_end(site: Site) -> None:
     out = site.sh("walkthrough-1", "walkthrough-2", "walkthrough-3", "walkthrough-4", "sweep")
     first = out["walkthrough-1"]
     assert "blocked by 1 run(s):" in first and "invalid_receipt:" in first
-    assert re.search(rf"^{RUN}\s+6\s+unresolved\s+invalid_receipt:", first, re.M), first
-    assert f"qlfsm explain --db {db} --run {RUN}" in first
+    # What happened to the run in plain words, and the explain command with the receipt root
+    # (wrapped at 100 columns with `\` continuations: joined, it is one command; D-22).
+    assert re.search(rf"^{RUN}\s+6\s+blocked\s+invalid_receipt:", first, re.M), first
+    explain = ["qlfsm", "explain", "--db", str(db), "--run", RUN, "--receipt-root"]
+    assert pasted(first) == [[*explain, str(site.data / "receipts")]], first
     assert "verdict: start-up BLOCKED" in first and "startup exit 3" in first
     explained = out["walkthrough-2"]
     assert f"run {RUN} (runtime, manual): now running" in explained
@@ -456,3 +462,15 @@ def test_systemd_analyze_accepts_the_units(site: Site) -> None:
         capture_output=True, text=True, timeout=60, check=False, cwd=units,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+@linux_only
+def test_the_metrics_block_writes_a_file_the_textfile_collector_parses(site: Site) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = site.sh("metrics")["metrics"]
+    assert "startup exit 3" in out, out
+    assert 'run_reconcile_total{executor="local_process",result="unresolved"} 1.0' in out
+    text = (site.root / "textfile" / "qlfsm.prom").read_text()
+    parsed = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert parsed["qlfsm_startup_safe"] == 0 and parsed["qlfsm_startup_primary_scanned"] == 1

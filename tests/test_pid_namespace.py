@@ -179,6 +179,9 @@ def test_a_job_alive_in_another_pid_namespace_is_never_lost_and_the_reason_says_
         assert (now["row"], now["outcome"], now["reason"]) == ("10", "unresolved", cand["reason"])
         human = qlfsm("startup", "--db", str(db_path), "--receipt-root", str(root))
         assert human.returncode == 3 and "docker exec" in human.stdout
+        # The long row-10 reason is wrapped under its column, whole (docs/decisions.md D-22).
+        assert max(len(line) for line in human.stdout.splitlines()) <= 100, human.stdout
+        assert " ".join(human.stdout.split()).count(" ".join(cand["reason"].split())) == 1
         assert statuses(db_path) == ("running", "running")
 
 

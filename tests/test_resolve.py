@@ -19,6 +19,7 @@ from test_primary_support import (
     qlfsm,
     sleepers,
 )
+from test_startup_report import pasted
 
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import ProcProvider
@@ -274,7 +275,9 @@ def test_a_quarantined_receipt_that_blocks_start_up_is_resolved_explained_and_un
     blocked = startup(db_path, root)
     assert blocked.returncode == 3
     assert "run-1" in blocked.stdout and "receipt_quarantined_earlier" in blocked.stdout
-    assert f"qlfsm explain --db {db_path} --run run-1" in blocked.stdout
+    # The explain command carries the receipt root, wrapped at 100 columns (D-22).
+    explain = ["qlfsm", "explain", "--db", str(db_path), "--run", "run-1", "--receipt-root"]
+    assert pasted(blocked.stdout) == [[*explain, str(root)]], blocked.stdout
     assert blocked.stdout.rstrip().endswith("verdict: start-up BLOCKED")
     out = resolve_cli(db_path, "run-1", "failed", reason="receipt corrupt; job rerun by hand")
     assert out.returncode == 0, out.stderr

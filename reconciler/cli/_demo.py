@@ -358,11 +358,11 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
     else:
         say(f"legacy shadow: {shadow['state']}")
     prim = result["primary"]
+    from reconciler.cli._report import plain_counts
     from reconciler.cli._verdict import BLOCKED, SAFE
 
-    say(f"primary: {prim['recovered']} recovered, {prim['remaining']} still running, "
-        f"{prim['unresolved']} unresolved, {prim['failed']} failed -> "
-        f"{SAFE if result['safe'] else BLOCKED}")  # fmt: skip
+    # `recovered` split into what it means, in `startup`'s own words (docs/decisions.md D-22).
+    say(f"primary: {plain_counts(prim)} -> {SAFE if result['safe'] else BLOCKED}")
     say("")
     say(table(["run", "owner", "when the server died", "after start-up", "check", "why"], rows))
     return ok

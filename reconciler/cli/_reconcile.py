@@ -366,7 +366,7 @@ def _reconcile(args: Any) -> int:
             text = json_line(summary)
         sys.stdout.write(text + "\n")
     else:
-        sys.stdout.write(render(summary, args.db) + "\n")
+        sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
     return code
 
 
@@ -387,7 +387,7 @@ def _flat_json(summary: Mapping[str, Any]) -> str | None:
     return "{" + ", ".join(parts) + "}"
 
 
-def render(summary: dict[str, Any], db: str) -> str:
+def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) -> str:
     """The human summary: one line of counts, the candidates, what blocks start-up (with the
     command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
     from reconciler.cli._verdict import blocking_lines, verdict_line
@@ -399,14 +399,11 @@ def render(summary: dict[str, Any], db: str) -> str:
     )
     lines = [head]
     if summary["candidates"]:
-        from reconciler.cli._util import table
+        # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
+        from reconciler.cli._report import candidate_lines
 
-        rows = [
-            [c["run_id"], c["attempt_id"] or "-", c["row"], c["outcome"], c["reason"]]
-            for c in summary["candidates"]
-        ]
-        lines.append(table(["run", "attempt", "row", "outcome", "reason"], rows))
-    blocking = blocking_lines(summary, db)
+        lines.extend(candidate_lines(summary, reconcile=True))
+    blocking = blocking_lines(summary, db, receipt_root)
     if blocking:
         lines.append("")
         lines.extend(blocking)

@@ -16,6 +16,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -300,7 +301,14 @@ def _fsync_directory(directory: str) -> None:
 
 
 def human_audit(audit: Mapping[str, Any]) -> str:
-    """The audit record for a person: states, counts and enum strings only."""
+    """The audit record for a person: states, counts and enum strings only, in lines of at
+    most 100 columns (docs/decisions.md D-22)."""
+    from reconciler.cli._report import wrap
+
+    return "\n".join(wrap(line) for line in _human_audit(audit).split("\n"))
+
+
+def _human_audit(audit: Mapping[str, Any]) -> str:
     state = audit["state"]
     dropped = _dropped(audit)
     if state == "disabled":
@@ -331,12 +339,14 @@ def human_audit(audit: Mapping[str, Any]) -> str:
             else ""
         ),
     ]
-    headers = ["origin", "scanned", *OUTCOME_KEYS]
-    rows = [
-        [e["origin"], str(e["scanned"]), *(str(e[k]) for k in OUTCOME_KEYS)]
-        for e in report["byOrigin"]
-    ]
-    rows.append(["total", str(cov["scanned"]), *(str(report["outcomes"][k]) for k in OUTCOME_KEYS)])
+    # An origin a column, an outcome a row: the seven reviewed origins and the total fit in
+    # 100 columns (95 at most), the nine outcomes as columns did not (docs/decisions.md D-22).
+    by_origin = report["byOrigin"]
+    headers = ["outcome", *(e["origin"] for e in by_origin), "total"]
+    rows = [["scanned", *(str(e["scanned"]) for e in by_origin), str(cov["scanned"])]]
+    rows.extend(
+        [k, *(str(e[k]) for e in by_origin), str(report["outcomes"][k])] for k in OUTCOME_KEYS
+    )
     lines.append("")
     lines.append(table(headers, rows))
     return "\n".join(lines)
@@ -388,7 +398,15 @@ def _startup(argv: list[str]) -> int:
         help="predict the primary pass and write nothing; normalization and the shadow pass "
         "(which write) are skipped, and the output says so",
     )
+    p.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="also write what the start-up did (counts, verdict, durations) to PATH, a *.prom "
+        "file for node_exporter's textfile collector, replaced atomically; needs the "
+        "`metrics` extra (pip install 'qlfsm[metrics]')",
+    )
     args = p.parse_args(argv)
+    started = time.monotonic()
     try:
         profile = resolve_profile(
             args.profile if args.profile is not None else os.environ.get(PROFILE_ENV)
@@ -408,6 +426,16 @@ def _startup(argv: list[str]) -> int:
 
     inspect_receipt_root(check_receipt_root(args.receipt_root))  # D-16: before any write
     check_profile(profile)
+    client = None
+    if args.metrics_file is not None:
+        if args.dry_run:
+            raise UsageError(
+                "--metrics-file with --dry-run: a dry run predicts and writes nothing, so it "
+                "has no start-up to report; drop one of them"
+            )
+        from reconciler.cli._metrics import check_metrics_file
+
+        client = check_metrics_file(args.metrics_file)  # the extra, before anything is read
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s()
@@ -441,17 +469,15 @@ def _startup(argv: list[str]) -> int:
         safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
         skipped = {"state": "skipped", "reason": "dry_run"}
         if args.json:
-            print_json(
-                {
-                    "shadow": skipped,
-                    "primary": summary,
-                    "safe": safe,
-                    "dry_run": True,
-                    "first_boot": first_boot,
-                }
-            )
+            # The same keys as a real start-up (schemas/startup.json, docs/decisions.md D-22):
+            # the sweep writes too, so it is `skipped`, as after a blocked pass.
+            from reconciler.cli._sweep import startup_sweep
+
+            sweep = startup_sweep(args.db, args.receipt_root, run=False)
+            out = {"shadow": skipped, "primary": summary, "sweep": sweep, "safe": safe}
+            print_json({**out, "dry_run": True, "first_boot": first_boot})
         else:
-            text = human_startup(None, summary, safe, args.db)
+            text = human_startup(None, summary, safe, args.db, receipt_root=args.receipt_root)
             if first_boot:
                 text = f"{first_boot_line(args.db, dry_run=True)}\n{text}"
             sys.stdout.write(text + "\n")
@@ -465,15 +491,25 @@ def _startup(argv: list[str]) -> int:
     # D-20: one start-up at a time per database, held across normalization, shadow, primary
     # and sweep; the wait for it is charged to the same one budget. Held past the budget:
     # StartupLocked, exit 75 (try again), before anything is written.
+    took: dict[str, float] = {}
     with single_flight(args.db, lock):
+        mark = time.monotonic()
         if args.legacy_normalize:
             _normalize(args.db, lock)
+            took["normalize"], mark = time.monotonic() - mark, time.monotonic()
         shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
+        took["shadow"], mark = time.monotonic() - mark, time.monotonic()
         summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
+        took["primary"], mark = time.monotonic() - mark, time.monotonic()
         safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
         from reconciler.cli._sweep import startup_sweep
 
         sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
+        if safe:
+            took["sweep"] = time.monotonic() - mark
+    took["total"] = time.monotonic() - started
+    if client is not None:
+        _metrics(client, args.metrics_file, args.db, shadow.audit, summary, safe, took)
     if args.json:
         print_json(
             {
@@ -485,12 +521,34 @@ def _startup(argv: list[str]) -> int:
             }
         )
     else:
-        text = human_startup(shadow.audit, summary, safe, args.db, sweep)
+        text = human_startup(shadow.audit, summary, safe, args.db, sweep, args.receipt_root)
         if first_boot:
             text = f"{first_boot_line(args.db)}\n{text}"
         sys.stdout.write(text + "\n")
     warn_unknown_origins(shadow.audit, args.origins)
     return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
+
+
+def _metrics(
+    client: Any,
+    path: str,
+    db: str,
+    audit: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    safe: bool,
+    took: Mapping[str, float],
+) -> None:
+    """Written before the report is printed (a lost stdout must not lose the metrics too);
+    a failure is one warning line and never changes the verdict (docs/decisions.md D-22)."""
+    from reconciler.cli._metrics import MetricsNotWritten, write_metrics
+
+    try:
+        write_metrics(client, path, db, shadow=audit, summary=summary, safe=safe, durations=took)
+    except MetricsNotWritten as exc:
+        say(
+            f"qlfsm: warning: metrics file {shell_word(path)} not written ({exc}); start-up is "
+            "done and its verdict stands; the previous file, if any, is unchanged"
+        )
 
 
 def first_boot_line(db: str, *, dry_run: bool = False) -> str:
@@ -529,23 +587,29 @@ def human_startup(
     safe: bool,
     db: str,
     sweep: Mapping[str, Any] | None = None,
+    receipt_root: str | None = None,
 ) -> str:
-    """Both passes, what blocks start-up (``_verdict``), the sweep, and the verdict.
-    ``audit`` None: a dry run, which skipped normalization and the shadow pass."""
+    """Both passes, every candidate the primary pass decided or left (``_report``: run, row,
+    what happened in plain words, reason; at most 100 columns a line, D-22), what blocks
+    start-up (``_verdict``), the sweep, and the verdict. ``audit`` None: a dry run, which
+    skipped normalization and the shadow pass."""
     from reconciler.cli._sweep import human_sweep
     from reconciler.cli._verdict import blocking_lines, verdict_line
 
-    keys = ("scanned", "recovered", "remaining", "unresolved", "failed")
-    counts = ", ".join(f"{summary.get(k, 0)} {k}" for k in keys)
-    trunc = " (truncated: more than one page of candidates)" if summary.get("truncated") else ""
+    trunc = " (truncated at 256: none was decided)" if summary.get("truncated") else ""
     shadow = (
         human_audit(audit)
         if audit is not None
         else "legacy shadow (ADR-0448): skipped (dry run: it has no dry run; "
         "normalization skipped too)"
     )
-    lines = [shadow, "", f"primary (ADR-0068): {counts}{trunc}"]
-    lines.extend(blocking_lines(summary, db))
+    lines = [shadow, ""]
+    from reconciler.cli._report import candidate_lines, plain_counts
+
+    scanned = f"primary (ADR-0068): {summary.get('scanned', 0)} scanned"
+    lines.append(f"{scanned}: {plain_counts(summary)}{trunc}")
+    lines.extend(candidate_lines(summary))
+    lines.extend(blocking_lines(summary, db, receipt_root))
     if sweep is not None:
         lines.append(human_sweep(sweep))
     verdict = verdict_line(safe)

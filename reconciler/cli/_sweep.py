@@ -91,7 +91,9 @@ def human_sweep(result: Mapping[str, Any]) -> str:
         text += f"; {errors} could not be cleaned"
     if result.get("remaining"):
         text += "; more remain for the next pass"
-    return text
+    from reconciler.cli._report import wrap
+
+    return wrap(text)  # at most 100 columns a line (docs/decisions.md D-22)
 
 
 def sweep_command(argv: list[str]) -> int:

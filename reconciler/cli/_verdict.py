@@ -1,14 +1,15 @@
 """The start-up verdict in words, one wording for every command, and what blocks start-up.
 
 `reconcile` and `startup` both end with :func:`verdict_line` and, when start-up is blocked,
-list every candidate that is neither `recovered` nor `remaining` with :func:`blocking_lines`:
-its run id, the spec 04 row, the reason, and the command that shows why (`qlfsm explain`).
+name every candidate that is neither `recovered` nor `remaining` with :func:`blocking_lines`:
+the command that shows why (`qlfsm explain ... --receipt-root ...`; the run, its row and
+reason are on the pass's own per-run lines, ``reconciler.cli._report``).
 Standard library only: the zero-candidate `reconcile` imports this module.
 """
 
 from __future__ import annotations
 
-from reconciler.cli._text import clean, shell_word, table, use_colour
+from reconciler.cli._text import clean, use_colour
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate `reconcile` imports this
 if TYPE_CHECKING:
@@ -29,36 +30,32 @@ def verdict_line(safe: bool) -> str:
     return f"verdict: {words}"
 
 
-def explain_command(db: str, run_id: str) -> str:
-    # D-14: a run id or path with CR LF must not print a line of its own (a forged verdict).
-    return f"qlfsm explain --db {shell_word(db)} --run {shell_word(run_id)}"
-
-
-def blocking_lines(summary: Mapping[str, Any], db: str) -> list[str]:
-    """What blocks start-up, for a person: every candidate that is not recovered/remaining,
-    or the truncated page. Empty when nothing blocks."""
+def blocking_lines(
+    summary: Mapping[str, Any], db: str, receipt_root: str | None = None
+) -> list[str]:
+    """What blocks start-up, for a person: the command that shows why for every candidate
+    that is not recovered/remaining (wrapped at 100 columns, D-22), or the truncated page.
+    Empty when nothing blocks."""
     lines: list[str] = []
     if summary.get("truncated"):
-        lines.append(
-            "blocked: more than 256 candidate runs (the page was truncated), so none was "
-            "decided; list them with "
-            f"`qlfsm inspect --db {shell_word(db)} --status running` (and --status dispatching)"
+        from reconciler.cli._report import command_lines
+
+        lines.append("blocked: more than 256 candidate runs (the page was truncated), so none")
+        lines.append("was decided; list them with (and again with --status dispatching):")
+        lines.extend(
+            command_lines([("qlfsm inspect", None), ("--db", db), ("--status running", None)])
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
-        rows = [
-            [
-                clean(c.get("run_id")),
-                clean(c.get("row")),
-                clean(c.get("outcome")),
-                clean(c.get("reason")),
-                explain_command(db, str(c.get("run_id"))),
-            ]
-            for c in blockers
-        ]
+        from reconciler.cli._report import explain_lines, wrap
+
         lines.append(f"blocked by {len(blockers)} run(s):")
-        lines.append(table(["run", "row", "outcome", "reason", "look closer"], rows))
-        lines.extend(fix_line(c.get("reason")) for c in blockers if directory_in(c.get("reason")))
+        for c in blockers:
+            lines.extend(explain_lines(db, str(c.get("run_id")), receipt_root))
+        # A directory at a receipt path (D-16): what to do, wrapped at 100 columns (D-22).
+        lines.extend(
+            wrap(fix_line(c.get("reason"))) for c in blockers if directory_in(c.get("reason"))
+        )
     return lines
 
 
@@ -78,4 +75,3 @@ def fix_line(reason: object) -> str:
     """What to do about a directory at the receipt path (D-16), one line."""
     path = clean(directory_in(reason))
     return f"remove the directory at {path}: a receipt is a file (look inside it first)"
-

@@ -1,0 +1,324 @@
+"""What a start-up pass did to each run, for a person, in lines of at most ``WIDTH`` columns
+(docs/decisions.md D-22).
+
+`startup` is wired into a service manager whose journal `systemctl status` cuts at the
+terminal's width, so every line here fits ``WIDTH`` columns, measured AFTER the escaping rule
+(``reconciler._escape``, D-14) and in terminal columns (an East Asian wide character is two).
+A reason that does not fit is wrapped under its column (at most four lines, then shortened
+with ``...``; its full text stays in `--json`). A row whose identifiers leave no room for a
+reason is printed in a long form, one field a line. A suggested command is wrapped between
+its words with ``\\`` line continuations, and a word too long for a line is cut into pieces
+that the shell joins back (each piece quoted on its own), so what is printed is still the
+command to paste.
+
+Standard library only; imported only when a pass had candidates or was truncated (the
+zero-candidate path never loads it).
+"""
+
+from __future__ import annotations
+
+from reconciler._escape import clean, shell_word
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+WIDTH = 100
+# The least room a reason gets on a table line; a row with less is printed in the long form.
+MIN_REASON = 20
+# A reason longer than its column is wrapped under it, at most this many lines (then "...").
+MAX_REASON_LINES = 4
+ELLIPSIS = "..."
+
+# spec 04 "Summary" outcome -> what it means for the run, in plain words (D-22). `recovered`
+# is split by how: a trusted receipt (rows 5/13: "completed") or `lost` (rows 3, 4b, 7, 13).
+PLAIN = {"remaining": "kept running", "unresolved": "blocked", "failed": "failed"}
+PLAIN_ORDER = ("completed", "lost", "kept running", "blocked", "failed")
+
+
+def columns(text: str) -> int:
+    """Terminal columns of ``text`` (already through ``clean``: every character printable):
+    an East Asian wide or full-width character is two, a combining mark none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    n = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def _pieces(value: object) -> list[str]:
+    """``clean(value)`` as the escaped form of each character: a cut between two pieces never
+    falls inside an escape such as ``\\x1b``."""
+    if value is None:
+        return ["-"]
+    return [clean(ch) for ch in str(value)]
+
+
+def shorten(value: object, room: int) -> str:
+    """``clean(value)`` in at most ``room`` columns, cut at a character and ended ``...``."""
+    text = clean(value)
+    if columns(text) <= room:
+        return text
+    out, used = [], 0
+    for piece in _pieces(value):
+        width = columns(piece)
+        if used + width > room - len(ELLIPSIS):
+            break
+        out.append(piece)
+        used += width
+    return "".join(out) + ELLIPSIS
+
+
+def wrap_cell(value: object, room: int, *, most: int = MAX_REASON_LINES) -> list[str]:
+    """``clean(value)`` in lines of at most ``room`` columns, cut after a space where there is
+    one (else anywhere between two characters' escapes); more than ``most`` lines: the last
+    one shortened with ``...``."""
+    lines: list[str] = []
+    line, used = "", 0
+    pieces = _pieces(value)
+    i = 0
+    while i < len(pieces):
+        width = columns(pieces[i])
+        if used + width > room and line:
+            cut = line.rfind(" ")
+            if cut > 0:  # back to the last space: the word starts the next line
+                rest = line[cut + 1 :]
+                lines.append(line[:cut])
+                line, used = rest, columns(rest)
+            else:
+                lines.append(line)
+                line, used = "", 0
+            continue
+        line += pieces[i]
+        used += width
+        i += 1
+    lines.append(line)
+    if len(lines) > most:
+        lines = [*lines[: most - 1], shorten(" ".join(lines[most - 1 :]), room)]
+    return lines
+
+
+def _chunks(value: object, room: int) -> list[str]:
+    """``clean(value)`` cut into lines of at most ``room`` columns (never inside an escape)."""
+    lines, line, used = [], "", 0
+    for piece in _pieces(value):
+        width = columns(piece)
+        if used + width > room and line:
+            lines.append(line)
+            line, used = "", 0
+        line += piece
+        used += width
+    lines.append(line)
+    return lines
+
+
+def wrap(line: str, *, width: int = WIDTH, indent: str = "  ") -> str:
+    """A line of prose (already escaped) in lines of at most ``width`` columns, cut after a
+    clause (``; ``) where that is enough, else between words; continuation lines indented. A
+    line that fits is returned unchanged; a single word longer than a line is kept whole."""
+    if columns(line) <= width:
+        return line
+    clauses = line.split("; ")
+    out: list[str] = []
+    for i, clause in enumerate(clauses):
+        text = clause + (";" if i < len(clauses) - 1 else "")
+        lead = indent if out else ""
+        if out and columns(out[-1] + " " + text) <= width:
+            out[-1] += " " + text
+        else:
+            out.extend(_words(lead + text, width, indent))
+    return "\n".join(out)
+
+
+def _words(line: str, width: int, indent: str) -> list[str]:
+    body = line.lstrip(" ")
+    out, current = [], line[: len(line) - len(body)]
+    for word in body.split(" "):
+        candidate = f"{current} {word}" if current.strip() else (current + word)
+        if columns(candidate) <= width or not current.strip():
+            current = candidate
+        else:
+            out.append(current)
+            current = indent + word
+    out.append(current)
+    return out
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - columns(text))
+
+
+def outcome_words(candidate: Mapping[str, Any]) -> str:
+    """The candidate's spec 04 outcome as what happened to the run: completed, lost, kept
+    running, blocked or failed."""
+    outcome = candidate.get("outcome")
+    if outcome == "recovered":
+        # spec 04 rows 5 and 13: a trusted receipt's reason is `receipt_<terminal>[...]`.
+        return "completed" if str(candidate.get("reason", "")).startswith("receipt_") else "lost"
+    return PLAIN.get(str(outcome), clean(outcome))
+
+
+def plain_counts(summary: Mapping[str, Any]) -> str:
+    """``1 completed, 2 lost, 1 kept running, 0 blocked, 0 failed``: spec 04's counts with
+    `recovered` split into what it means."""
+    completed = sum(1 for c in summary.get("candidates", []) if outcome_words(c) == "completed")
+    counts = {
+        "completed": completed,
+        "lost": int(summary.get("recovered", 0)) - completed,
+        "kept running": int(summary.get("remaining", 0)),
+        "blocked": int(summary.get("unresolved", 0)),
+        "failed": int(summary.get("failed", 0)),
+    }
+    return ", ".join(f"{counts[k]} {k}" for k in PLAIN_ORDER)
+
+
+def fit_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
+) -> list[str]:
+    """An aligned table whose last column (the reason) is wrapped under itself so that no line
+    is wider than ``width``; every cell through ``clean``. A row whose other cells leave less than
+    MIN_REASON columns is printed below the table in the long form instead (its first cell,
+    then each other field on a line of its own, indented)."""
+    fixed = len(headers) - 1
+    cells = [[clean(v) for v in row[:fixed]] for row in rows]
+    fitting = list(range(len(rows)))
+
+    def widths(chosen: list[int]) -> list[int]:
+        return [
+            max([columns(headers[i])] + [columns(cells[r][i]) for r in chosen])
+            for i in range(fixed)
+        ]
+
+    ws = widths(fitting)
+    while fitting and sum(ws) + 2 * fixed + MIN_REASON > width:
+        # The row with the widest identifiers leaves the table for the long form.
+        fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
+        ws = widths(fitting)
+    room = width - sum(ws) - 2 * fixed
+    reasons = {r: wrap_cell(rows[r][fixed], room) for r in fitting}
+    last = max([columns(headers[fixed])] + [columns(t) for v in reasons.values() for t in v])
+    lines = []
+    if fitting:
+        lines.append("  ".join(_pad(h, w) for h, w in zip(headers, [*ws, last], strict=True)))
+        lines[-1] = lines[-1].rstrip()
+        lines.append("  ".join("-" * w for w in [*ws, last]))
+        under = " " * (sum(ws) + 2 * fixed)  # a wrapped reason's lines, under its column
+        for r in fitting:
+            line = "  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True))
+            first, *more = reasons[r]
+            lines.append(f"{line}  {first}".rstrip())
+            lines.extend(under + part for part in more)
+    for r in range(len(rows)):
+        if r in fitting:
+            continue
+        # The long form: the run id (cut into lines if it must be), any other identifier on
+        # a line of its own, then "row R, OUTCOME: reason" (the last three columns).
+        lines.extend(_chunks(rows[r][0], width))
+        for header, value in zip(headers[1:-3], rows[r][1:-3], strict=True):
+            lead = f"    {header} "
+            lines.extend(lead + part for part in _chunks(value, width - len(lead)))
+        row, outcome, reason = rows[r][-3:]
+        lead = f"    {headers[-3]} {shorten(row, 16)}, {shorten(outcome, 16)}: "
+        first, *more = wrap_cell(reason, width - columns(lead))
+        lines.append(lead + first)
+        lines.extend(" " * columns(lead) + part for part in more)
+    return lines
+
+
+def command_lines(
+    words: Sequence[tuple[str, object | None]], *, indent: str = "  ", width: int = WIDTH
+) -> list[str]:
+    """A command to paste, ``words`` as (flag or literal, value or None) pairs, wrapped at
+    ``width`` with `` \\`` continuations (continuation lines indented two more). Each value is
+    one shell word (``shell_word``); a value too long for a line is cut into pieces, each a
+    shell word of its own on a line of its own from the first column, that the shell joins
+    back into one (``'a'\\<newline>'b'`` is ``ab``)."""
+    tokens: list[str] = []
+    for flag, value in words:
+        if value is None:
+            tokens.append(flag)
+        else:
+            tokens.append(f"{flag} {shell_word(value)}")
+    lines: list[str] = []
+    line = indent
+    more = indent + "  "
+    for i, token in enumerate(tokens):
+        last = i == len(tokens) - 1
+        reserve = 0 if last else 2  # the " \" that ends a line that is continued
+        sep = "" if line.strip() == "" else " "
+        if columns(line + sep + token) + reserve <= width:
+            line += sep + token
+            continue
+        if line.strip():
+            lines.append(line + " \\")
+            line = more
+        if columns(line + token) + reserve <= width:
+            line += token
+            continue
+        # Too long for a line of its own: the flag, then the value in joined pieces.
+        flag, value = words[i]
+        if value is None:  # a literal qlfsm wrote itself: kept whole
+            line += token
+            continue
+        line += flag
+        lines.append(line + " \\")
+        # The pieces of one word start at the first column: the shell drops a backslash-
+        # newline, so an indent there would split the word in two.
+        parts = _word_pieces(str(value), width - 1)
+        for part in parts[:-1]:
+            lines.append(part + "\\")
+        line = parts[-1]
+    lines.append(line)
+    return lines
+
+
+def _word_pieces(value: str, room: int) -> list[str]:
+    """``value`` as shell words of at most ``room`` columns each, whose concatenation the
+    shell reads as ``value``."""
+    parts: list[str] = []
+    chunk = ""
+    for ch in value:
+        if chunk and columns(shell_word(chunk + ch)) > room:
+            parts.append(shell_word(chunk))
+            chunk = ""
+        chunk += ch
+    parts.append(shell_word(chunk))
+    return parts
+
+
+def explain_lines(db: str, run_id: object, receipt_root: str | None) -> list[str]:
+    """``qlfsm explain --db DB --run RUN --receipt-root ROOT``, wrapped: with the receipt root
+    its first answer is what start-up would decide now, not "add --receipt-root"."""
+    words: list[tuple[str, object | None]] = [
+        ("qlfsm explain", None),
+        ("--db", db),
+        ("--run", str(run_id)),
+    ]
+    if receipt_root is not None:
+        words.append(("--receipt-root", receipt_root))
+    return command_lines(words)
+
+
+def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> list[str]:
+    """Every candidate decided or left, one table line each: run, row, what happened to it in
+    plain words, reason (`startup`); `reconcile` keeps its attempt column and spec 04's
+    outcome words."""
+    attempt = reconcile
+    headers = ["run", *(["attempt"] if attempt else []), "row", "outcome", "reason"]
+    rows = [
+        [
+            c.get("run_id"),
+            *([c.get("attempt_id") or "-"] if attempt else []),
+            c.get("row"),
+            c.get("outcome") if reconcile else outcome_words(c),
+            c.get("reason"),
+        ]
+        for c in summary.get("candidates", [])
+    ]
+    return fit_table(headers, rows) if rows else []

@@ -33,6 +33,7 @@ from ._legacy import (
     legacy_engine,
 )
 from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts
+from ._listen import listen
 from ._machine import (
     ALL_SPECS,
     Lifecycle,
@@ -44,6 +45,7 @@ from ._machine import (
     validate_all,
     validate_spec,
 )
+from ._observe import Listener
 from ._primary import (
     PRIMARY_DECISION_SPEC,
     PrimaryCore,
@@ -112,6 +114,7 @@ __all__ = [
     "LegacyDecision",
     "LegacyFacts",
     "Lifecycle",
+    "Listener",
     "MachineDefinitionError",
     "MachineSpec",
     "Need",
@@ -125,6 +128,7 @@ __all__ = [
     "decide_primary",
     "legacy_engine",
     "legacy_machine",
+    "listen",
     "observed_facts",
     "primary_engine",
     "receipt_terminal",

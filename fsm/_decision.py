@@ -18,7 +18,9 @@ have the same shape and one engine serves them:
   event, ``fail``, fired from whichever evidence state the candidate is in: the rows marked
   ``on_exception`` are its transitions, so the ordinary rows never test for it.
 
-Pure: no I/O, no clock. The one callback (``after``) records which case `transitions` took.
+Pure: no I/O, no clock. The one callback (``after``) records which case `transitions` took;
+a machine built while someone listens (``fsm.listen``) also reports each case and each
+guard's outcome to the listeners, through the same callbacks and conditions.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, NamedTuple
 from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
+from ._observe import LISTENERS
 from ._tables import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
@@ -198,13 +201,18 @@ class DecisionEngine:
             for case in row.cases:
                 taken = Taken(row, case)
                 self._guards.setdefault((event, case.state), []).append(case.guard)
+                condition = _condition(case.guard, predicates[case.guard])
+                after = [_record(taken)]
+                if LISTENERS:
+                    condition = _reporting_condition(table.name, case.guard, condition)
+                    after.append(_report_case(table.name, taken))
                 transitions.append(
                     {
                         "trigger": event,
                         "source": case.state,
                         "dest": case.then,
-                        "conditions": [_condition(case.guard, predicates[case.guard])],
-                        "after": [_record(taken)],
+                        "conditions": [condition],
+                        "after": after,
                     }
                 )
         machine = Machine(
@@ -284,5 +292,29 @@ def _record(taken: Taken) -> Callable[[EventData], None]:
         model = event.model
         assert isinstance(model, _Model)
         model.taken = taken
+
+    return after
+
+
+def _reporting_condition(
+    machine: str, name: str, condition: Callable[[EventData], bool]
+) -> Callable[[EventData], bool]:
+    # Built only while someone listens (fsm._observe): the guard's outcome, as tried.
+    def reporting(event: EventData) -> bool:
+        held = condition(event)
+        for listener in LISTENERS:
+            listener.guard(machine, name, held)
+        return held
+
+    reporting.__name__ = name
+    reporting.__qualname__ = name
+    return reporting
+
+
+def _report_case(machine: str, taken: Taken) -> Callable[[EventData], None]:
+    def after(event: EventData) -> None:
+        for listener in LISTENERS:
+            case = taken.case
+            listener.case(machine, taken.row.row, case.state, case.then, case.guard)
 
     return after

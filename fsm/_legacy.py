@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 
 from ._decision import Case, DecisionEngine, DecisionRow, DecisionTable, Need, drawn_spec
 from ._errors import MachineDefinitionError
 from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
+from ._observe import LISTENERS
 from ._tables import Edge, MachineSpec
 
 # --- The table -----------------------------------------------------------------------------
@@ -323,13 +324,27 @@ def decide_legacy(
     return LegacyDecision(row.row, case.then, case.guard)
 
 
-@lru_cache(maxsize=256)
+_CLASSIFIED_MAX = 256
+_classified: dict[LegacyFacts, LegacyDecision] = {}
+
+
+def forget_classifications() -> None:
+    """Empty the memo of :func:`classify_legacy` (``fsm.listen``)."""
+    _classified.clear()
+
+
 def classify_legacy(f: LegacyFacts) -> LegacyDecision:
     """spec 05 "Per candidate": the first matching row wins (every fact gathered).
 
     Memoized (the facts are frozen, the answer is a function of them alone): the
     legacy_shadow guards ask it once per guarded edge tried, up to six times per candidate.
+    Not while someone listens (``fsm.listen``): a memo hit would decide without the machine.
     """
-    decided = decide_legacy(f)
-    assert isinstance(decided, LegacyDecision)
-    return decided
+    found = _classified.get(f)
+    if found is None:
+        decided = decide_legacy(f)
+        assert isinstance(decided, LegacyDecision)
+        found = decided
+        if len(_classified) < _CLASSIFIED_MAX and not LISTENERS:
+            _classified[f] = found
+    return found

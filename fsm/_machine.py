@@ -16,6 +16,7 @@ from transitions.core import EventData, Machine, MachineError
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
 from ._guards import GUARDS
 from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
+from ._observe import LISTENERS
 from ._primary import PRIMARY_DECISION_SPEC
 from ._tables import ATTEMPT_SPEC, RUN_SPEC, Edge, MachineSpec
 
@@ -137,6 +138,39 @@ def _condition(guard: str) -> Any:
     return condition
 
 
+def _reporting(spec: MachineSpec, config: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``config`` with an ``after`` callback per edge and each guard's condition reporting
+    its outcome to the listeners (fsm._observe). Built only while someone listens."""
+    out: list[dict[str, Any]] = []
+    for e, item in zip(spec.edges, config, strict=True):
+        item = dict(item)
+        item["after"] = [_report_edge(spec.name, e)]
+        if e.guard is not None:
+            item["conditions"] = [_reporting_condition(spec.name, e.guard, item["conditions"][0])]
+        out.append(item)
+    return out
+
+
+def _report_edge(machine: str, e: Edge) -> Any:
+    def after(event: EventData) -> None:
+        for listener in LISTENERS:
+            listener.edge(machine, e.source, e.trigger, e.dest, e.guard)
+
+    return after
+
+
+def _reporting_condition(machine: str, guard: str, condition: Any) -> Any:
+    def reporting(event: EventData) -> bool:
+        held = bool(condition(event))
+        for listener in LISTENERS:
+            listener.guard(machine, guard, held)
+        return held
+
+    reporting.__name__ = guard
+    reporting.__qualname__ = guard
+    return reporting
+
+
 @dataclass(frozen=True)
 class Step:
     """The effect of one edge: the commit at the edge is what makes it real."""
@@ -167,11 +201,15 @@ class Lifecycle:
         self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}
         for e in spec.edges:
             self._edges[(e.trigger, e.source)] = (*self._edges.get((e.trigger, e.source), ()), e)
+        config = transitions_config(spec)
+        if LISTENERS:
+            # Someone listens (fsm.listen): report through the machine's own callbacks.
+            config = _reporting(spec, config)
         self._machine = Machine(
             model=None,
             states=list(spec.states),
             initial=spec.initial,
-            transitions=transitions_config(spec),
+            transitions=config,
             auto_transitions=False,
             ignore_invalid_triggers=False,
             send_event=True,
@@ -223,7 +261,7 @@ class Lifecycle:
         scratch = _Scratch()
         scratch.state = state
         step = self._fire_on(scratch, state, trigger, evidence)
-        if key is not None and len(self._planned) < _PLAN_MEMO_MAX:
+        if key is not None and len(self._planned) < _PLAN_MEMO_MAX and not LISTENERS:
             self._planned[key] = step
         return step
 

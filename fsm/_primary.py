@@ -28,6 +28,7 @@ from typing import NamedTuple
 from ._decision import DecisionEngine, DecisionTable, Need, Taken, drawn_spec
 from ._errors import EvidenceError, IllegalTransition, MachineDefinitionError
 from ._guards import PRIMARY_GUARDS, PrimaryFacts
+from ._observe import LISTENERS
 from ._primary_table import PRIMARY_EVIDENCE_FIELDS, PRIMARY_TABLE
 from ._tables import RECEIPT_TRIGGERS
 
@@ -175,13 +176,19 @@ _decided: dict[PrimaryFacts, Need | PrimaryDecision] = {}
 _walked: dict[tuple[str, PrimaryFacts], tuple[str, tuple[str, ...], Need | None, object]] = {}
 
 
+def forget_decisions() -> None:
+    """Empty both memos (``fsm.listen``: a memo hit decides without the machine)."""
+    _decided.clear()
+    _walked.clear()
+
+
 def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
     """spec 04 for one candidate, as a pure function of the facts observed so far: the next
     evidence to gather, or the decision (memoized by the facts)."""
     found = _decided.get(facts)
     if found is None:
         found = _decide_primary(facts)
-        if len(_decided) < _MEMO_MAX:
+        if len(_decided) < _MEMO_MAX and not LISTENERS:
             _decided[facts] = found
     return found
 
@@ -269,7 +276,7 @@ class PrimaryCore:
             failed = self.facts.error is not None
             walk = primary_engine().walk(self.facts, _observed, self.state, failed)
             memo = (walk.state, tuple(t.row.row for t in walk.taken), walk.need, walk.decided)
-            if len(_walked) < _MEMO_MAX:
+            if len(_walked) < _MEMO_MAX and not LISTENERS:
                 _walked[key] = memo
         state, rows, need, decided = memo
         self.state = state

@@ -22,6 +22,9 @@ from test_shadow_support import LegacyDb
 from reconciler.node import FileReceiptStore
 from storage import Repository, connect
 
+# The orderings suite's coverage: recorded while it runs, `--qlfsm-coverage DIR` to write it.
+pytest_plugins = ["_coverage_plugin"]
+
 settings.register_profile(
     "ci", derandomize=True, database=None, max_examples=50, deadline=None, print_blob=True
 )

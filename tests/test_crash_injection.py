@@ -49,6 +49,8 @@ from test_shadow_support import LegacyDb
 from reconciler.node import FileReceiptStore, receipt_path
 from storage import Repository, connect
 
+pytestmark = pytest.mark.orderings
+
 DEAD = 16
 WITH_RECEIPT = 6  # of the dead ones, the first few published their receipt before dying
 
@@ -58,11 +60,25 @@ HOOK = textwrap.dedent(
     import os
     import sys
 
+    _cov = None
+    if os.environ.get("QLFSM_COVERAGE_FILE"):
+        # The orderings coverage (docs/orderings.md): record, and write at every kill point.
+        import atexit
+        import importlib.util
+
+        _spec = importlib.util.spec_from_file_location("_coverage_record", RECORDER)
+        _mod = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+        _cov = _mod.child_recorder(os.environ["QLFSM_COVERAGE_FILE"])
+        atexit.register(_cov.flush)
+
     if os.environ.get("QLFSM_TEST_GATES") == "1":
         import storage._connection as _c
         import reconciler.node._receipt_store as _rs
 
         def _gate(name):
+            if _cov is not None:
+                _cov.flush()
             sys.stderr.write("GATE " + name + "\\n")
             sys.stderr.flush()
             sys.stdin.readline()
@@ -86,7 +102,7 @@ HOOK = textwrap.dedent(
 
         _rs.FileReceiptStore.delete = delete
     '''
-)
+).replace("RECORDER", repr(str(Path(__file__).with_name("_coverage_record.py"))))
 
 
 class Batch:

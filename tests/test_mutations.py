@@ -34,6 +34,8 @@ from reconciler.node import Evidence
 from reconciler.primary import RECEIPT_EXECUTOR
 from storage import AttemptChange
 
+pytestmark = pytest.mark.orderings
+
 Mutation = Callable[[pytest.MonkeyPatch], None]
 
 

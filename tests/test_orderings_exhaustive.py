@@ -18,6 +18,8 @@ import pytest
 from _sim import PRIMARY_LABELS
 from _sim_search import Scope, Stats, explore
 
+pytestmark = pytest.mark.orderings
+
 WORLD = ("step", "start_primary", "crash", "publish", "exit", "kill", "reboot")
 
 # The `thorough` profile (docs/orderings.md) searches two steps deeper: minutes, not seconds.

@@ -11,6 +11,8 @@ from _sim import World
 import reconciler.primary._pass as primary_mod
 import reconciler.shadow._pass as shadow_mod
 
+pytestmark = pytest.mark.orderings
+
 
 @pytest.fixture
 def node() -> Iterator[World]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from _sim import World
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -28,6 +29,8 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+
+pytestmark = pytest.mark.orderings
 
 LEGACY_KINDS = ("abandon", "lost", "complete", "pending", "ambiguous")
 

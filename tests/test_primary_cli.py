@@ -213,7 +213,8 @@ def test_the_zero_candidate_command_imports_neither_typing_argparse_nor_json(
         "from reconciler.cli._main import main\n"
         f"rc = main(['reconcile', '--db', {str(db_path)!r}, '--receipt-root', {str(root)!r}, "
         "'--json'])\n"
-        "loaded = sorted(m for m in ('typing', 'argparse', 'json') if m in sys.modules)\n"
+        "loaded = sorted(m for m in ('typing', 'argparse', 'json', '_coverage_record')"
+        " if m in sys.modules)\n"
         "sys.stderr.write(repr((rc, loaded)))\n"
     )
     out = subprocess.run(
@@ -224,6 +225,35 @@ def test_the_zero_candidate_command_imports_neither_typing_argparse_nor_json(
         '{"safe": true, "scanned": 0, "recovered": 0, "remaining": 0, "unresolved": 0, '
         '"failed": 0, "truncated": false, "candidates": []}\n'
     )
+
+
+def test_a_reconcile_with_candidates_never_imports_the_orderings_coverage_recorder(
+    repo: Repository, db_path: Path, tmp_path: Path
+) -> None:
+    # The recorder (tests/_coverage_record.py, docs/orderings.md) is importable here (tests/ on
+    # the path), yet a pass that decides candidates, so builds every machine, never loads it
+    # nor registers a listener: recording costs nothing when off.
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    root = tmp_path / "r"
+    code = (
+        "import sys\n"
+        "from reconciler.cli._main import main\n"
+        f"rc = main(['reconcile', '--db', {str(db_path)!r}, '--receipt-root', {str(root)!r}, "
+        "'--json'])\n"
+        "import fsm._observe\n"
+        "loaded = sorted(m for m in ('_coverage_record', '_coverage_plugin') if m in sys.modules)\n"
+        "sys.stderr.write(repr((rc, loaded, len(fsm._observe.LISTENERS), 'fsm' in sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.stderr == repr((0, [], 0, True))
 
 
 def test_the_zero_candidate_verdict_for_a_person_imports_neither_typing_argparse_json_nor_shlex(

@@ -1,0 +1,41 @@
+"""``fsm.listen``: register a listener and rebuild the machines so that they report to it.
+
+Pure (no I/O). Nothing on the product's paths calls it; the orderings suite's coverage
+recorder does (``tests/_coverage_record.py``, docs/orderings.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import _legacy, _machine, _primary
+from ._observe import LISTENERS, Listener
+
+
+def _rebuild() -> None:
+    # The machines are built once and cached; the builders read LISTENERS when they build.
+    for built in (
+        _machine.run_machine,
+        _machine.attempt_machine,
+        _machine.legacy_machine,
+        _primary.primary_engine,
+        _legacy.legacy_engine,
+    ):
+        built.cache_clear()
+    # A memoized answer would skip the machine (and its callbacks): forget them all.
+    _primary.forget_decisions()
+    _legacy.forget_classifications()
+
+
+def listen(listener: Listener) -> Callable[[], None]:
+    """Have every machine built from now on report to ``listener``; returns ``stop``, which
+    unregisters it and rebuilds the machines without it."""
+    LISTENERS.append(listener)
+    _rebuild()
+
+    def stop() -> None:
+        if listener in LISTENERS:
+            LISTENERS.remove(listener)
+        _rebuild()
+
+    return stop

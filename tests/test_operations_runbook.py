@@ -354,11 +354,6 @@ def test_a_database_held_by_another_writer_is_retried_then_exits_75(site: Site) 
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    if proc.returncode == 3 and "locked by another process" in proc.stdout:
-        pytest.skip(
-            "this qlfsm reports a held lock as BLOCKED (exit 3), not exit 75: the retry loop "
-            "is checked with a fake qlfsm in test_the_entrypoint_retries_exit_75_..."
-        )
     assert proc.returncode == 75, (proc.stdout, proc.stderr)
     assert "start-up 1 of 2" in proc.stderr and "still locked after 2 start-up(s)" in proc.stderr
 
@@ -436,6 +431,33 @@ def test_the_runbook_installs_what_the_units_and_the_entrypoint_name() -> None:
     for name in ("qlfsm-startup", "qinglong-entrypoint"):
         assert os.access(DEPLOY / name, os.X_OK)
         assert f"QLFSM_BIN:-{QLFSM_BIN}" in (DEPLOY / "qinglong-entrypoint").read_text()
+
+
+@linux_only
+def test_the_install_block_run_as_written_gives_the_qlfsm_and_wrapper_the_units_name(
+    tmp_path: Path,
+) -> None:
+    # The block itself, from a copy of this checkout, with /opt/qlfsm moved into tmp_path: a
+    # real venv, a real `pip install .` (build isolation: setuptools from the package index).
+    root = RUNBOOK.parents[1]
+    src = tmp_path / "src"
+    keep = ("pyproject.toml", "README.md", "fsm", "reconciler", "storage", "docs")
+    for name in keep:
+        if (root / name).is_dir():
+            shutil.copytree(root / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy2(root / name, src / name)
+    prefix = tmp_path / "opt-qlfsm"
+    script = blocks()["runbook:install"].replace("/opt/qlfsm", str(prefix))
+    script = script.replace("python3 -m venv", f"{sys.executable} -m venv")
+    out = subprocess.run(["sh", "-e", "-c", script], cwd=src, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().startswith("qlfsm "), out.stdout
+    wrapper = prefix / "bin" / "qlfsm-startup"
+    assert wrapper.read_bytes() == (DEPLOY / "qlfsm-startup").read_bytes()
+    assert os.access(wrapper, os.X_OK) and os.access(prefix / "bin" / "qlfsm", os.X_OK)
 
 
 @linux_only

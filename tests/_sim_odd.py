@@ -1,16 +1,17 @@
 """Runtime Runs the harness's own launcher never leaves (tests/_sim.py): the rows QingLong's other
 writers, another executor or an older or damaged node leave behind, each made once at set-up and
 then decided by the REAL ADR-0068 pass like any other candidate (spec 04 rows 1, 3, 3b, 4, 4b,
-8, 10, 11).
+7 under a `running` Run, 8, 10, 11).
 
 Their Attempts are inserted as rows, without a lifecycle edge: the writer that would have made
 them (a scheduler retry, another executor) is no actor of the harness, and firing its edges at
 set-up would count as the search taking them (tests/_coverage_record.py listens to every edge).
 
-The invariants (docs/orderings.md "Foreign and damaged rows"): a row spec 04 holds is never
-written, by any pass, in any ordering; a row it loses (3, 4b `claimed`) only ever goes to
-`lost` (Run and active Attempt together); and a row decided on the Run's read alone (1, 3, 3b,
-4, 4b) has no receipt read and no process probed for it, ever.
+The invariants (docs/orderings.md, "The invariants"): a row spec 04 holds is never written, by
+any pass, in any ordering; a row it loses (3, 4b `claimed`, 7 under a `running` Run) only ever
+goes to `lost` (Run and `claimed` Attempt together), and is `lost` once the world converged; a
+row decided on the Run's read alone (1, 3, 3b, 4, 4b) has no receipt read and no process
+probed for it, ever.
 """
 
 from __future__ import annotations
@@ -27,27 +28,42 @@ from storage import Actor, RunChange
 if TYPE_CHECKING:
     from _sim import World
 
-# kind -> (spec 04 row, its outcome, its Attempts as (status, executor type, handle, pid)).
-# "handle" names a handle captured from a live process of the fake table; "pid" the same
-# process's pid, "other" a pid that differs from the handle's (row 11).
-ODD_KINDS: dict[str, tuple[str, str, tuple[tuple[str, str, str | None, str | int | None], ...]]] = {
-    "no_attempt": ("3", "lost", ()),
-    "nonlocal_claimed": ("4b", "lost", (("claimed", "container", None, None),)),
-    "nonlocal_running": ("4b", "held", (("running", "container", None, None),)),
+# kind -> (spec 04 row, its outcome, the Run's status, its Attempts as (status, executor type,
+# handle, pid)). "handle" names a handle captured from a live process of the fake table; "pid"
+# the same process's pid, "other" a pid that differs from the handle's (row 11).
+Attempts = tuple[tuple[str, str, str | None, str | int | None], ...]
+ODD_KINDS: dict[str, tuple[str, str, str, Attempts]] = {
+    "no_attempt": ("3", "lost", "dispatching", ()),
+    "nonlocal_claimed": ("4b", "lost", "dispatching", (("claimed", "container", None, None),)),
+    "nonlocal_claimed_under_running": (
+        "4b",
+        "lost",
+        "running",
+        (("claimed", "container", None, None),),
+    ),
+    "claimed_under_running": ("7", "lost", "running", (("claimed", "local_process", None, None),)),
+    "nonlocal_running": ("4b", "held", "running", (("running", "container", None, None),)),
     "two_active": (
         "1",
         "held",
+        "dispatching",
         (("claimed", "local_process", None, None), ("claimed", "local_process", None, None)),
     ),
-    "no_active": ("3b", "held", (("failed", "local_process", None, None),)),
+    "no_active": ("3b", "held", "dispatching", (("failed", "local_process", None, None),)),
     "latest_inactive": (
         "4",
         "held",
+        "running",
         (("running", "local_process", "handle", "pid"), ("failed", "local_process", None, None)),
     ),
-    "pid_invalid": ("8", "held", (("running", "local_process", "handle", 0),)),
-    "invalid_handle": ("10", "held", (("running", "local_process", "ql3lp1:garbage", 4242),)),
-    "pid_mismatch": ("11", "held", (("running", "local_process", "handle", "other"),)),
+    "pid_invalid": ("8", "held", "running", (("running", "local_process", "handle", 0),)),
+    "invalid_handle": (
+        "10",
+        "held",
+        "running",
+        (("running", "local_process", "ql3lp1:garbage", 4242),),
+    ),
+    "pid_mismatch": ("11", "held", "running", (("running", "local_process", "handle", "other"),)),
 }
 # Decided on the Run's read alone (ADR-0068 §2 step 1): no receipt read, no probe.
 READ_RUN_ROWS = frozenset({"1", "3", "3b", "4", "4b"})
@@ -69,14 +85,14 @@ class OddRuns:
     """The World's foreign and damaged runtime Runs."""
 
     def _odd(self: World, j: int, kind: str) -> OddRun:
-        _, _, attempts = ODD_KINDS[kind]
+        _, _, run_status, attempts = ODD_KINDS[kind]
         run_id = f"odd-{j}-{kind}"
         v = self.repo.create_run(run_id=run_id, at_ms=T0).version
         for trigger in ("queue", "dispatch"):
             v = self.repo.advance(
                 run_id, v, [RunChange(trigger)], actor=Actor("system"), at_ms=T0
             ).version
-        if any(status == "running" for status, *_ in attempts):
+        if run_status == "running":
             self.repo.advance(
                 run_id,
                 v,
@@ -127,7 +143,7 @@ class OddRuns:
 
     def _check_odd(self: World) -> None:
         for odd in self.odd:
-            row, outcome, attempts = ODD_KINDS[odd.kind]
+            row, outcome, _, attempts = ODD_KINDS[odd.kind]
             now = _odd_state(self.conn, odd)
             (status, _), *atts = now
             if outcome == "held" and now != odd.initial:
@@ -158,7 +174,7 @@ class OddRuns:
         """After convergence: every row spec 04 loses is `lost` (a pass that reached it and
         wrote nothing would leave it a candidate for ever)."""
         for odd in self.odd:
-            row, outcome, _ = ODD_KINDS[odd.kind]
+            row, outcome, _, _ = ODD_KINDS[odd.kind]
             status = _odd_state(self.conn, odd)[0][0]
             if outcome == "lost" and status != "lost":
                 self.fail("convergence", f"{odd.run_id} (row {row}) is still {status}")

@@ -153,7 +153,8 @@ def apply(w: World, action: Action) -> int:
         else:
             w.launch_record(i)
     elif name == "publish":
-        w.publish(i)
+        # The second Run's command fails (exit 1): a receipt must map to `failed` too.
+        w.publish(i, exit_code=i % 2)
     elif name == "exit":
         w.process_exit(i)
     elif name == "kill":

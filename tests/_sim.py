@@ -60,6 +60,7 @@ from _sim_node import (
     _session_dir,
     template_db,
 )
+from _sim_odd import OddRun, OddRuns
 from _sim_shadow import ShadowDriver, SimShadowHooks
 from _sim_workers import GatedConnection, Worker
 
@@ -78,12 +79,17 @@ from storage import (
 )
 
 
-class World(NodeActors, ShadowDriver, Invariants):
+class World(NodeActors, ShadowDriver, OddRuns, Invariants):
     """A node: its database file, process table, receipt store and clock, the launcher and
     wrapper of each runtime Slot, the legacy Runs, and at most one reconciler at a time."""
 
     def __init__(
-        self, runtime: int = 2, legacy: tuple[str, ...] = (), *, seed: Seed | None = None
+        self,
+        runtime: int = 2,
+        legacy: tuple[str, ...] = (),
+        *,
+        odd: tuple[str, ...] = (),
+        seed: Seed | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="world-", dir=_session_dir()))
         self.db = self.dir / "ql.db"
@@ -106,11 +112,14 @@ class World(NodeActors, ShadowDriver, Invariants):
         if seed is None:
             self.slots = [self._prepare(i) for i in range(runtime)]
             self.legacy = [self._legacy(j, kind) for j, kind in enumerate(legacy)]
+            # Foreign and damaged runtime Runs (tests/_sim_odd.py), after the slots.
+            self.odd: list[OddRun] = [self._odd(j, kind) for j, kind in enumerate(odd)]
         else:
             # A copy of a quiet world (no reconciler running): the same file, the same Python
             # state, so replays in the exhaustive search skip the set-up transactions.
             self.slots = copy.deepcopy(seed.slots)
             self.legacy = copy.deepcopy(seed.legacy)
+            self.odd = copy.deepcopy(seed.odd)
             self.table = copy.deepcopy(seed.table)
             self.store.files = dict(seed.files)
             self.clock._ms, self.clock._mono = seed.clock
@@ -143,6 +152,7 @@ class World(NodeActors, ShadowDriver, Invariants):
             copy.deepcopy(self.table),
             dict(self.store.files),
             (self.clock._ms, self.clock._mono),
+            copy.deepcopy(self.odd),
         )
 
     def _prepare(self, i: int) -> Slot:
@@ -156,6 +166,10 @@ class World(NodeActors, ShadowDriver, Invariants):
             run_id=run_id, attempt_id=attempt_id, expected_version=v, at_ms=T0
         ).version
         return Slot(run_id, attempt_id, version=v)
+
+    def check(self) -> None:
+        super().check()
+        self._check_odd()
 
     # --- wrappers around the real code ------------------------------------------------------
 
@@ -190,11 +204,11 @@ class World(NodeActors, ShadowDriver, Invariants):
                 return inner(handle_text, provider, platform=platform)
             label = "verify_probe" if w.queries >= 2 else "probe"
             slot = self._slot_of_handle(handle_text)
-            w.gate(label, slot.attempt_id if slot else None)
+            aid = slot.attempt_id if slot else self.odd_attempt_of_handle(handle_text)
+            w.gate(label, aid)
             evidence = inner(handle_text, provider, platform=platform)
             alive = slot is not None and self.alive(slot)
             mono = self.clock.monotonic()
-            aid = slot.attempt_id if slot else None
             self.trace.append(Ev(w.number, label, aid, evidence.verdict, mono))
             if slot is not None:
                 self.probes.append((w.number, slot.attempt_id, evidence.verdict, alive, mono))
@@ -320,6 +334,7 @@ class World(NodeActors, ShadowDriver, Invariants):
         self.run_pass("primary")
         if self.snapshot() != before:
             raise InvariantViolation("convergence: a pass after convergence wrote")
+        self._check_odd_settled()
         return starts
 
     def snapshot(self) -> tuple[Any, ...]:
@@ -338,8 +353,10 @@ class World(NodeActors, ShadowDriver, Invariants):
 
 
 @contextlib.contextmanager
-def world(runtime: int = 2, legacy: tuple[str, ...] = ()) -> Iterator[World]:
-    w = World(runtime, legacy)
+def world(
+    runtime: int = 2, legacy: tuple[str, ...] = (), odd: tuple[str, ...] = ()
+) -> Iterator[World]:
+    w = World(runtime, legacy, odd=odd)
     try:
         yield w
     finally:

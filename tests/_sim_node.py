@@ -9,7 +9,7 @@ import atexit
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ from storage import (
 
 if TYPE_CHECKING:
     from _sim import World
+    from _sim_odd import OddRun
 
 
 T0 = 1_700_000_000_000
@@ -142,6 +143,7 @@ class Seed:
     table: FakeProcessTable
     files: dict[str, bytes]
     clock: tuple[float, float]
+    odd: list[OddRun] = field(default_factory=list)
 
 
 class SimStore(MemoryReceiptStore):

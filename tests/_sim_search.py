@@ -29,6 +29,7 @@ class Scope:
     name: str
     runtime: int = 2
     legacy: tuple[str, ...] = ()
+    odd: tuple[str, ...] = ()  # foreign and damaged runtime Runs (tests/_sim_odd.py)
     launched: int = 2  # slots launched (process alive, Attempt running) before the search
     depth: int = 8
     max_passes: int = 2  # reconciler starts allowed in one ordering
@@ -63,7 +64,7 @@ def make_world(scope: Scope) -> World:
     """The scope's starting world; built once, then copied (see ``World.seed``)."""
     seed = _SEEDS.get(scope)
     if seed is None:
-        w = World(scope.runtime, scope.legacy)
+        w = World(scope.runtime, scope.legacy, odd=scope.odd)
         for i in range(scope.launched):
             w.launch_prepare(i)
             w.launch_spawn(i)
@@ -71,7 +72,7 @@ def make_world(scope: Scope) -> World:
         w.check()
         seed = _SEEDS[scope] = w.seed()
         w.close()
-    w = World(scope.runtime, scope.legacy, seed=seed)
+    w = World(scope.runtime, scope.legacy, odd=scope.odd, seed=seed)
     w.check()
     return w
 
@@ -152,7 +153,8 @@ def apply(w: World, action: Action) -> int:
         else:
             w.launch_record(i)
     elif name == "publish":
-        w.publish(i)
+        # The second Run's command fails (exit 1): a receipt must map to `failed` too.
+        w.publish(i, exit_code=i % 2)
     elif name == "exit":
         w.process_exit(i)
     elif name == "kill":

@@ -14,6 +14,7 @@ from _sim_node import (
     SHADOW_BUDGET,
     SHADOW_ORIGINS,
     Crashed,
+    Ev,
 )
 
 from reconciler.primary import reconcile
@@ -145,7 +146,16 @@ class GatedConnection(QlConnection):
         if w is not None and threading.current_thread() is w.thread:
             if sql == PRIMARY_CANDIDATES_SQL:
                 w.queries += 1
-                w.gate("read_candidates" if w.queries == 1 else "verify_candidates")
+                label = "read_candidates" if w.queries == 1 else "verify_candidates"
+                w.gate(label)
+                # What the page showed is part of the pass's position (tests/_sim_search.py's
+                # state key): two orderings that reach the same rows, one having read the
+                # page before a launcher or a cancel moved a Run and one after, have different
+                # futures (row 2 `status_changed`, a stale version). Only this thread runs, so
+                # the same query just before gives exactly the rows the pass reads.
+                page = tuple(tuple(r) for r in super().execute(sql, *args).fetchall())
+                world = w.world
+                world.trace.append(Ev(w.number, label, None, repr(page), world.clock.monotonic()))
             elif sql.strip().upper() == "COMMIT":
                 w.gate("commit")
         return super().execute(sql, *args)

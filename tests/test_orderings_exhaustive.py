@@ -16,6 +16,7 @@ import os
 
 import pytest
 from _sim import PRIMARY_LABELS
+from _sim_odd import ODD_KINDS
 from _sim_search import Scope, Stats, explore
 
 pytestmark = pytest.mark.orderings
@@ -60,6 +61,21 @@ SCOPES = {
             actions=("launch", "step", "start_primary", "crash", "publish", "kill"),
         ),
         300,
+    ),
+    # Eleven runtime Runs the harness's launcher never leaves (tests/_sim_odd.py: spec 04 rows
+    # 1, 3, 3b, 4, 4b claimed and running, 7 under a running Run, 8, 10, 11), two passes, a
+    # crash at any gate, a reboot: the held rows are never written, the lost ones only go to
+    # `lost`. 17 steps is as deep as two passes get here.
+    "foreign_and_damaged_runs": (
+        Scope(
+            "foreign_and_damaged_runs",
+            runtime=0,
+            odd=tuple(ODD_KINDS),
+            launched=0,
+            depth=17,
+            actions=("step", "start_primary", "crash", "reboot"),
+        ),
+        130,
     ),
     # Five legacy Runs (rows 10, 7, 9, 8 pending, 3 ambiguous), three shadow starts: every
     # crash point of the pass, late 2.x callbacks; the silent rows must never write.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import linux_only, make_candidate, make_run, qlfsm
+from test_primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
 from test_startup_report import pasted
 
 from fsm import RUN_STATES
@@ -72,16 +72,7 @@ def test_the_safe_verdict_is_worded_the_same_everywhere(db_path: Path, tmp_path:
 def test_a_truncated_page_says_so_and_how_to_list_the_runs(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
-    conn = repo.conn
-    conn.execute("BEGIN")
-    for i in range(257):
-        conn.execute(
-            'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
-            "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
-            "VALUES (?, 'p', 't', '1', 'manual', 'manual', 'runtime', 'running', 1, 0, 1)",
-            (f"run-{i:03d}",),
-        )
-    conn.execute("COMMIT")
+    insert_bare_runs(repo.conn, 257)
     out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(tmp_path))
     assert out.returncode == 3
     assert "more than 256 candidate runs" in out.stdout

@@ -17,7 +17,14 @@ import pytest
 from _decisions import lose_after_grace
 from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
-from test_primary_support import dead_handle, linux_only, make_candidate, make_run, qlfsm
+from test_primary_support import (
+    dead_handle,
+    insert_bare_runs,
+    linux_only,
+    make_candidate,
+    make_run,
+    qlfsm,
+)
 
 from storage import Repository, connect
 
@@ -505,16 +512,7 @@ def test_every_mode_on_a_legacy_run_matches_its_schema(db: LegacyDb, tmp_path: P
 def test_every_mode_on_a_truncated_page_matches_its_schema(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
-    conn = repo.conn
-    conn.execute("BEGIN")
-    for i in range(257):
-        conn.execute(
-            'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
-            "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
-            "VALUES (?, 'p', 't', '1', 'manual', 'manual', 'runtime', 'running', 1, 0, 1)",
-            (f"run-{i:03d}",),
-        )
-    conn.execute("COMMIT")
+    insert_bare_runs(repo.conn, 257)
     got = run_modes(TRUNCATED, **node_paths(db_path, tmp_path))
     assert [g["truncated"] for g in got[:2]] == [True, True]
     assert got[2]["primary"]["truncated"] is True and got[2]["dry_run"] is True

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm, sleepers
+from test_primary_support import (
+    dead_handle,
+    insert_bare_runs,
+    linux_only,
+    make_candidate,
+    qlfsm,
+    sleepers,
+)
 
 from reconciler.cli import _reconcile as _primary_cli
 from reconciler.cli._reconcile import check_receipt_root, primary_pass
@@ -109,16 +116,7 @@ def test_the_cli_recovers_a_dead_process_and_keeps_a_live_one(
 def test_a_truncated_page_blocks_without_importing_the_reconciler(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
-    conn = repo.conn
-    conn.execute("BEGIN")
-    for i in range(257):
-        conn.execute(
-            'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
-            "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
-            "VALUES (?, 'p', 't', '1', 'manual', 'manual', 'runtime', 'running', 1, 0, 1)",
-            (f"run-{i:03d}",),
-        )
-    conn.execute("COMMIT")
+    insert_bare_runs(repo.conn, 257)
     summary, code = primary_pass(str(db_path), str(tmp_path / "r"), "standalone")
     assert code == 3 and summary["truncated"] is True and summary["safe"] is False
     assert not (tmp_path / "r").exists()

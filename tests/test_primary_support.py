@@ -271,3 +271,17 @@ def decisions(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
         (c["run_id"], c["attempt_id"], c["row"], c["outcome"], c["reason"])
         for c in summary["candidates"]
     ]
+
+
+def insert_bare_runs(conn: sqlite3.Connection, count: int) -> None:
+    """``count`` running runtime Runs with no Attempt, ids ``run-000``...: one transaction, one
+    more than a candidate page holds when ``count`` is 257 (spec 04 "Truncated")."""
+    conn.execute("BEGIN")
+    for i in range(count):
+        conn.execute(
+            'INSERT INTO "Runs" (id, project_id, task_id, task_revision, trigger_type, '
+            "execution_origin, execution_owner, status, version, event_sequence, created_at_ms) "
+            "VALUES (?, 'p', 't', '1', 'manual', 'manual', 'runtime', 'running', 1, 0, 1)",
+            (f"run-{i:03d}",),
+        )
+    conn.execute("COMMIT")

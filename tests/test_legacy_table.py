@@ -32,7 +32,7 @@ from fsm import (
     legacy_machine,
     validate_spec,
 )
-from reconciler.shadow._writes import WRITERS
+from reconciler.shadow import WRITES
 
 # spec 05 "Per candidate", transcribed from the spec.
 SPEC_05_ROWS = ["1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]
@@ -233,9 +233,10 @@ def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
 
 def test_every_write_kind_of_the_table_has_exactly_one_writer_in_the_pass() -> None:
     kinds = {w for w in LEGACY_WRITES.values() if w is not None}
-    # One writer per kind (a mapping keyed by the kind), and no writer the table never asks for.
-    assert set(WRITERS) == kinds
-    assert len(set(WRITERS.values())) == len(WRITERS)
+    # One effect per kind (a mapping keyed by the kind), and no effect the table never asks for.
+    assert set(WRITES) == kinds
+    assert all(kind == effect.write for kind, effect in WRITES.items())
+    assert len({(e.plan, e.target, e.error) for e in WRITES.values()}) == len(WRITES)
 
 
 def test_the_shadow_pass_keeps_no_trigger_map_of_its_own() -> None:

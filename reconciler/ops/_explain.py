@@ -32,6 +32,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
+from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
+from reconciler.shadow import RECONCILER as LEGACY_RECONCILER
+from reconciler.shadow import WRITES as LEGACY_WRITE_EFFECTS
 from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
 
 DECISION_KEY = "decision"
@@ -50,15 +53,37 @@ ROW_BY_EVIDENCE: Mapping[str, str] = {
     "completion_receipt": "5",
     "durable_process_identity": "12",
 }
-# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes. Rows 9/10 are the
+# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes, read back through the
+# pass's own registry (``reconciler.shadow.WRITES``: actor, error code, dedupe template and
+# payload of each write kind) and the table's row of each write kind. Rows 9/10 are the
 # `reconciler` actor's (no id) with their error codes; rows 6/7 are the shadow writer's
-# (`compatibility`, `shadow: true` in every payload; row 6 carries `legacy_cancel_reason`);
-# row 2's repair edge has its own dedupe key.
-LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
-    "LEGACY_RECONCILE_OWNER_LOST": "10",
-    "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED": "9",
+# (`compatibility`, `shadow: true` in every payload; row 6 carries its own payload key); row 2's
+# repair edge has its own dedupe key.
+_LEGACY_ROW_OF_WRITE: Mapping[str, str] = {
+    c.write: r.row for r in LEGACY_TABLE.rows for c in r.cases if c.write is not None
 }
-LEGACY_REPAIR_DEDUPE = "legacy-startup-repair:"
+_LEGACY_EFFECTS = tuple((_LEGACY_ROW_OF_WRITE[kind], e) for kind, e in LEGACY_WRITE_EFFECTS.items())
+LEGACY_RECONCILER_ACTOR = (LEGACY_RECONCILER.type, LEGACY_RECONCILER.id)
+LEGACY_SHADOW_ACTOR = (LEGACY_COMPATIBILITY.type, LEGACY_COMPATIBILITY.id)
+LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
+    e.error[0]: row
+    for row, e in _LEGACY_EFFECTS
+    if e.actor == LEGACY_RECONCILER and e.error is not None
+}
+# The reconciler's writes that set no error code of their own, by their dedupe key's prefix.
+LEGACY_ROW_BY_DEDUPE: Mapping[str, str] = {
+    e.dedupe.partition("{")[0]: row
+    for row, e in _LEGACY_EFFECTS
+    if e.actor == LEGACY_RECONCILER and e.error is None
+}
+# The shadow writer's writes: the one whose events carry a payload key of their own, by that
+# key; the one that carries none.
+LEGACY_ROW_BY_PAYLOAD_KEY: Mapping[str, str] = {
+    key: row for row, e in _LEGACY_EFFECTS if e.actor == LEGACY_COMPATIBILITY for key in e.payload
+}
+LEGACY_PLAIN_SHADOW_ROW: str = next(
+    row for row, e in _LEGACY_EFFECTS if e.actor == LEGACY_COMPATIBILITY and not e.payload
+)
 ADR0068 = "ADR-0068"
 ADR0448 = "ADR-0448"
 # Payload keys every edge event carries (spec 02); the rest is shown as the event's details.
@@ -341,13 +366,17 @@ def _legacy_row(
     if recorded is not None:
         return recorded
     code = payload.get("error_code")
-    if actor == ("reconciler", None):
+    if actor == LEGACY_RECONCILER_ACTOR:
         if isinstance(code, str) and code in LEGACY_ROW_BY_ERROR_CODE:
             return ADR0448, LEGACY_ROW_BY_ERROR_CODE[code], False
-        if dedupe_key is not None and dedupe_key.startswith(LEGACY_REPAIR_DEDUPE):
-            return ADR0448, "2", False
-    if actor == ("compatibility", None) and payload.get("shadow") is True:
-        return ADR0448, "6" if "legacy_cancel_reason" in payload else "7", False
+        for prefix, row in LEGACY_ROW_BY_DEDUPE.items():
+            if dedupe_key is not None and dedupe_key.startswith(prefix):
+                return ADR0448, row, False
+    if actor == LEGACY_SHADOW_ACTOR and payload.get("shadow") is True:
+        for key, row in LEGACY_ROW_BY_PAYLOAD_KEY.items():
+            if key in payload:
+                return ADR0448, row, False
+        return ADR0448, LEGACY_PLAIN_SHADOW_ROW, False
     return None, None, False
 
 

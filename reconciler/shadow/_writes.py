@@ -1,12 +1,13 @@
-"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10): one writer per write kind of
-``fsm``'s table (``LegacyDecision.write``). Error codes, actors and dedupe keys are node facts
-(QingLong's writer H and start-up reconciler G) and live here, not in the table.
+"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10): one registry entry per write
+kind of ``fsm``'s table (``LegacyDecision.write``), :data:`WRITES`. Error codes, actors and dedupe
+templates are node facts (QingLong's writer H and start-up reconciler G): each is said once, in
+its write's :class:`Effect`, and read from there by the writer and by ``qlfsm explain``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fsm import RUN_TERMINAL, attempt_machine, run_machine
 from reconciler.node._clock import Clock
@@ -25,7 +26,7 @@ from storage import (
 )
 
 # Actors, error codes and summaries as QingLong 3.0's legacy-shadow writer (H) and start-up
-# reconciler (G) write them (its public TypeScript source).
+# reconciler (G) write them (its public TypeScript source). Each is used by one Effect below.
 RECONCILER = Actor("reconciler")  # G: `{ type: 'reconciler' }`, no actor id
 COMPATIBILITY = Actor("compatibility")  # H: the shadow writer, no actor id
 LOST = ("LEGACY_RECONCILE_OWNER_LOST", "Legacy worker restarted without terminal evidence")
@@ -77,7 +78,7 @@ def _expect(run: RunRow, att: ActiveAttempt) -> Expect:
     )
 
 
-def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
     """Row 2 (G `repairTerminalAttempt`): one Run edge to the latest Attempt's status."""
     run, latest = ctx.run, ctx.latest
     assert run is not None and latest is not None
@@ -94,13 +95,13 @@ def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> N
         run_machine().lifecycle_trigger(run.status, target),
         set=sets,
         payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
-        dedupe_key=f"legacy-startup-repair:{latest.id}:{target}",
+        dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
     )
     repo.advance(
         run.id,
         run.version,
         [change],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=Expect(attempts={latest.id: {"status": latest.status}}),
     )
@@ -111,14 +112,12 @@ def _two_step(
     ctx: Context,
     clock: Clock,
     hooks: PassHooks,
-    target: str,
-    code: tuple[str, str],
-    dedupe: str,
+    eff: Effect,
 ) -> None:
     """Rows 9/10 (G `abandon` / `markLost`): Attempt, commit; then Run, commit. A crash in
     between leaves a terminal Attempt under an active Run, which row 2 heals next start."""
-    run, att = ctx.run, ctx.attempt
-    assert run is not None and att is not None
+    run, att, target, code = ctx.run, ctx.attempt, eff.target, eff.error
+    assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
     first = repo.advance(
         run.id,
@@ -128,11 +127,11 @@ def _two_step(
                 att.id,
                 attempt_machine().lifecycle_trigger(att.status, target),
                 set=_errors(target, code),
-                dedupe_key=f"{dedupe}-attempt:{att.id}",
+                dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
                 event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         ],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, att),
     )
@@ -148,10 +147,10 @@ def _two_step(
                 run_machine().lifecycle_trigger(run.status, target),
                 set=run_sets,
                 payload={"error_code": code[0]},
-                dedupe_key=f"{dedupe}-run:{att.id}",
+                dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
             )
         ],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=Expect(run={"status": run.status}),
     )
@@ -163,7 +162,8 @@ class _Chain:
     as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
     Attempt event's ``attempt`` number)."""
 
-    def __init__(self, run: RunRow, attempt: AttemptRow) -> None:
+    def __init__(self, run: RunRow, attempt: AttemptRow, dedupe: str) -> None:
+        self.dedupe = dedupe
         self.run_status = run.status
         self.attempt_status = attempt.status
         self.attempt_id = attempt.id
@@ -179,7 +179,7 @@ class _Chain:
                 run_machine().lifecycle_trigger(self.run_status, dest),
                 set=sets,
                 payload={**code, **extra, "shadow": True},
-                dedupe_key=f"shadow:{self.sequence}:run.{dest}",
+                dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"run.{dest}"),
             )
         )
         self.run_status = dest
@@ -192,7 +192,7 @@ class _Chain:
                 attempt_machine().lifecycle_trigger(self.attempt_status, dest),
                 set=sets,
                 payload={**extra, "shadow": True},
-                dedupe_key=f"shadow:{self.sequence}:attempt.{dest}",
+                dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"attempt.{dest}"),
                 event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         )
@@ -208,7 +208,7 @@ def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
     return run, attempt
 
 
-def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
     """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
     reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
     run, attempt = _rows(repo, ctx)
@@ -216,21 +216,23 @@ def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> N
     at = _at(
         run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
     )
-    chain = _Chain(run, attempt)
-    extra: dict[str, object] = {"legacy_cancel_reason": "reconcile"}
-    chain.attempt("cancelled", _errors("cancelled", CANCELLED), extra)
-    chain.run("cancelled", {"finished_at_ms": at, **_errors("cancelled", CANCELLED)}, extra)
+    target = eff.target
+    assert target is not None
+    chain = _Chain(run, attempt, eff.dedupe)
+    extra = dict(eff.payload)
+    chain.attempt(target, _errors(target, eff.error), extra)
+    chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
     repo.advance(
         run.id,
         run.version,
         chain.changes,
-        actor=COMPATIBILITY,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
     )
 
 
-def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
     attempt.running, run.running, attempt.<t>, run.<t>, as QingLong's writer chains them."""
@@ -243,7 +245,7 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) ->
     terminal = "succeeded" if succeeded else "failed"
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
-    chain = _Chain(run, attempt)
+    chain = _Chain(run, attempt, eff.dedupe)
     if chain.run_status == "created":
         chain.run("queued", {"queued_at_ms": at}, {})
     if chain.run_status == "queued":
@@ -254,7 +256,7 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) ->
         chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
     if chain.run_status == "dispatching":
         chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
-    code = None if succeeded else NON_ZERO
+    code = None if succeeded else eff.error
     chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
     chain.run(
         terminal,
@@ -265,38 +267,87 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) ->
         run.id,
         run.version,
         chain.changes,
-        actor=COMPATIBILITY,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
     )
 
 
-Writer = Callable[[Repository, Context, Clock, PassHooks], None]
+Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect"], None]
 
 
-def _abandon(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    _two_step(repo, ctx, clock, hooks, "cancelled", ABANDONED, "legacy-startup-abandoned")
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Everything one write kind of ADR-0448's table commits, said once: who writes, the error
+    it sets, the dedupe template of its events, the payload its events carry, and the writer."""
+
+    write: str  # the table's write kind (``Case.write``)
+    actor: Actor
+    dedupe: str  # the events' dedupe key; ``{field}`` is filled by the writer
+    plan: Writer
+    error: tuple[str, str] | None = None  # (error code, summary) of the edges that fail
+    target: str | None = None  # the status Attempt and Run go to, when the write fixes one
+    payload: Mapping[str, object] = field(default_factory=dict)  # in every event it writes
 
 
-def _mark_lost(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    _two_step(repo, ctx, clock, hooks, "lost", LOST, "legacy-startup-lost")
+def _effects(*effects: Effect) -> Mapping[str, Effect]:
+    return {e.write: e for e in effects}
 
 
-# fsm's write kinds (``LEGACY_WRITES``) -> the one writer of each. Pending, ambiguous, skipped
-# and failed have no write kind: they write nothing (spec 05).
-WRITERS: Mapping[str, Writer] = {
-    "repair": _repair,
-    "cancel": _cancel,
-    "complete": _complete,
-    "abandon": _abandon,
-    "mark_lost": _mark_lost,
-}
+# fsm's write kinds (``LEGACY_WRITES``) -> what each commits. Pending, ambiguous, skipped and
+# failed have no write kind: they write nothing (spec 05).
+WRITES: Mapping[str, Effect] = _effects(
+    # Row 2: G's response-loss repair copies the latest Attempt's error, it sets none itself.
+    Effect(
+        write="repair",
+        actor=RECONCILER,
+        dedupe="legacy-startup-repair:{attempt}:{target}",
+        plan=_repair,
+    ),
+    # Row 6: H's `cancelled`, the reason `reconcile` in the payload (no cancel_reason column).
+    Effect(
+        write="cancel",
+        actor=COMPATIBILITY,
+        dedupe="shadow:{sequence}:{type}",
+        plan=_cancel,
+        error=CANCELLED,
+        target="cancelled",
+        payload={"legacy_cancel_reason": "reconcile"},
+    ),
+    # Row 7: H's `exited`; the error only when the instance did not succeed.
+    Effect(
+        write="complete",
+        actor=COMPATIBILITY,
+        dedupe="shadow:{sequence}:{type}",
+        plan=_complete,
+        error=NON_ZERO,
+    ),
+    # Row 9: G's `abandon`, Attempt then Run.
+    Effect(
+        write="abandon",
+        actor=RECONCILER,
+        dedupe="legacy-startup-abandoned-{aggregate}:{attempt}",
+        plan=_two_step,
+        error=ABANDONED,
+        target="cancelled",
+    ),
+    # Row 10: G's `markLost`, Attempt then Run.
+    Effect(
+        write="mark_lost",
+        actor=RECONCILER,
+        dedupe="legacy-startup-lost-{aggregate}:{attempt}",
+        plan=_two_step,
+        error=LOST,
+        target="lost",
+    ),
+)
 
 
 def write(repo: Repository, kind: str | None, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
     """Commit what the decided row says (``kind`` is ``LegacyDecision.write``)."""
     if kind is not None:
-        WRITERS[kind](repo, ctx, clock, hooks)
+        effect = WRITES[kind]
+        effect.plan(repo, ctx, clock, hooks, effect)
 
 
-__all__ = ["WRITERS", "Context", "Writer", "write"]
+__all__ = ["WRITES", "Context", "Effect", "Writer", "write"]

@@ -149,9 +149,15 @@ def decide(
             raise LookupError("unreadable candidate row")  # row 12, for this candidate only
         facts, ctx = gather(conn, repo, cand, enabled)
         decision = classify_legacy(facts)
-        # The guarded edge refuses (GuardRefused) unless this row is the first that matches.
+        # The guarded edge refuses (GuardRefused) unless this row is the first that matches;
+        # each write transaction takes it again on the facts it re-reads (a refusal there is a
+        # Conflict: nothing written, the candidate row 12, like every failed compare-and-set).
         step = legacy_machine().plan("candidate", decision.trigger, facts)
-        write(repo, decision.write, ctx, clock, hooks)
+
+        def reread(c: sqlite3.Connection) -> LegacyFacts:
+            return _read(c, Repository(c), cand, enabled)[0]
+
+        write(repo, decision, ctx, clock, hooks, reread)
         return step.dest
     except Exception as exc:
         if write_blocker(exc) is not None:
@@ -172,6 +178,17 @@ def gather(
     Run, then whatever evidence ``decide_legacy`` still needs before a row decides (its
     Attempts only for an eligible Run, the cron's RunningInstances only for exactly one
     active Attempt)."""
+    return _read(conn, repo, cand, enabled)
+
+
+def _read(
+    conn: sqlite3.Connection,
+    repo: Repository,
+    cand: LegacyCandidate,
+    enabled: frozenset[str],
+) -> tuple[LegacyFacts, Context]:
+    # The one reader of a candidate's facts: before the decision (``gather``) and again inside
+    # each write transaction (the guard's re-read).
     run = repo.get_run(cand.run_id)
     if run is None:
         return LegacyFacts(run_present=False), Context()

@@ -6,23 +6,37 @@ its write's :class:`Effect`, and read from there by the writer and by ``qlfsm ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fsm import RUN_TERMINAL, attempt_machine, run_machine
+from fsm import (
+    LEGACY_TABLE,
+    RUN_TERMINAL,
+    GuardRefused,
+    LegacyDecision,
+    LegacyFacts,
+    Step,
+    attempt_machine,
+    legacy_machine,
+    run_machine,
+)
 from reconciler.node._clock import Clock
 from reconciler.shadow._ports import PassHooks
 from storage import (
     ActiveAttempt,
     Actor,
+    Advanced,
     AttemptChange,
     AttemptRow,
     Change,
+    Conflict,
     Expect,
     LatestAttempt,
     Repository,
     RunChange,
     RunRow,
+    in_transaction,
 )
 
 # Actors, error codes and summaries as QingLong 3.0's legacy-shadow writer (H) and start-up
@@ -40,6 +54,60 @@ _ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_w
 # QingLong's domain transition (which both G and H write through) puts the Attempt's number
 # (`attempt`) in every Attempt event's payload, and the exit and error codes the edge sets.
 DOMAIN_ATTEMPT_EVENT = ("attempt", "exit_code", "callback_sequence", "error_code")
+
+
+# The facts of ADR-0448's table, gathered again on the connection of a write transaction.
+Reread = Callable[[sqlite3.Connection], LegacyFacts]
+
+# write kind -> (row, legacy_shadow trigger) of the table's row that makes it.
+_ROW_OF_WRITE: Mapping[str, tuple[str, str]] = {
+    c.write: (r.row, c.trigger or "") for r in LEGACY_TABLE.rows for c in r.cases if c.write
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The legacy_shadow edge of the decided row, taken again inside each write transaction
+    on the facts re-read there (the pattern of ADR-0068 §4): if they no longer make that row
+    the first to match, the edge's guard refuses and the transaction writes nothing."""
+
+    row: str
+    trigger: str
+    reread: Reread
+
+    def as_write(self, kind: str) -> Guard:
+        """The guard of the row that makes the write ``kind``, on the same re-read."""
+        row, trigger = _ROW_OF_WRITE[kind]
+        return Guard(row=row, trigger=trigger, reread=self.reread)
+
+    def check(self, c: sqlite3.Connection, run_id: str) -> Step:
+        """The edge on the facts re-read on ``c``; Conflict (nothing written) if refused."""
+        facts = self.reread(c)
+        try:
+            return legacy_machine().plan("candidate", self.trigger, facts)
+        except GuardRefused as exc:
+            raise Conflict("run", run_id, f"what ADR-0448 row {self.row} was decided on") from exc
+
+    def commit(
+        self,
+        repo: Repository,
+        run_id: str,
+        expected_version: int,
+        changes: Sequence[Change],
+        *,
+        actor: Actor,
+        at_ms: int,
+        expect: Expect,
+    ) -> Advanced:
+        """``changes`` in ONE transaction, once the guard held on the facts re-read in it."""
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            self.check(c, run_id)
+            return repo.advance_in(
+                c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+            )
+
+        return in_transaction(repo.conn, work)
 
 
 @dataclass(frozen=True)
@@ -78,7 +146,9 @@ def _expect(run: RunRow, att: ActiveAttempt) -> Expect:
     )
 
 
-def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
+def _repair(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 2 (G `repairTerminalAttempt`): one Run edge to the latest Attempt's status."""
     run, latest = ctx.run, ctx.latest
     assert run is not None and latest is not None
@@ -97,7 +167,8 @@ def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff:
         payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
         dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
     )
-    repo.advance(
+    guard.commit(
+        repo,
         run.id,
         run.version,
         [change],
@@ -113,13 +184,15 @@ def _two_step(
     clock: Clock,
     hooks: PassHooks,
     eff: Effect,
+    guard: Guard,
 ) -> None:
     """Rows 9/10 (G `abandon` / `markLost`): Attempt, commit; then Run, commit. A crash in
     between leaves a terminal Attempt under an active Run, which row 2 heals next start."""
     run, att, target, code = ctx.run, ctx.attempt, eff.target, eff.error
     assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
-    first = repo.advance(
+    first = guard.commit(
+        repo,
         run.id,
         run.version,
         [
@@ -136,10 +209,15 @@ def _two_step(
         expect=_expect(run, att),
     )
     hooks.between_commits()
+    # The Run's commit is row 2's repair of the Attempt just committed (ADR-0448 §6): on the
+    # facts it re-reads, that is the row that must match now.
+    assert eff.run_commit_as is not None
+    then = guard.as_write(eff.run_commit_as)
     run_sets: dict[str, object] = _errors(target, code)
     if target in RUN_TERMINAL:
         run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
-    repo.advance(
+    then.commit(
+        repo,
         run.id,
         first.version,
         [
@@ -208,7 +286,9 @@ def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
     return run, attempt
 
 
-def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
+def _cancel(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
     reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
     run, attempt = _rows(repo, ctx)
@@ -222,7 +302,8 @@ def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff:
     extra = dict(eff.payload)
     chain.attempt(target, _errors(target, eff.error), extra)
     chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
-    repo.advance(
+    guard.commit(
+        repo,
         run.id,
         run.version,
         chain.changes,
@@ -232,7 +313,9 @@ def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff:
     )
 
 
-def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect) -> None:
+def _complete(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
     attempt.running, run.running, attempt.<t>, run.<t>, as QingLong's writer chains them."""
@@ -263,7 +346,8 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, ef
         {"finished_at_ms": at, **_errors(terminal, code)},
         {"legacy_exit_code": exit_code},
     )
-    repo.advance(
+    guard.commit(
+        repo,
         run.id,
         run.version,
         chain.changes,
@@ -273,7 +357,7 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, ef
     )
 
 
-Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect"], None]
+Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect", "Guard"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +372,8 @@ class Effect:
     error: tuple[str, str] | None = None  # (error code, summary) of the edges that fail
     target: str | None = None  # the status Attempt and Run go to, when the write fixes one
     payload: Mapping[str, object] = field(default_factory=dict)  # in every event it writes
+    # A write of two commits (rows 9/10): the write kind whose row its second commit is.
+    run_commit_as: str | None = None
 
 
 def _effects(*effects: Effect) -> Mapping[str, Effect]:
@@ -330,6 +416,7 @@ WRITES: Mapping[str, Effect] = _effects(
         plan=_two_step,
         error=ABANDONED,
         target="cancelled",
+        run_commit_as="repair",
     ),
     # Row 10: G's `markLost`, Attempt then Run.
     Effect(
@@ -339,15 +426,25 @@ WRITES: Mapping[str, Effect] = _effects(
         plan=_two_step,
         error=LOST,
         target="lost",
+        run_commit_as="repair",
     ),
 )
 
 
-def write(repo: Repository, kind: str | None, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    """Commit what the decided row says (``kind`` is ``LegacyDecision.write``)."""
-    if kind is not None:
-        effect = WRITES[kind]
-        effect.plan(repo, ctx, clock, hooks, effect)
+def write(
+    repo: Repository,
+    decision: LegacyDecision,
+    ctx: Context,
+    clock: Clock,
+    hooks: PassHooks,
+    reread: Reread,
+) -> None:
+    """Commit what the decided row says (``decision.write``), each transaction guarded by the
+    row's legacy_shadow edge on the facts ``reread`` gathers inside it."""
+    if decision.write is not None:
+        effect = WRITES[decision.write]
+        guard = Guard(row=decision.row, trigger=decision.trigger, reread=reread)
+        effect.plan(repo, ctx, clock, hooks, effect, guard)
 
 
-__all__ = ["WRITES", "Context", "Effect", "Writer", "write"]
+__all__ = ["WRITES", "Context", "Effect", "Guard", "Reread", "Writer", "write"]

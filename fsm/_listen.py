@@ -24,7 +24,6 @@ def _rebuild() -> None:
         built.cache_clear()
     # A memoized answer would skip the machine (and its callbacks): forget them all.
     _primary.forget_decisions()
-    _legacy.forget_classifications()
 
 
 def listen(listener: Listener) -> Callable[[], None]:

@@ -19,7 +19,7 @@ The facts and the rows' own predicates are in ``_legacy_facts.py``; evidence sel
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from ._decision import Case, DecisionEngine, DecisionRow, DecisionTable, Need, drawn_spec
@@ -219,24 +219,6 @@ def check_one_trigger_per_outcome(table: DecisionTable) -> None:
         raise MachineDefinitionError(table.name, f"outcomes with two triggers: {twice}")
 
 
-# Checked once, where the table is built: the views below key each outcome by ONE trigger and
-# ONE write.
-check_one_trigger_per_outcome(LEGACY_TABLE)
-
-_DECIDING = _deciding(LEGACY_TABLE)
-
-# --- Views of the table (what the pass, the guards and the diagrams read) --------------------
-
-# The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
-LEGACY_GUARD_ROWS: Mapping[str, str] = {r.cases[0].guard: r.row for r in _DECIDING}
-# outcome -> the legacy_shadow trigger that leads there (one per outcome: checked when built).
-LEGACY_TRIGGERS: Mapping[str, str] = {r.cases[0].then: r.cases[0].trigger or "" for r in _DECIDING}
-# outcome -> what the pass writes for it (None: nothing; spec 05 "never write anything").
-LEGACY_WRITES: Mapping[str, str | None] = {r.cases[0].then: r.cases[0].write for r in _DECIDING}
-# row id -> its row.
-LEGACY_ROWS: Mapping[str, DecisionRow] = {r.row: r for r in LEGACY_TABLE.rows}
-
-
 def _step_guard(name: str) -> Callable[[object], bool]:
     guard = _on_legacy_facts(LEGACY_ROW_FACTS[name])
     # transitions labels a condition by its callable's __name__: the diagram shows the guard.
@@ -245,28 +227,75 @@ def _step_guard(name: str) -> Callable[[object], bool]:
     return guard
 
 
-# The guards of the two steps of the evidence order (no row of their own), each over its own
-# facts and named as on the diagram.
-LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = {
-    c.guard: _step_guard(c.guard) for r in LEGACY_TABLE.rows if r not in _DECIDING for c in r.cases
-}
+# --- Views of the table (what the pass, the guards and the diagrams read) --------------------
 
 
-# The per-candidate legacy_shadow lifecycle (spec 07): one edge per row, `candidate` -> outcome,
-# guarded by "this row is the first that matches" (fsm._guards).
-LEGACY_SPEC = MachineSpec(
-    name="legacy_shadow",
-    states=("candidate", *LEGACY_OUTCOMES),
-    initial="candidate",
-    terminal=frozenset(LEGACY_OUTCOMES),
-    edges=tuple(
-        Edge(r.cases[0].trigger or "", "candidate", r.cases[0].then, r.cases[0].guard, r.cites)
-        for r in _DECIDING
-    ),
-)
+@dataclass(frozen=True, slots=True)
+class LegacyViews:
+    """Everything read from one ADR-0448 table: built by :func:`legacy_views`, which checks the
+    table first, so a table is never used without its check."""
 
-# The ADR-0448 decision machine as drawn (spec 07): every row an edge, `row 6 [guard]`.
-LEGACY_DECISION_SPEC = drawn_spec(LEGACY_TABLE)
+    table: DecisionTable
+    # The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
+    guard_rows: Mapping[str, str]
+    # outcome -> the legacy_shadow trigger that leads there (one per outcome: checked).
+    triggers: Mapping[str, str]
+    # outcome -> what the pass writes for it (None: nothing; spec 05 "never write anything").
+    writes: Mapping[str, str | None]
+    # row id -> its row.
+    rows: Mapping[str, DecisionRow]
+    # The guards of the steps of the evidence order (no row of their own), each over its own
+    # facts and named as on the diagram.
+    step_guards: Mapping[str, Callable[[object], bool]]
+    # The per-candidate legacy_shadow lifecycle (spec 07): one edge per row, `candidate` ->
+    # outcome, guarded by "this row is the first that matches" (fsm._guards).
+    spec: MachineSpec
+    # The ADR-0448 decision machine as drawn (spec 07): every row an edge, `row 6 [guard]`.
+    decision_spec: MachineSpec
+
+
+def legacy_views(table: DecisionTable) -> LegacyViews:
+    """The views of ``table``, once it passed its check (MachineDefinitionError otherwise)."""
+    check_one_trigger_per_outcome(table)
+    deciding = _deciding(table)
+    return LegacyViews(
+        table=table,
+        guard_rows={r.cases[0].guard: r.row for r in deciding},
+        triggers={r.cases[0].then: r.cases[0].trigger or "" for r in deciding},
+        writes={r.cases[0].then: r.cases[0].write for r in deciding},
+        rows={r.row: r for r in table.rows},
+        step_guards={
+            c.guard: _step_guard(c.guard) for r in table.rows if r not in deciding for c in r.cases
+        },
+        spec=MachineSpec(
+            name="legacy_shadow",
+            states=("candidate", *table.decisions),
+            initial="candidate",
+            terminal=frozenset(table.decisions),
+            edges=tuple(
+                Edge(
+                    r.cases[0].trigger or "",
+                    "candidate",
+                    r.cases[0].then,
+                    r.cases[0].guard,
+                    r.cites,
+                )
+                for r in deciding
+            ),
+        ),
+        decision_spec=drawn_spec(table),
+    )
+
+
+# Checked once, here, where the table is built.
+LEGACY_VIEWS = legacy_views(LEGACY_TABLE)
+LEGACY_GUARD_ROWS: Mapping[str, str] = LEGACY_VIEWS.guard_rows
+LEGACY_TRIGGERS: Mapping[str, str] = LEGACY_VIEWS.triggers
+LEGACY_WRITES: Mapping[str, str | None] = LEGACY_VIEWS.writes
+LEGACY_ROWS: Mapping[str, DecisionRow] = LEGACY_VIEWS.rows
+LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = LEGACY_VIEWS.step_guards
+LEGACY_SPEC = LEGACY_VIEWS.spec
+LEGACY_DECISION_SPEC = LEGACY_VIEWS.decision_spec
 
 
 # --- Deciding ------------------------------------------------------------------------------
@@ -274,21 +303,16 @@ LEGACY_DECISION_SPEC = drawn_spec(LEGACY_TABLE)
 
 @dataclass(frozen=True)
 class LegacyDecision:
-    """The row that matched, the outcome it leads to, and its guard's name."""
+    """The row that matched, the outcome it leads to, and its guard's name; with the row's
+    legacy_shadow trigger and write, as the table the deciding engine was built from says."""
 
     row: str
     outcome: str  # a legacy_shadow machine state
     guard: str
-
-    @property
-    def trigger(self) -> str:
-        """The legacy_shadow trigger of this row's edge."""
-        return LEGACY_TRIGGERS[self.outcome]
-
-    @property
-    def write(self) -> str | None:
-        """What the pass commits for this row (None: nothing)."""
-        return LEGACY_WRITES[self.outcome]
+    # The legacy_shadow trigger of this row's edge.
+    trigger: str = field(default="", compare=False)
+    # What the pass commits for this row (None: nothing).
+    write: str | None = field(default=None, compare=False)
 
 
 # Bound on the answers the engine keeps: a pass sees a few fact shapes; unusual ones only add
@@ -305,11 +329,12 @@ class LegacyEngine:
     would decide without the machine.
     """
 
-    __slots__ = ("_memo", "machine")
+    __slots__ = ("_memo", "machine", "views")
 
-    def __init__(self) -> None:
+    def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
         predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
-        self.machine = DecisionEngine(LEGACY_TABLE, predicates)
+        self.views = views
+        self.machine = DecisionEngine(views.table, predicates)
         self._memo: dict[LegacyFacts, LegacyDecision] = {}
 
     def classify(self, f: LegacyFacts) -> LegacyDecision:
@@ -335,7 +360,9 @@ class LegacyEngine:
             return walk.need
         assert walk.decided is not None
         row, case = walk.decided
-        return LegacyDecision(row.row, case.then, case.guard)
+        return LegacyDecision(
+            row.row, case.then, case.guard, trigger=case.trigger or "", write=case.write
+        )
 
 
 @cache

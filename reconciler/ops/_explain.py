@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
+from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, DecisionTable, MachineSpec
 from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
 from reconciler.shadow import RECONCILER as LEGACY_RECONCILER
 from reconciler.shadow import WRITES as LEGACY_WRITE_EFFECTS
+from reconciler.shadow import Effect
 from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
 
 DECISION_KEY = "decision"
@@ -59,31 +60,46 @@ ROW_BY_EVIDENCE: Mapping[str, str] = {
 # `reconciler` actor's (no id) with their error codes; rows 6/7 are the shadow writer's
 # (`compatibility`, `shadow: true` in every payload; row 6 carries its own payload key); row 2's
 # repair edge has its own dedupe key.
-_LEGACY_ROW_OF_WRITE: Mapping[str, str] = {
-    c.write: r.row for r in LEGACY_TABLE.rows for c in r.cases if c.write is not None
-}
-_LEGACY_EFFECTS = tuple((_LEGACY_ROW_OF_WRITE[kind], e) for kind, e in LEGACY_WRITE_EFFECTS.items())
+
+
+@dataclass(frozen=True)
+class LegacyRowMaps:
+    """How an event of the legacy shadow names its ADR-0448 row when it records none."""
+
+    by_error_code: Mapping[str, str]  # the reconciler's writes with an error code of their own
+    by_dedupe: Mapping[str, str]  # the reconciler's other writes, by their dedupe key's prefix
+    by_payload_key: Mapping[str, str]  # the shadow writer's write whose events carry a key
+    plain_shadow_row: str  # the shadow writer's write whose events carry none
+
+
+def legacy_row_maps(table: DecisionTable, writes: Mapping[str, Effect]) -> LegacyRowMaps:
+    """The inverse maps of ``table`` and the pass's registry ``writes``; ValueError when a write
+    kind is made by more than one row or by none (an event could not name its row)."""
+    rows_of: dict[str, list[str]] = {}
+    for r in table.rows:
+        for c in r.cases:
+            if c.write is not None:
+                rows_of.setdefault(c.write, []).append(r.row)
+    unclear = {kind: rows_of.get(kind, []) for kind in writes if len(rows_of.get(kind, [])) != 1}
+    if unclear:
+        raise ValueError(f"{table.name}: write kinds not made by exactly one row: {unclear}")
+    effects = [(rows_of[kind][0], e) for kind, e in writes.items()]
+    reconciler = [(row, e) for row, e in effects if e.actor == LEGACY_RECONCILER]
+    shadow = [(row, e) for row, e in effects if e.actor == LEGACY_COMPATIBILITY]
+    plain = [row for row, e in shadow if not e.payload]
+    if len(plain) != 1:
+        raise ValueError(f"{table.name}: shadow-writer rows without a payload key: {plain}")
+    return LegacyRowMaps(
+        by_error_code={e.error[0]: row for row, e in reconciler if e.error is not None},
+        by_dedupe={e.dedupe.partition("{")[0]: row for row, e in reconciler if e.error is None},
+        by_payload_key={key: row for row, e in shadow for key in e.payload},
+        plain_shadow_row=plain[0],
+    )
+
+
+LEGACY_ROW_MAPS = legacy_row_maps(LEGACY_TABLE, LEGACY_WRITE_EFFECTS)
 LEGACY_RECONCILER_ACTOR = (LEGACY_RECONCILER.type, LEGACY_RECONCILER.id)
 LEGACY_SHADOW_ACTOR = (LEGACY_COMPATIBILITY.type, LEGACY_COMPATIBILITY.id)
-LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
-    e.error[0]: row
-    for row, e in _LEGACY_EFFECTS
-    if e.actor == LEGACY_RECONCILER and e.error is not None
-}
-# The reconciler's writes that set no error code of their own, by their dedupe key's prefix.
-LEGACY_ROW_BY_DEDUPE: Mapping[str, str] = {
-    e.dedupe.partition("{")[0]: row
-    for row, e in _LEGACY_EFFECTS
-    if e.actor == LEGACY_RECONCILER and e.error is None
-}
-# The shadow writer's writes: the one whose events carry a payload key of their own, by that
-# key; the one that carries none.
-LEGACY_ROW_BY_PAYLOAD_KEY: Mapping[str, str] = {
-    key: row for row, e in _LEGACY_EFFECTS if e.actor == LEGACY_COMPATIBILITY for key in e.payload
-}
-LEGACY_PLAIN_SHADOW_ROW: str = next(
-    row for row, e in _LEGACY_EFFECTS if e.actor == LEGACY_COMPATIBILITY and not e.payload
-)
 ADR0068 = "ADR-0068"
 ADR0448 = "ADR-0448"
 # Payload keys every edge event carries (spec 02); the rest is shown as the event's details.
@@ -367,16 +383,16 @@ def _legacy_row(
         return recorded
     code = payload.get("error_code")
     if actor == LEGACY_RECONCILER_ACTOR:
-        if isinstance(code, str) and code in LEGACY_ROW_BY_ERROR_CODE:
-            return ADR0448, LEGACY_ROW_BY_ERROR_CODE[code], False
-        for prefix, row in LEGACY_ROW_BY_DEDUPE.items():
+        if isinstance(code, str) and code in LEGACY_ROW_MAPS.by_error_code:
+            return ADR0448, LEGACY_ROW_MAPS.by_error_code[code], False
+        for prefix, row in LEGACY_ROW_MAPS.by_dedupe.items():
             if dedupe_key is not None and dedupe_key.startswith(prefix):
                 return ADR0448, row, False
     if actor == LEGACY_SHADOW_ACTOR and payload.get("shadow") is True:
-        for key, row in LEGACY_ROW_BY_PAYLOAD_KEY.items():
+        for key, row in LEGACY_ROW_MAPS.by_payload_key.items():
             if key in payload:
                 return ADR0448, row, False
-        return ADR0448, LEGACY_PLAIN_SHADOW_ROW, False
+        return ADR0448, LEGACY_ROW_MAPS.plain_shadow_row, False
     return None, None, False
 
 

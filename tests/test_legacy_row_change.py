@@ -117,8 +117,10 @@ def test_the_shadow_pass_follows_the_copy_and_commits_row_6s_write_for_row_9(
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
     machine = Lifecycle(views.spec)
-    # The pass asks fsm for its engine and the legacy_shadow machine when it decides.
+    # The pass asks fsm for its engine and the legacy_shadow machine when it decides (and the
+    # machine's row guards ask the engine for the first matching row).
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
+    monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
     monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
     monkeypatch.setattr(shadow_writes, "legacy_machine", lambda: machine)
     outcome = run_pass(

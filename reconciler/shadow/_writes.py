@@ -118,6 +118,8 @@ class Context:
     evidence_at_ms: int | None = None
     matched_status: str | None = None
     exit_code: int | None = None
+    # The row the candidate's core decided on these facts (the rows above are what it read).
+    decision: LegacyDecision | None = field(default=None, compare=False)
 
 
 def _at(run: RunRow, *times: int | None, now: int) -> int:

@@ -22,6 +22,7 @@ from fsm import (
     DecisionTable,
     LegacyFacts,
     Lifecycle,
+    MachineDefinitionError,
     _legacy,
     validate_spec,
 )
@@ -144,6 +145,14 @@ def test_explain_refuses_a_table_in_which_two_rows_make_one_write() -> None:
     abandoned = WRITES["abandon"].error
     assert abandoned is not None
     assert LEGACY_ROW_MAPS.by_error_code[abandoned[0]] == "9"
+
+
+def test_the_pass_refuses_to_name_the_row_of_a_write_two_rows_make() -> None:
+    # The Run commit of rows 9/10 is guarded by the row of the `repair` write: a table in which
+    # that is no longer one row is refused where the pass reads it.
+    with pytest.raises(MachineDefinitionError, match="write 'cancel' made by rows 6 and 9"):
+        shadow_writes._rows_of_writes(CHANGED)
+    assert shadow_writes._rows_of_writes(LEGACY_TABLE)["repair"] == ("2", "repair")
 
 
 def _dot() -> str:

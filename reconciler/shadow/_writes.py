@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from fsm import (
     LEGACY_TABLE,
     RUN_TERMINAL,
+    DecisionTable,
     GuardRefused,
     LegacyDecision,
     LegacyFacts,
+    MachineDefinitionError,
     Step,
     attempt_machine,
     legacy_machine,
@@ -59,10 +61,23 @@ DOMAIN_ATTEMPT_EVENT = ("attempt", "exit_code", "callback_sequence", "error_code
 # The facts of ADR-0448's table, gathered again on the connection of a write transaction.
 Reread = Callable[[sqlite3.Connection], LegacyFacts]
 
-# write kind -> (row, legacy_shadow trigger) of the table's row that makes it.
-_ROW_OF_WRITE: Mapping[str, tuple[str, str]] = {
-    c.write: (r.row, c.trigger or "") for r in LEGACY_TABLE.rows for c in r.cases if c.write
-}
+
+def _rows_of_writes(table: DecisionTable) -> Mapping[str, tuple[str, str]]:
+    """write kind -> (row, legacy_shadow trigger) of the one row of ``table`` that makes it."""
+    found: dict[str, tuple[str, str]] = {}
+    for r in table.rows:
+        for c in r.cases:
+            if c.write is None:
+                continue
+            if c.write in found and found[c.write][0] != r.row:
+                raise MachineDefinitionError(
+                    table.name, f"write {c.write!r} made by rows {found[c.write][0]} and {r.row}"
+                )
+            found[c.write] = (r.row, c.trigger or "")
+    return found
+
+
+_ROW_OF_WRITE = _rows_of_writes(LEGACY_TABLE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,11 @@ edge is planned here and becomes real only when the caller's storage transaction
 The reconcilers' decision tables live here once, as data: ADR-0068's in ``_primary_table.py``
 (decided by :class:`PrimaryCore` / :func:`decide_primary`), ADR-0448's in ``_legacy.py``
 (decided step by step by a :class:`LegacyCore`, or at once by :func:`classify_legacy`);
-``_decision.py`` builds the `transitions` machine that decides from either.
+``_decision.py`` builds the `transitions` machine that decides from either, and
+:class:`DecisionCore`, the immutable walk of one candidate through it.
 """
 
-from ._decision import Case, DecisionRow, DecisionTable, Need
+from ._decision import Case, DecisionCore, DecisionRow, DecisionTable, Need
 from ._errors import (
     EvidenceError,
     FsmError,
@@ -108,6 +109,7 @@ __all__ = [
     "RUN_STATES",
     "RUN_TERMINAL",
     "Case",
+    "DecisionCore",
     "DecisionRow",
     "DecisionTable",
     "Edge",

@@ -19,13 +19,12 @@ The facts and the rows' own predicates are in ``_legacy_facts.py``; evidence sel
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 
 from ._decision import (
-    DECIDE,
-    FAIL,
     Case,
+    DecisionCore,
     DecisionEngine,
     DecisionRow,
     DecisionTable,
@@ -33,9 +32,8 @@ from ._decision import (
     Taken,
     drawn_spec,
 )
-from ._errors import EvidenceError, IllegalTransition, MachineDefinitionError
+from ._errors import MachineDefinitionError
 from ._legacy_facts import LEGACY_EVIDENCE_FIELDS, LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
-from ._observe import LISTENERS
 from ._tables import Edge, MachineSpec
 
 # --- The table -----------------------------------------------------------------------------
@@ -82,6 +80,7 @@ LEGACY_TABLE = DecisionTable(
     name="legacy_decision",
     evidence=LEGACY_EVIDENCE,
     decisions={outcome: outcome for outcome in LEGACY_OUTCOMES},
+    observes=LEGACY_EVIDENCE_FIELDS,
     rows=(
         _row(
             row="1",
@@ -325,43 +324,28 @@ class LegacyDecision:
     write: str | None = field(default=None, compare=False)
 
 
-# Bound on the choices the engine keeps: a pass sees a few fact shapes; unusual ones only add
-# entries up to here.
-_MEMO_MAX = 4096
+# One candidate's way through ADR-0448's decision machine: the one immutable decision core of
+# ``fsm/_decision.py`` over LegacyFacts. It asks for one evidence state at a time (the Run, its
+# Attempts, the cron's RunningInstances: spec 05 "Candidates"), takes only the fields that
+# state fills (``LEGACY_TABLE.observes``), and decides from the state it is in, never walking
+# again from the start; every observation is a new core.
+LegacyCore = DecisionCore[LegacyFacts, LegacyDecision]
 
 
 class LegacyEngine:
-    """The ADR-0448 decision machine (validated when built) and its one bounded memo.
+    """The ADR-0448 decision machine of one table's views (validated when built); the
+    machine owns the one bounded memo of choices (``fsm/_decision.py``)."""
 
-    The facts are frozen and a choice is a function of (event, state, facts) alone, so each
-    distinct one is made through `transitions` once: the legacy_shadow guards ask for the
-    whole table's answer once per guarded edge tried. Not while someone listens
-    (``fsm.listen``): a memo hit would decide without the machine.
-    """
-
-    __slots__ = ("_chosen", "machine", "views")
+    __slots__ = ("machine", "views")
 
     def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
         predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
-        if set(LEGACY_EVIDENCE_FIELDS) != set(views.table.evidence):
-            raise MachineDefinitionError(views.table.name, "evidence states without their fields")
         self.views = views
         self.machine = DecisionEngine(views.table, predicates)
-        self._chosen: dict[tuple[str, str, LegacyFacts], Taken] = {}
-
-    def choose(self, state: str, facts: LegacyFacts, event: str = DECIDE) -> Taken:
-        """The first case of ``state`` whose guard holds on ``facts`` (remembered)."""
-        key = (event, state, facts)
-        found = self._chosen.get(key)
-        if found is None:
-            found = self.machine.choose(state, facts, event)
-            if len(self._chosen) < _MEMO_MAX and not LISTENERS:
-                self._chosen[key] = found
-        return found
 
     def start(self) -> LegacyCore:
         """A candidate's core before anything was read: it asks for ``read_run``."""
-        return LegacyCore(self)
+        return self.machine.start(LegacyFacts(run_present=False), _conclude)
 
     def classify(self, f: LegacyFacts) -> LegacyDecision:
         """spec 05 "Per candidate": the first matching row wins (every fact gathered)."""
@@ -371,19 +355,17 @@ class LegacyEngine:
 
     def decide(self, facts: LegacyFacts, gathered: Collection[str]) -> Need | LegacyDecision:
         """The row that decides ``facts`` gathered all at once, or the evidence it needs first
-        (see :func:`decide_legacy`); a candidate gathered step by step is a
-        :class:`LegacyCore`."""
-        state = self.views.table.evidence[0]
-        if facts.error:
-            return _decision(self.choose(state, facts, FAIL))
-        asked: str | None = None
-        while True:
-            if state != "read_run" and state not in gathered:
-                return Need(state, asked)
-            step = self.choose(state, facts)
-            if step.case.then in self.views.table.decisions:
-                return _decision(step)
-            asked, state = step.row.row, step.case.then
+        (see :func:`decide_legacy`); a candidate gathered step by step is a core
+        (:meth:`start`)."""
+
+        def observed(state: str, f: object) -> bool:
+            return state == "read_run" or state in gathered
+
+        walk = self.machine.walk(facts, observed, failed=facts.error)
+        if walk.need is not None:
+            return walk.need
+        assert walk.decided is not None
+        return _decision(walk.decided)
 
 
 def _decision(step: Taken) -> LegacyDecision:
@@ -393,83 +375,8 @@ def _decision(step: Taken) -> LegacyDecision:
     )
 
 
-class LegacyCore:
-    """One candidate's way through ADR-0448's decision machine: immutable, every observation
-    a new core. The core asks for one evidence state at a time (the Run, its Attempts, the
-    cron's RunningInstances: spec 05 "Candidates"), takes only the fields that state fills
-    (:data:`fsm.LEGACY_EVIDENCE_FIELDS`) and decides from the state it is in, never walking
-    again from the start."""
-
-    __slots__ = ("_answer", "engine", "facts", "path", "state")
-
-    engine: LegacyEngine
-    facts: LegacyFacts
-    state: str  # the evidence state the core is in (where the decision was taken, once decided)
-    path: tuple[str, ...]  # the rows and steps taken, the deciding row last
-    _answer: Need | LegacyDecision
-
-    def __init__(self, engine: LegacyEngine) -> None:
-        initial = engine.views.table.evidence[0]
-        self._set(engine, LegacyFacts(run_present=False), initial, (), Need(initial, None))
-
-    def _set(
-        self,
-        engine: LegacyEngine,
-        facts: LegacyFacts,
-        state: str,
-        path: tuple[str, ...],
-        answer: Need | LegacyDecision,
-    ) -> None:
-        put = object.__setattr__
-        put(self, "engine", engine)
-        put(self, "facts", facts)
-        put(self, "state", state)
-        put(self, "path", path)
-        put(self, "_answer", answer)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("a LegacyCore is immutable: observe returns a new one")
-
-    def __repr__(self) -> str:
-        return f"LegacyCore({self.state!r}, path={self.path!r})"
-
-    def next(self) -> Need | LegacyDecision:
-        """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        return self._answer
-
-    def observe(self, evidence: str, **fields: object) -> LegacyCore:
-        """A new core with what gathering ``evidence`` showed: only the evidence asked for,
-        only the fields it fills, one step on."""
-        asked = self._answer
-        name = self.engine.views.table.name
-        if not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(name, self.state, evidence)
-        allowed = LEGACY_EVIDENCE_FIELDS[evidence]
-        if not allowed.issuperset(fields):
-            unknown = sorted(set(fields) - allowed)
-            raise EvidenceError(
-                name,
-                self.state,
-                f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
-            )
-        facts = replace(self.facts, **fields)  # type: ignore[arg-type]
-        return self._step(facts, self.engine.choose(evidence, facts))
-
-    def fail(self) -> LegacyCore:
-        """spec 05 row 12: handling the candidate raised. A new core, decided by the exception
-        row from the evidence state this one is in."""
-        facts = replace(self.facts, error=True)
-        return self._step(facts, self.engine.choose(self.state, facts, FAIL))
-
-    def _step(self, facts: LegacyFacts, step: Taken) -> LegacyCore:
-        new = object.__new__(LegacyCore)
-        path = (*self.path, step.row.row)
-        then = step.case.then
-        if then in self.engine.views.table.decisions:
-            new._set(self.engine, facts, self.state, path, _decision(step))
-        else:
-            new._set(self.engine, facts, then, path, Need(then, step.row.row))
-        return new
+def _conclude(step: Taken, facts: LegacyFacts, path: tuple[str, ...]) -> LegacyDecision:
+    return _decision(step)
 
 
 @cache

@@ -350,7 +350,7 @@ def test_the_core_refuses_evidence_it_did_not_ask_for_and_fields_another_state_f
 
 def test_an_exception_decides_row_12_from_the_state_the_core_is_in() -> None:
     read_run = LegacyEngine().start().observe("read_run", **RUN_READ)
-    failed = read_run.fail()
+    failed = read_run.fail(True)
     assert failed.next() == LegacyDecision("12", "failed", "error_raised")
     assert (failed.state, failed.path) == ("read_attempts", ("step 3", "12"))
     assert failed.facts.error is True and read_run.facts.error is False

@@ -166,7 +166,7 @@ def decide(
             path = getattr(conn, "path", "")
             raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
-        failed = legacy_engine().start().fail()
+        failed = legacy_engine().start().fail(True)
         decided = _decided(failed)
         return legacy_machine().plan("candidate", decided.trigger, failed.facts).dest
 

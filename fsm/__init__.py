@@ -5,11 +5,12 @@ edge is planned here and becomes real only when the caller's storage transaction
 
 The reconcilers' decision tables live here once, as data: ADR-0068's in ``_primary_table.py``
 (decided by :class:`PrimaryCore` / :func:`decide_primary`), ADR-0448's in ``_legacy.py``
-(:func:`classify_legacy` / :func:`decide_legacy`); ``_decision.py`` builds the `transitions`
-machine that decides from either.
+(decided step by step by a :class:`LegacyCore`, or at once by :func:`classify_legacy`);
+``_decision.py`` builds the `transitions` machine that decides from either, and
+:class:`DecisionCore`, the immutable walk of one candidate through it.
 """
 
-from ._decision import Case, DecisionRow, DecisionTable, Need
+from ._decision import Case, DecisionCore, DecisionRow, DecisionTable, Need
 from ._errors import (
     EvidenceError,
     FsmError,
@@ -27,12 +28,16 @@ from ._legacy import (
     LEGACY_TABLE,
     LEGACY_TRIGGERS,
     LEGACY_WRITES,
+    LegacyCore,
     LegacyDecision,
+    LegacyEngine,
+    LegacyViews,
     classify_legacy,
     decide_legacy,
     legacy_engine,
+    legacy_views,
 )
-from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts
+from ._legacy_facts import LEGACY_EVIDENCE_FIELDS, LEGACY_ROW_FACTS, LegacyFacts
 from ._listen import listen
 from ._machine import (
     ALL_SPECS,
@@ -84,6 +89,7 @@ __all__ = [
     "GUARDS",
     "LEGACY_DECISION_SPEC",
     "LEGACY_EVIDENCE",
+    "LEGACY_EVIDENCE_FIELDS",
     "LEGACY_GUARD_ROWS",
     "LEGACY_OUTCOMES",
     "LEGACY_ROWS",
@@ -103,6 +109,7 @@ __all__ = [
     "RUN_STATES",
     "RUN_TERMINAL",
     "Case",
+    "DecisionCore",
     "DecisionRow",
     "DecisionTable",
     "Edge",
@@ -111,8 +118,11 @@ __all__ = [
     "GuardRefused",
     "IllegalTransition",
     "InstanceEvidence",
+    "LegacyCore",
     "LegacyDecision",
+    "LegacyEngine",
     "LegacyFacts",
+    "LegacyViews",
     "Lifecycle",
     "Listener",
     "MachineDefinitionError",
@@ -128,6 +138,7 @@ __all__ = [
     "decide_primary",
     "legacy_engine",
     "legacy_machine",
+    "legacy_views",
     "listen",
     "observed_facts",
     "primary_engine",

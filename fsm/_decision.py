@@ -18,6 +18,34 @@ have the same shape and one engine serves them:
   event, ``fail``, fired from whichever evidence state the candidate is in: the rows marked
   ``on_exception`` are its transitions, so the ordinary rows never test for it.
 
+One candidate's way through the machine is a :class:`DecisionCore`, generic over the record's
+facts type and its decision type, immutable (a value: safe to compute inside a transaction
+that may be retried, and to keep as it stood at any step)::
+
+    core = engine.start(initial_facts, conclude)
+    while isinstance(step := core.next(), Need):
+        core = core.observe(step.evidence, **what_gathering_it_showed)
+    # step is the decision (``conclude`` of the case taken); if committing it raised:
+    decision = core.fail(description).next()
+
+- ``next()`` answers the :class:`Need` (the evidence state waiting, and the row that led
+  there) or the decision; asking again gives the same answer, it never walks again;
+- ``observe(evidence, **fields)`` accepts only the evidence ``next()`` asks for, and only the
+  fields the table declares for that evidence (:attr:`DecisionTable.observes`; EvidenceError
+  otherwise). It returns a NEW core that took exactly one step: the first case of that state
+  whose guard holds on the facts observed so far. Facts are only ever added, in the evidence
+  order, so a guard never sees what a later step observes;
+- ``fail(error)`` (spec 04 row 14, spec 05 row 12) returns a new core decided by the ``fail``
+  event from the evidence state the core is in (also after a decision: a decision never moves
+  the core, so a failed write is decided where it was decided);
+- ``state``, ``path`` (the rows taken, the deciding row last), ``facts`` and ``taken`` (the
+  deciding :class:`Taken`, or None) are read-only.
+
+The engine owns the one memo: which case a state's guards choose for given facts (facts are
+frozen and hashable, a choice a function of them alone), bounded by ``memo``, not filled while
+anyone listens (a hit would decide without the machine's callbacks); :meth:`DecisionEngine.forget`
+empties it.
+
 Pure: no I/O, no clock. The one callback (``after``) records which case `transitions` took;
 a machine built while someone listens (``fsm.listen``) also reports each case and each
 guard's outcome to the listeners, through the same callbacks and conditions.
@@ -25,13 +53,15 @@ guard's outcome to the listeners, through the same callbacks and conditions.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Mapping
+from types import MappingProxyType
+from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from transitions.core import EventData, Machine, MachineError
 
-from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
+from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
 from ._observe import LISTENERS
 from ._tables import Edge, MachineSpec
 
@@ -76,6 +106,9 @@ class DecisionTable(NamedTuple):
     evidence: tuple[str, ...]  # evidence states; the first one is the initial state
     decisions: Mapping[str, str]  # decision state -> the summary outcome it counts as
     rows: tuple[DecisionRow, ...]
+    # Evidence state -> the facts its observation fills (DecisionCore.observe refuses others).
+    # Empty: the table is only walked (DecisionEngine.walk), never driven by a core.
+    observes: Mapping[str, frozenset[str]] = MappingProxyType({})
 
 
 class Need(NamedTuple):
@@ -159,6 +192,10 @@ def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) ->
             if n not in reached:
                 reached.add(n)
                 todo.append(n)
+    if table.observes and set(table.observes) != evidence:
+        raise bad(
+            f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
+        )
     unreachable = [s for s in (*table.evidence, *table.decisions) if s not in reached]
     if unreachable:
         raise bad(f"unreachable states {unreachable}")
@@ -188,12 +225,41 @@ def drawn_spec(table: DecisionTable) -> MachineSpec:
     )
 
 
-class DecisionEngine:
-    """The validated `transitions` machine of one decision table."""
+F = TypeVar("F", bound=Hashable)  # a record's facts: frozen, hashable
+D = TypeVar("D")  # a record's decision, made by its ``conclude`` from the case taken
+Conclude = Callable[[Taken, F, tuple[str, ...]], D]
+Evolve = Callable[[Any, Mapping[str, object]], Any]
 
-    def __init__(self, table: DecisionTable, predicates: Mapping[str, Predicate]) -> None:
+# How many (event, state, facts) choices an engine remembers: a pass over many candidates of
+# the same shape (256 dead ones) asks the machine once per shape and otherwise pays one dict
+# lookup; a pathological variety of shapes only stops the memo growing.
+MEMO_MAX = 4096
+
+
+def _replace(facts: Any, fields: Mapping[str, object]) -> Any:
+    return dataclasses.replace(facts, **fields)
+
+
+class DecisionEngine:
+    """The validated `transitions` machine of one decision table, and its memo of choices.
+
+    ``evolve(facts, fields)``: the facts with ``fields`` observed (default
+    ``dataclasses.replace``); ``memo``: how many choices to remember (0: none).
+    """
+
+    def __init__(
+        self,
+        table: DecisionTable,
+        predicates: Mapping[str, Predicate],
+        *,
+        evolve: Evolve = _replace,
+        memo: int = MEMO_MAX,
+    ) -> None:
         validate_table(table, predicates)
         self.table = table
+        self.evolve = evolve
+        self._memo_max = memo
+        self._chosen: dict[tuple[str, str, object], Taken] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -226,13 +292,33 @@ class DecisionEngine:
         )
         self._events = dict(machine.events)
 
+    def forget(self) -> None:
+        """Empty the memo of choices."""
+        self._chosen.clear()
+
+    def start(self, facts: F, conclude: Conclude[F, D]) -> DecisionCore[F, D]:
+        """A core in the initial state over ``facts`` (what is known before any evidence),
+        whose decisions ``conclude`` makes from the case taken, the facts and the path."""
+        if not self.table.observes:
+            raise MachineDefinitionError(self.table.name, "a core needs the table's observes")
+        return DecisionCore(self, facts, conclude)
+
     def choose(self, state: str, facts: object, event: str = DECIDE) -> Taken:
         """Fire ``event`` from ``state`` on the facts: the first case whose guard holds.
 
         IllegalTransition when nothing may leave ``state`` (a decision state or an unknown
         one); GuardRefused when the facts satisfy no row there (the facts contradict
-        themselves, or the table misses a case).
+        themselves, or the table misses a case). Remembered by (event, state, facts).
         """
+        key = (event, state, facts)
+        found = self._chosen.get(key)
+        if found is None:
+            found = self._choose(state, facts, event)
+            if len(self._chosen) < self._memo_max and not LISTENERS:
+                self._chosen[key] = found
+        return found
+
+    def _choose(self, state: str, facts: object, event: str) -> Taken:
         if state not in self.table.evidence:
             # transitions itself answers an unknown state with a ValueError of its own.
             raise IllegalTransition(self.table.name, state, event)
@@ -247,18 +333,12 @@ class DecisionEngine:
         return model.taken
 
     def walk(
-        self,
-        facts: object,
-        observed: Observed,
-        state: str | None = None,
-        failed: bool = False,
-        view: Callable[[str, object], object] | None = None,
+        self, facts: object, observed: Observed, state: str | None = None, failed: bool = False
     ) -> Walk:
         """From ``state`` (default: the initial one), take rows while their evidence was
         observed; stop at the first evidence still missing or at the decision. ``failed``:
-        handling the candidate raised; the exception row decides where it stands. ``view``:
-        the facts as they stood at a state (a replay of facts gathered further on must not
-        let a later observation decide an earlier row)."""
+        handling the candidate raised; the exception row decides where it stands. For facts
+        gathered all at once; a candidate gathered step by step is a :class:`DecisionCore`."""
         at = self.table.evidence[0] if state is None else state
         if failed:
             return Walk(at, (), None, self.choose(at, facts, FAIL))
@@ -269,11 +349,102 @@ class DecisionEngine:
             if not observed(at, facts):
                 asked = taken[-1].row.row if taken else None
                 return Walk(at, tuple(taken), Need(at, asked), None)
-            step = self.choose(at, facts if view is None else view(at, facts))
+            step = self.choose(at, facts)
             if step.case.then in self.table.decisions:
                 return Walk(at, tuple(taken), None, step)
             taken.append(step)
             at = step.case.then
+
+
+class DecisionCore(Generic[F, D]):
+    """One candidate's way through a decision machine (see the module docstring): immutable,
+    every observation a new core."""
+
+    __slots__ = ("_answer", "_conclude", "engine", "facts", "path", "state", "taken")
+
+    engine: DecisionEngine
+    facts: F
+    state: str  # the evidence state the core is in (where a decision was taken, once decided)
+    path: tuple[str, ...]  # the rows and steps taken, the deciding row last
+    taken: Taken | None  # the deciding case, once decided
+    _answer: Need | D
+    _conclude: Conclude[F, D]
+
+    def __init__(self, engine: DecisionEngine, facts: F, conclude: Conclude[F, D]) -> None:
+        initial = engine.table.evidence[0]
+        self._set(engine, facts, conclude, initial, (), None, Need(initial, None))
+
+    def _set(
+        self,
+        engine: DecisionEngine,
+        facts: F,
+        conclude: Conclude[F, D],
+        state: str,
+        path: tuple[str, ...],
+        taken: Taken | None,
+        answer: Need | D,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "engine", engine)
+        put(self, "facts", facts)
+        put(self, "_conclude", conclude)
+        put(self, "state", state)
+        put(self, "path", path)
+        put(self, "taken", taken)
+        put(self, "_answer", answer)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a {type(self).__name__} is immutable: observe returns a new one")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a {type(self).__name__} is immutable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.state!r}, path={self.path!r})"
+
+    def next(self) -> Need | D:
+        """The evidence to gather next, or the decision (asking twice gives the same answer)."""
+        answer: Need | D = self._answer
+        return answer
+
+    def observe(self, evidence: str, **fields: object) -> Self:
+        """A new core with what gathering ``evidence`` showed: only the evidence asked for,
+        only the fields it fills, one step on."""
+        asked = self._answer
+        table = self.engine.table
+        if self.taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
+            raise IllegalTransition(table.name, self.state, evidence)
+        allowed = table.observes[evidence]
+        if not allowed.issuperset(fields):
+            unknown = sorted(set(fields) - allowed)
+            raise EvidenceError(
+                table.name,
+                self.state,
+                f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
+            )
+        facts = self.engine.evolve(self.facts, fields)
+        return self._step(facts, self.engine.choose(evidence, facts))
+
+    def fail(self, error: object) -> Self:
+        """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the
+        write of the decision); ``error`` fills the facts' ``error``. A new core, decided by
+        the exception row from the evidence state this one is in."""
+        facts = self.engine.evolve(self.facts, {"error": error})
+        # A failed write replaces its decision: the path is the one that led to the decision.
+        base = self.path if self.taken is None else self.path[:-1]
+        return self._step(facts, self.engine.choose(self.state, facts, FAIL), base)
+
+    def _step(self, facts: F, step: Taken, base: tuple[str, ...] | None = None) -> Self:
+        new = object.__new__(type(self))
+        path = (*(self.path if base is None else base), step.row.row)
+        then = step.case.then
+        if then in self.engine.table.decisions:
+            decided = self._conclude(step, facts, path)
+            new._set(self.engine, facts, self._conclude, self.state, path, step, decided)
+        else:
+            need = Need(then, step.row.row)
+            new._set(self.engine, facts, self._conclude, then, path, None, need)
+        return new
 
 
 def _condition(name: str, predicate: Predicate) -> Callable[[EventData], bool]:

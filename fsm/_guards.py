@@ -353,21 +353,19 @@ PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
 }
 
 
-def build_legacy_row_guards() -> Mapping[str, Callable[[object], bool]]:
-    """The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram.
-    Built at import; the tests build them again."""
-    return {
-        name: _named(name, _legacy_row(row))
-        for name, row in LEGACY_GUARD_ROWS.items()
-        # row 12's guard is the shared one above: an exception is always the first match.
-        if name != "error_raised"
-    }
+# The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row 12's
+# guard is the shared one above: an exception is always the first match.
+LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = {
+    name: _named(name, _legacy_row(row))
+    for name, row in LEGACY_GUARD_ROWS.items()
+    if name != "error_raised"
+}
 
 
 GUARDS: Mapping[str, Callable[[object], bool]] = {
     **PRIMARY_GUARDS,
-    **build_legacy_row_guards(),
+    **LEGACY_ROW_GUARDS,
     **LEGACY_STEP_GUARDS,
 }
 
-__all__ = ["GUARDS", "LEGACY_GUARD_ROWS", "PRIMARY_GUARDS", "PrimaryFacts"]
+__all__ = ["GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS", "PRIMARY_GUARDS", "PrimaryFacts"]

@@ -19,13 +19,21 @@ The facts and the rows' own predicates are in ``_legacy_facts.py``; evidence sel
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
-from ._decision import Case, DecisionEngine, DecisionRow, DecisionTable, Need, drawn_spec
+from ._decision import (
+    Case,
+    DecisionCore,
+    DecisionEngine,
+    DecisionRow,
+    DecisionTable,
+    Need,
+    Taken,
+    drawn_spec,
+)
 from ._errors import MachineDefinitionError
-from ._legacy_facts import LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
-from ._observe import LISTENERS
+from ._legacy_facts import LEGACY_EVIDENCE_FIELDS, LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
 from ._tables import Edge, MachineSpec
 
 # --- The table -----------------------------------------------------------------------------
@@ -47,6 +55,7 @@ LEGACY_OUTCOMES: tuple[str, ...] = (
 
 
 def _row(
+    *,
     row: str,
     facts: str,
     state: str,
@@ -59,154 +68,149 @@ def _row(
     return DecisionRow(row, facts, f"ADR-0448 row {row}", (case,))
 
 
-def _step(row: str, facts: str, cites: str, state: str, guard: str, then: str) -> DecisionRow:
+def _step(*, row: str, facts: str, cites: str, state: str, guard: str, then: str) -> DecisionRow:
     return DecisionRow(row, facts, cites, (Case(state, guard, then),))
 
 
-def build_legacy_table() -> DecisionTable:
-    """ADR-0448's table, built afresh and checked (one trigger and one write per outcome).
-
-    Called once at import (:data:`LEGACY_TABLE`), and again by the tests that compare each
-    field with spec 05: code that runs only at import cannot be seen failing by mutation
-    testing (the mutant is switched on after the import), a call inside a test can.
-    """
-    # spec 05 "Per candidate": first matching row wins. ``write`` names what the pass commits:
-    # ``repair`` one Run edge to the latest Attempt's status; ``cancel`` and ``complete`` one
-    # shadow-writer transaction (Attempt + Run); ``abandon`` / ``mark_lost`` the Attempt, commit,
-    # then the Run, commit (two transactions, ADR-0448 §6). No write for the others.
-    table = DecisionTable(
-        name="legacy_decision",
-        evidence=LEGACY_EVIDENCE,
-        decisions={outcome: outcome for outcome in LEGACY_OUTCOMES},
-        rows=(
-            _row(
-                "1",
-                "Run gone, not legacy-owned, origin not enabled, or Run already terminal/lost",
-                "read_run",
-                "not_eligible",
-                "skipped",
-                "skip",
-            ),
-            _step(
-                "step 3",
-                "an eligible legacy candidate: read its active Attempts",
-                "ADR-0448 §3",
-                "read_run",
-                "eligible_candidate",
-                "read_attempts",
-            ),
-            _row(
-                "2",
-                "no active Attempt, latest Attempt terminal, and Run → that status is legal",
-                "read_attempts",
-                "unique_terminal_attempt",
-                "repaired",
-                "repair",
-                "repair",
-            ),
-            _row(
-                "2b",
-                "no active Attempt otherwise",
-                "read_attempts",
-                "no_active_attempt",
-                "ambiguous",
-                "hold",
-            ),
-            _row(
-                "3",
-                "more than one active Attempt",
-                "read_attempts",
-                "multiple_active_attempts",
-                "ambiguous",
-                "hold",
-            ),
-            _step(
-                "step 4",
-                "exactly one active Attempt: read the cron's RunningInstances and select",
-                "ADR-0448 §4",
-                "read_attempts",
-                "one_active_attempt",
-                "read_evidence",
-            ),
-            _row(
-                "4",
-                "evidence truncated (more than 8 rows for the cron)",
-                "read_evidence",
-                "evidence_truncated",
-                "ambiguous",
-                "hold",
-            ),
-            _row(
-                "5",
-                "selection ambiguous",
-                "read_evidence",
-                "ambiguous_selection",
-                "ambiguous",
-                "hold",
-            ),
-            _row(
-                "6",
-                "matched row has `finished_at` and status stopped",
-                "read_evidence",
-                "stopped_with_finished",
-                "cancelled",
-                "cancel",
-                "cancel",
-            ),
-            _row(
-                "7",
-                "matched row has `finished_at` and status finished / error",
-                "read_evidence",
-                "unique_finished_evidence",
-                "completed",
-                "complete",
-                "complete",
-            ),
-            _row(
-                "8",
-                "otherwise, origin `scheduled_system`",
-                "read_evidence",
-                "awaiting_system_crond",
-                "pending",
-                "wait",
-            ),
-            _row(
-                "9",
-                "Run `queued` and Attempt `claimed` (no spawn evidence)",
-                "read_evidence",
-                "no_spawn_evidence",
-                "abandoned",
-                "abandon",
-                "abandon",
-            ),
-            _row(
-                "10",
-                "Run `dispatching/running` and Attempt `claimed/starting/running`",
-                "read_evidence",
-                "no_terminal_evidence",
-                "marked_lost",
-                "mark_lost",
-                "mark_lost",
-            ),
-            _row(
-                "11",
-                "anything else (an illegal combination)",
-                "read_evidence",
-                "illegal_combination",
-                "ambiguous",
-                "hold",
-            ),
-            DecisionRow(
-                "12",
-                "exception",
-                "ADR-0448 row 12",
-                tuple(Case(s, "error_raised", "failed", trigger="fail") for s in LEGACY_EVIDENCE),
-                on_exception=True,
-            ),
+# spec 05 "Per candidate": first matching row wins. ``write`` names what the pass commits:
+# ``repair`` one Run edge to the latest Attempt's status; ``cancel`` and ``complete`` one
+# shadow-writer transaction (Attempt + Run); ``abandon`` / ``mark_lost`` the Attempt, commit,
+# then the Run, commit (two transactions, ADR-0448 §6). No write for the others.
+LEGACY_TABLE = DecisionTable(
+    name="legacy_decision",
+    evidence=LEGACY_EVIDENCE,
+    decisions={outcome: outcome for outcome in LEGACY_OUTCOMES},
+    observes=LEGACY_EVIDENCE_FIELDS,
+    rows=(
+        _row(
+            row="1",
+            facts="Run gone, not legacy-owned, origin not enabled, or Run already terminal/lost",
+            state="read_run",
+            guard="not_eligible",
+            outcome="skipped",
+            trigger="skip",
         ),
-    )
-    check_one_trigger_per_outcome(table)
-    return table
+        _step(
+            row="step 3",
+            facts="an eligible legacy candidate: read its active Attempts",
+            cites="ADR-0448 §3",
+            state="read_run",
+            guard="eligible_candidate",
+            then="read_attempts",
+        ),
+        _row(
+            row="2",
+            facts="no active Attempt, latest Attempt terminal, and Run → that status is legal",
+            state="read_attempts",
+            guard="unique_terminal_attempt",
+            outcome="repaired",
+            trigger="repair",
+            write="repair",
+        ),
+        _row(
+            row="2b",
+            facts="no active Attempt otherwise",
+            state="read_attempts",
+            guard="no_active_attempt",
+            outcome="ambiguous",
+            trigger="hold",
+        ),
+        _row(
+            row="3",
+            facts="more than one active Attempt",
+            state="read_attempts",
+            guard="multiple_active_attempts",
+            outcome="ambiguous",
+            trigger="hold",
+        ),
+        _step(
+            row="step 4",
+            facts="exactly one active Attempt: read the cron's RunningInstances and select",
+            cites="ADR-0448 §4",
+            state="read_attempts",
+            guard="one_active_attempt",
+            then="read_evidence",
+        ),
+        _row(
+            row="4",
+            facts="evidence truncated (more than 8 rows for the cron)",
+            state="read_evidence",
+            guard="evidence_truncated",
+            outcome="ambiguous",
+            trigger="hold",
+        ),
+        _row(
+            row="5",
+            facts="selection ambiguous",
+            state="read_evidence",
+            guard="ambiguous_selection",
+            outcome="ambiguous",
+            trigger="hold",
+        ),
+        _row(
+            row="6",
+            facts="matched row has `finished_at` and status stopped",
+            state="read_evidence",
+            guard="stopped_with_finished",
+            outcome="cancelled",
+            trigger="cancel",
+            write="cancel",
+        ),
+        _row(
+            row="7",
+            facts="matched row has `finished_at` and status finished / error",
+            state="read_evidence",
+            guard="unique_finished_evidence",
+            outcome="completed",
+            trigger="complete",
+            write="complete",
+        ),
+        _row(
+            row="8",
+            facts="otherwise, origin `scheduled_system`",
+            state="read_evidence",
+            guard="awaiting_system_crond",
+            outcome="pending",
+            trigger="wait",
+        ),
+        _row(
+            row="9",
+            facts="Run `queued` and Attempt `claimed` (no spawn evidence)",
+            state="read_evidence",
+            guard="no_spawn_evidence",
+            outcome="abandoned",
+            trigger="abandon",
+            write="abandon",
+        ),
+        _row(
+            row="10",
+            facts="Run `dispatching/running` and Attempt `claimed/starting/running`",
+            state="read_evidence",
+            guard="no_terminal_evidence",
+            outcome="marked_lost",
+            trigger="mark_lost",
+            write="mark_lost",
+        ),
+        _row(
+            row="11",
+            facts="anything else (an illegal combination)",
+            state="read_evidence",
+            guard="illegal_combination",
+            outcome="ambiguous",
+            trigger="hold",
+        ),
+        DecisionRow(
+            row="12",
+            facts="exception",
+            cites="ADR-0448 row 12",
+            cases=tuple(
+                Case(state=s, guard="error_raised", then="failed", trigger="fail")
+                for s in LEGACY_EVIDENCE
+            ),
+            on_exception=True,
+        ),
+    ),
+)
 
 
 def _deciding(table: DecisionTable) -> tuple[DecisionRow, ...]:
@@ -224,22 +228,6 @@ def check_one_trigger_per_outcome(table: DecisionTable) -> None:
         raise MachineDefinitionError(table.name, f"outcomes with two triggers: {twice}")
 
 
-LEGACY_TABLE = build_legacy_table()
-
-_DECIDING = _deciding(LEGACY_TABLE)
-
-# --- Views of the table (what the pass, the guards and the diagrams read) --------------------
-
-# The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
-LEGACY_GUARD_ROWS: Mapping[str, str] = {r.cases[0].guard: r.row for r in _DECIDING}
-# outcome -> the legacy_shadow trigger that leads there (one per outcome: checked when built).
-LEGACY_TRIGGERS: Mapping[str, str] = {r.cases[0].then: r.cases[0].trigger or "" for r in _DECIDING}
-# outcome -> what the pass writes for it (None: nothing; spec 05 "never write anything").
-LEGACY_WRITES: Mapping[str, str | None] = {r.cases[0].then: r.cases[0].write for r in _DECIDING}
-# row id -> its row.
-LEGACY_ROWS: Mapping[str, DecisionRow] = {r.row: r for r in LEGACY_TABLE.rows}
-
-
 def _step_guard(name: str) -> Callable[[object], bool]:
     guard = _on_legacy_facts(LEGACY_ROW_FACTS[name])
     # transitions labels a condition by its callable's __name__: the diagram shows the guard.
@@ -248,31 +236,75 @@ def _step_guard(name: str) -> Callable[[object], bool]:
     return guard
 
 
-def build_legacy_step_guards(table: DecisionTable) -> Mapping[str, Callable[[object], bool]]:
-    """The guards of the two steps of the evidence order (no row of their own), each over its
-    own facts and named as on the diagram. Built at import; the tests build them again."""
-    steps = [r for r in table.rows if r not in _deciding(table)]
-    return {c.guard: _step_guard(c.guard) for r in steps for c in r.cases}
+# --- Views of the table (what the pass, the guards and the diagrams read) --------------------
 
 
-LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = build_legacy_step_guards(LEGACY_TABLE)
+@dataclass(frozen=True, slots=True)
+class LegacyViews:
+    """Everything read from one ADR-0448 table: built by :func:`legacy_views`, which checks the
+    table first, so a table is never used without its check."""
+
+    table: DecisionTable
+    # The name each legacy guard carries on the diagram -> the spec 05 row it stands for.
+    guard_rows: Mapping[str, str]
+    # outcome -> the legacy_shadow trigger that leads there (one per outcome: checked).
+    triggers: Mapping[str, str]
+    # outcome -> what the pass writes for it (None: nothing; spec 05 "never write anything").
+    writes: Mapping[str, str | None]
+    # row id -> its row.
+    rows: Mapping[str, DecisionRow]
+    # The guards of the steps of the evidence order (no row of their own), each over its own
+    # facts and named as on the diagram.
+    step_guards: Mapping[str, Callable[[object], bool]]
+    # The per-candidate legacy_shadow lifecycle (spec 07): one edge per row, `candidate` ->
+    # outcome, guarded by "this row is the first that matches" (fsm._guards).
+    spec: MachineSpec
+    # The ADR-0448 decision machine as drawn (spec 07): every row an edge, `row 6 [guard]`.
+    decision_spec: MachineSpec
 
 
-# The per-candidate legacy_shadow lifecycle (spec 07): one edge per row, `candidate` -> outcome,
-# guarded by "this row is the first that matches" (fsm._guards).
-LEGACY_SPEC = MachineSpec(
-    name="legacy_shadow",
-    states=("candidate", *LEGACY_OUTCOMES),
-    initial="candidate",
-    terminal=frozenset(LEGACY_OUTCOMES),
-    edges=tuple(
-        Edge(r.cases[0].trigger or "", "candidate", r.cases[0].then, r.cases[0].guard, r.cites)
-        for r in _DECIDING
-    ),
-)
+def legacy_views(table: DecisionTable) -> LegacyViews:
+    """The views of ``table``, once it passed its check (MachineDefinitionError otherwise)."""
+    check_one_trigger_per_outcome(table)
+    deciding = _deciding(table)
+    return LegacyViews(
+        table=table,
+        guard_rows={r.cases[0].guard: r.row for r in deciding},
+        triggers={r.cases[0].then: r.cases[0].trigger or "" for r in deciding},
+        writes={r.cases[0].then: r.cases[0].write for r in deciding},
+        rows={r.row: r for r in table.rows},
+        step_guards={
+            c.guard: _step_guard(c.guard) for r in table.rows if r not in deciding for c in r.cases
+        },
+        spec=MachineSpec(
+            name="legacy_shadow",
+            states=("candidate", *table.decisions),
+            initial="candidate",
+            terminal=frozenset(table.decisions),
+            edges=tuple(
+                Edge(
+                    r.cases[0].trigger or "",
+                    "candidate",
+                    r.cases[0].then,
+                    r.cases[0].guard,
+                    r.cites,
+                )
+                for r in deciding
+            ),
+        ),
+        decision_spec=drawn_spec(table),
+    )
 
-# The ADR-0448 decision machine as drawn (spec 07): every row an edge, `row 6 [guard]`.
-LEGACY_DECISION_SPEC = drawn_spec(LEGACY_TABLE)
+
+# Checked once, here, where the table is built.
+LEGACY_VIEWS = legacy_views(LEGACY_TABLE)
+LEGACY_GUARD_ROWS: Mapping[str, str] = LEGACY_VIEWS.guard_rows
+LEGACY_TRIGGERS: Mapping[str, str] = LEGACY_VIEWS.triggers
+LEGACY_WRITES: Mapping[str, str | None] = LEGACY_VIEWS.writes
+LEGACY_ROWS: Mapping[str, DecisionRow] = LEGACY_VIEWS.rows
+LEGACY_STEP_GUARDS: Mapping[str, Callable[[object], bool]] = LEGACY_VIEWS.step_guards
+LEGACY_SPEC = LEGACY_VIEWS.spec
+LEGACY_DECISION_SPEC = LEGACY_VIEWS.decision_spec
 
 
 # --- Deciding ------------------------------------------------------------------------------
@@ -280,28 +312,77 @@ LEGACY_DECISION_SPEC = drawn_spec(LEGACY_TABLE)
 
 @dataclass(frozen=True)
 class LegacyDecision:
-    """The row that matched, the outcome it leads to, and its guard's name."""
+    """The row that matched, the outcome it leads to, and its guard's name; with the row's
+    legacy_shadow trigger and write, as the table the deciding engine was built from says."""
 
     row: str
     outcome: str  # a legacy_shadow machine state
     guard: str
+    # The legacy_shadow trigger of this row's edge.
+    trigger: str = field(default="", compare=False)
+    # What the pass commits for this row (None: nothing).
+    write: str | None = field(default=None, compare=False)
 
-    @property
-    def trigger(self) -> str:
-        """The legacy_shadow trigger of this row's edge."""
-        return LEGACY_TRIGGERS[self.outcome]
 
-    @property
-    def write(self) -> str | None:
-        """What the pass commits for this row (None: nothing)."""
-        return LEGACY_WRITES[self.outcome]
+# One candidate's way through ADR-0448's decision machine: the one immutable decision core of
+# ``fsm/_decision.py`` over LegacyFacts. It asks for one evidence state at a time (the Run, its
+# Attempts, the cron's RunningInstances: spec 05 "Candidates"), takes only the fields that
+# state fills (``LEGACY_TABLE.observes``), and decides from the state it is in, never walking
+# again from the start; every observation is a new core.
+LegacyCore = DecisionCore[LegacyFacts, LegacyDecision]
+
+
+class LegacyEngine:
+    """The ADR-0448 decision machine of one table's views (validated when built); the
+    machine owns the one bounded memo of choices (``fsm/_decision.py``)."""
+
+    __slots__ = ("machine", "views")
+
+    def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
+        predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
+        self.views = views
+        self.machine = DecisionEngine(views.table, predicates)
+
+    def start(self) -> LegacyCore:
+        """A candidate's core before anything was read: it asks for ``read_run``."""
+        return self.machine.start(LegacyFacts(run_present=False), _conclude)
+
+    def classify(self, f: LegacyFacts) -> LegacyDecision:
+        """spec 05 "Per candidate": the first matching row wins (every fact gathered)."""
+        decided = self.decide(f, LEGACY_EVIDENCE)
+        assert isinstance(decided, LegacyDecision)
+        return decided
+
+    def decide(self, facts: LegacyFacts, gathered: Collection[str]) -> Need | LegacyDecision:
+        """The row that decides ``facts`` gathered all at once, or the evidence it needs first
+        (see :func:`decide_legacy`); a candidate gathered step by step is a core
+        (:meth:`start`)."""
+
+        def observed(state: str, f: object) -> bool:
+            return state == "read_run" or state in gathered
+
+        walk = self.machine.walk(facts, observed, failed=facts.error)
+        if walk.need is not None:
+            return walk.need
+        assert walk.decided is not None
+        return _decision(walk.decided)
+
+
+def _decision(step: Taken) -> LegacyDecision:
+    row, case = step
+    return LegacyDecision(
+        row.row, case.then, case.guard, trigger=case.trigger or "", write=case.write
+    )
+
+
+def _conclude(step: Taken, facts: LegacyFacts, path: tuple[str, ...]) -> LegacyDecision:
+    return _decision(step)
 
 
 @cache
-def legacy_engine() -> DecisionEngine:
-    """The ADR-0448 decision machine (validated when built)."""
-    predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
-    return DecisionEngine(LEGACY_TABLE, predicates)
+def legacy_engine() -> LegacyEngine:
+    """The ADR-0448 decision engine, built once (``fsm.listen`` builds it again)."""
+    return LegacyEngine()
 
 
 def decide_legacy(
@@ -312,39 +393,9 @@ def decide_legacy(
     ``gathered`` names the evidence the caller has read (``read_run`` always: LegacyFacts
     always says whether the Run is there). An exception (``facts.error``) decides at once.
     """
-
-    def observed(state: str, f: object) -> bool:
-        return state == "read_run" or state in gathered
-
-    walk = legacy_engine().walk(facts, observed, failed=facts.error)
-    if walk.need is not None:
-        return walk.need
-    assert walk.decided is not None
-    row, case = walk.decided
-    return LegacyDecision(row.row, case.then, case.guard)
-
-
-_CLASSIFIED_MAX = 256
-_classified: dict[LegacyFacts, LegacyDecision] = {}
-
-
-def forget_classifications() -> None:
-    """Empty the memo of :func:`classify_legacy` (``fsm.listen``)."""
-    _classified.clear()
+    return legacy_engine().decide(facts, gathered)
 
 
 def classify_legacy(f: LegacyFacts) -> LegacyDecision:
-    """spec 05 "Per candidate": the first matching row wins (every fact gathered).
-
-    Memoized (the facts are frozen, the answer is a function of them alone): the
-    legacy_shadow guards ask it once per guarded edge tried, up to six times per candidate.
-    Not while someone listens (``fsm.listen``): a memo hit would decide without the machine.
-    """
-    found = _classified.get(f)
-    if found is None:
-        decided = decide_legacy(f)
-        assert isinstance(decided, LegacyDecision)
-        found = decided
-        if len(_classified) < _CLASSIFIED_MAX and not LISTENERS:
-            _classified[f] = found
-    return found
+    """spec 05 "Per candidate": the first matching row wins (every fact gathered)."""
+    return legacy_engine().classify(f)

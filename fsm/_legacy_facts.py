@@ -31,6 +31,18 @@ class LegacyFacts:
     error: bool = False
 
 
+# Which fields each evidence state of the decision machine fills (spec 05 "Candidates": the Run,
+# then its Attempts, then the cron's RunningInstances); a core refuses any other. An exception
+# (``error``) is no evidence: it is the core's ``fail``.
+LEGACY_EVIDENCE_FIELDS: Mapping[str, frozenset[str]] = {
+    "read_run": frozenset({"run_present", "run_owner", "origin", "origin_enabled", "run_status"}),
+    "read_attempts": frozenset({"active_attempts", "attempt_status", "latest_attempt_status"}),
+    "read_evidence": frozenset(
+        {"evidence_truncated", "selection", "matched_status", "matched_finished"}
+    ),
+}
+
+
 # --- The rows' own facts (each predicate says only what its row says) ------------------------
 
 

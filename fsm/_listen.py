@@ -22,9 +22,8 @@ def _rebuild() -> None:
         _legacy.legacy_engine,
     ):
         built.cache_clear()
-    # A memoized answer would skip the machine (and its callbacks): forget them all.
-    _primary.forget_decisions()
-    _legacy.forget_classifications()
+    # A memoized answer would skip the machine (and its callbacks): the rebuilt engines start
+    # with empty memos.
 
 
 def listen(listener: Listener) -> Callable[[], None]:

@@ -2,56 +2,41 @@
 or the decision (spec 04 "Per candidate").
 
 The table is :data:`fsm.PRIMARY_TABLE` (``fsm/_primary_table.py``); the machine built from it
-chooses the row (``fsm/_decision.py``). The caller gathers only what the core asks for and
-feeds back only what it saw:
+chooses the row, and :class:`PrimaryCore` is the immutable :class:`fsm._decision.DecisionCore`
+over :class:`PrimaryFacts` whose decisions are :class:`PrimaryDecision`. The caller gathers
+only what the core asks for and feeds back only what it saw:
 
     core = PrimaryCore(page_status)
     while isinstance(step := core.next(), Need):
-        core.observe(step.evidence, **what_the_pass_saw(step.evidence))
-    # step is a PrimaryDecision: commit its write, or core.fail(describe(exc)) if that raised
+        core = core.observe(step.evidence, **what_the_pass_saw(step.evidence))
+    # step is a PrimaryDecision: commit its write, or core.fail(describe(exc)).next()
 
-``decide_primary(facts)`` is the same answer as a pure function of the facts alone.
+``decide_primary(facts)`` is the same answer for facts gathered all at once: it drives a core
+through them in the evidence order, so a later observation never decides an earlier row.
 
 A decision never moves the core: if its write fails, ``fail()`` still decides row 14 from the
 evidence state the decision was taken in. The one grace per pass fits the loop: a candidate
 whose probe said `not_running` answers ``Need("pay_grace")``; the pass sets it aside, sleeps
 once for all of them, then observes ``grace_paid`` for each and goes on (spec 04 "The grace").
+The re-checks inside a write transaction (spec 04 row 13's re-read; the re-read every edge's
+decision is taken again on) observe on a core kept from before: a transaction that is retried
+computes a new core again, nothing it computed the first time is left behind.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
-from ._decision import DecisionEngine, DecisionTable, Need, Taken, drawn_spec
-from ._errors import EvidenceError, IllegalTransition, MachineDefinitionError
+from ._decision import DecisionCore, DecisionEngine, DecisionTable, Need, Taken, drawn_spec
+from ._errors import EvidenceError, MachineDefinitionError
 from ._guards import PRIMARY_GUARDS, PrimaryFacts
-from ._observe import LISTENERS
-from ._primary_table import PRIMARY_EVIDENCE_FIELDS, PRIMARY_TABLE
+from ._primary_table import PRIMARY_TABLE
 from ._tables import RECEIPT_TRIGGERS
 
 # The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
 PRIMARY_DECISION_SPEC = drawn_spec(PRIMARY_TABLE)
-
-
-def _observed(state: str, facts: object) -> bool:
-    """Has the evidence ``state`` waits for been observed?"""
-    assert isinstance(facts, PrimaryFacts)
-    if state == "read_run":
-        return facts.run_present is not None
-    if state == "read_receipt":
-        return facts.first_receipt is not None
-    if state == "probe":
-        return facts.process is not None
-    if state == "pay_grace":
-        return facts.grace_paid
-    if state == "reread_receipt":
-        return facts.second_receipt is not None
-    if state == "recheck_run":
-        return facts.unchanged_on_recheck is not None
-    raise IllegalTransition(PRIMARY_TABLE.name, state, "observe")
 
 
 def paths_to(table: DecisionTable, dest: str) -> Iterator[tuple[Taken, ...]]:
@@ -89,8 +74,8 @@ def check_lost_needs_grace(table: DecisionTable) -> None:
 
 @cache
 def primary_engine() -> DecisionEngine:
-    """The ADR-0068 decision machine (validated when built)."""
-    engine = DecisionEngine(PRIMARY_TABLE, PRIMARY_GUARDS)
+    """The ADR-0068 decision machine (validated when built); it owns the memo of choices."""
+    engine = DecisionEngine(PRIMARY_TABLE, PRIMARY_GUARDS, evolve=observed_facts)
     check_lost_needs_grace(PRIMARY_TABLE)
     return engine
 
@@ -164,36 +149,28 @@ def _decision(taken: Taken, facts: PrimaryFacts, path: tuple[str, ...]) -> Prima
         trigger=trigger,
         terminal=terminal,
         facts=facts,
-        path=(*path, row.row),
+        path=path,
     )
 
 
-# Decisions are pure functions of the observed facts, which carry no ids: a pass over many
-# candidates of the same shape (256 dead ones) asks the machine once per shape and otherwise
-# pays one dict lookup. Bounded: a pathological variety of shapes only stops the memo growing.
-_MEMO_MAX = 4096
-_decided: dict[PrimaryFacts, Need | PrimaryDecision] = {}
-_walked: dict[tuple[str, PrimaryFacts], tuple[str, tuple[str, ...], Need | None, object]] = {}
-
-
-def forget_decisions() -> None:
-    """Empty both memos (``fsm.listen``: a memo hit decides without the machine)."""
-    _decided.clear()
-    _walked.clear()
+# Which fact says that an evidence step was observed (decide_primary: facts gathered at once).
+_OBSERVED_BY: dict[str, str] = {
+    "read_run": "run_present",
+    "read_receipt": "first_receipt",
+    "probe": "process",
+    "pay_grace": "grace_paid",
+    "reread_receipt": "second_receipt",
+    "recheck_run": "unchanged_on_recheck",
+}
+_UNOBSERVED: dict[str, object] = {"grace_paid": False}
 
 
 def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
     """spec 04 for one candidate, as a pure function of the facts observed so far: the next
-    evidence to gather, or the decision (memoized by the facts)."""
-    found = _decided.get(facts)
-    if found is None:
-        found = _decide_primary(facts)
-        if len(_decided) < _MEMO_MAX and not LISTENERS:
-            _decided[facts] = found
-    return found
-
-
-def _decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
+    evidence to gather, or the decision. A core is driven through ``facts`` in the evidence
+    order, each step observing what it fills (a fact two steps fill, at the first), so the
+    rows are tried as a pass tries them: a receipt found on the second read decides row 13,
+    never row 5. The decision carries ``facts`` as given."""
     if facts.page_status is None:
         raise EvidenceError(
             PRIMARY_TABLE.name,
@@ -201,41 +178,20 @@ def _decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
             "page_status is missing: every candidate comes with its status on the page "
             "(spec 04 row 2 compares it)",
         )
-    walk = primary_engine().walk(facts, _observed, failed=facts.error is not None, view=_as_of)
-    if walk.need is not None:
-        return walk.need
-    assert walk.decided is not None
-    return _decision(walk.decided, facts, tuple(t.row.row for t in walk.taken))
-
-
-def _later_fields() -> dict[str, dict[str, object]]:
-    # Each later field back at its default: what it is before that evidence is observed.
-    defaults = {f.name: f.default for f in dataclasses.fields(PrimaryFacts)}
-    order = PRIMARY_TABLE.evidence
-    return {
-        state: {
-            f: defaults[f]
-            for later in order[i + 1 :]
-            for f in sorted(PRIMARY_EVIDENCE_FIELDS.get(later, ()))
-        }
-        for i, state in enumerate(order)
-    }
-
-
-_LATER_FIELDS: dict[str, dict[str, object]] = {}
-
-
-def _as_of(state: str, facts: object) -> object:
-    """``facts`` as they stood when the candidate was at ``state``: what later evidence fills
-    is not seen yet (spec 04: rows are tried in the evidence order, so a receipt found on the
-    second read decides row 13, never row 5)."""
-    assert isinstance(facts, PrimaryFacts)
-    if not _LATER_FIELDS:
-        _LATER_FIELDS.update(_later_fields())
-    later = _LATER_FIELDS.get(state, {})
-    if all(facts.__dict__.get(f) == d for f, d in later.items()):
-        return facts
-    return observed_facts(facts, later)
+    core = PrimaryCore(facts.page_status)
+    if facts.error is not None:
+        core = core.fail(facts.error)
+    given: set[str] = set()
+    while core.taken is None:
+        need = core.next()
+        assert isinstance(need, Need)
+        mark = _OBSERVED_BY[need.evidence]
+        if getattr(facts, mark) == _UNOBSERVED.get(mark):
+            return need
+        fills = PRIMARY_TABLE.observes[need.evidence] - given
+        given |= fills
+        core = core.observe(need.evidence, **{f: getattr(facts, f) for f in fills})
+    return _decision(core.taken, facts, core.path)
 
 
 def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
@@ -248,69 +204,18 @@ def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> Primary
     return new
 
 
-class PrimaryCore:
-    """One candidate's walk through the ADR-0068 decision machine (see the module docstring).
+class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
+    """One candidate's walk through the ADR-0068 decision machine (see the module docstring):
+    a :class:`fsm._decision.DecisionCore` started on the page's status of the Run."""
 
-    Keeps the evidence state reached so far, so each row is tried once per candidate however
-    often ``next()`` is asked; refuses evidence it did not ask for (IllegalTransition) and
-    fields that evidence does not fill (EvidenceError).
-    """
-
-    __slots__ = ("_answer", "_asked", "facts", "path", "state")
+    __slots__ = ()
 
     def __init__(self, page_status: str) -> None:
-        self.facts = PrimaryFacts(page_status=page_status)
-        self.state: str = PRIMARY_TABLE.evidence[0]
-        self.path: tuple[str, ...] = ()
-        self._asked: Need | None = None  # what next() asked for, until it is observed
-        # The answer of next() until new facts are observed: asking again is not walking again.
-        self._answer: Need | PrimaryDecision | None = None
+        super().__init__(primary_engine(), PrimaryFacts(page_status=page_status), _decision)
 
-    def next(self) -> Need | PrimaryDecision:
-        """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        if self._answer is not None:
-            return self._answer
-        key = (self.state, self.facts)
-        memo = _walked.get(key)
-        if memo is None:
-            failed = self.facts.error is not None
-            walk = primary_engine().walk(self.facts, _observed, self.state, failed)
-            memo = (walk.state, tuple(t.row.row for t in walk.taken), walk.need, walk.decided)
-            if len(_walked) < _MEMO_MAX and not LISTENERS:
-                _walked[key] = memo
-        state, rows, need, decided = memo
-        self.state = state
-        self.path += rows
-        if need is not None:
-            # Resumed in the state that asked: name the row that led there all the same.
-            self._asked = self._answer = Need(need.evidence, self.path[-1] if self.path else None)
-            return self._asked
-        assert isinstance(decided, Taken)
-        self._asked = None
-        self._answer = _decision(decided, self.facts, self.path)
-        return self._answer
-
-    def observe(self, evidence: str, **fields: object) -> None:
-        """Record what gathering ``evidence`` showed; only the evidence asked for, once."""
-        asked = self._asked if self._asked is not None else self.next()
-        if not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(PRIMARY_TABLE.name, self.state, evidence)
-        allowed = PRIMARY_EVIDENCE_FIELDS[evidence]
-        if not allowed.issuperset(fields):
-            unknown = sorted(set(fields) - allowed)
-            raise EvidenceError(
-                PRIMARY_TABLE.name,
-                self.state,
-                f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
-            )
-        self.facts = observed_facts(self.facts, fields)
-        self._asked = self._answer = None
-
-    def fail(self, error: str) -> PrimaryDecision:
-        """spec 04 row 14: an exception while handling the candidate (a gather or the write
-        of a decision raised). ``error`` is its description, already free of secrets."""
-        self.facts = observed_facts(self.facts, {"error": error})
-        self._asked = self._answer = None
-        decided = self.next()
-        assert isinstance(decided, PrimaryDecision)
-        return decided
+    def observe(self, evidence: str, **fields: object) -> Self:
+        # spec 04 "The grace": a grace not yet whole (the pass measured too little) is not
+        # the grace observed; the core asks for it again.
+        if evidence == "pay_grace" and fields.get("grace_paid") is False and self.taken is None:
+            return self
+        return super().observe(evidence, **fields)

@@ -65,10 +65,36 @@ def _row(row: str, facts: str, *cases: Case) -> DecisionRow:
     return DecisionRow(row, facts, f"ADR-0068 row {row}", cases)
 
 
+# Which facts each evidence step fills (PrimaryCore.observe refuses any other).
+PRIMARY_EVIDENCE_FIELDS: dict[str, frozenset[str]] = {
+    "read_run": frozenset(
+        {
+            "run_present",
+            "run_owner",
+            "run_status",
+            "attempt_count",
+            "active_attempts",
+            "attempt_status",
+            "executor_type",
+            "handle_present",
+            "pid_valid",
+            "cancel_requested",
+            "cancel_reason",
+        }
+    ),
+    "read_receipt": frozenset({"first_receipt", "receipt_problem", "receipt_exit_code"}),
+    "probe": frozenset({"process", "probe_reason", "handle_pid_matches"}),
+    "pay_grace": frozenset({"grace_paid"}),
+    "reread_receipt": frozenset({"second_receipt", "receipt_problem", "receipt_exit_code"}),
+    "recheck_run": frozenset({"unchanged_on_recheck"}),
+}
+
+
 PRIMARY_TABLE = DecisionTable(
     name="primary_decision",
     evidence=PRIMARY_EVIDENCE,
     decisions=PRIMARY_DECISIONS,
+    observes=PRIMARY_EVIDENCE_FIELDS,
     rows=(
         _row(
             "1",
@@ -240,27 +266,3 @@ PRIMARY_TABLE = DecisionTable(
         ),
     ),
 )
-
-# Which facts each evidence step fills (fsm.PrimaryCore.observe refuses any other).
-PRIMARY_EVIDENCE_FIELDS: dict[str, frozenset[str]] = {
-    "read_run": frozenset(
-        {
-            "run_present",
-            "run_owner",
-            "run_status",
-            "attempt_count",
-            "active_attempts",
-            "attempt_status",
-            "executor_type",
-            "handle_present",
-            "pid_valid",
-            "cancel_requested",
-            "cancel_reason",
-        }
-    ),
-    "read_receipt": frozenset({"first_receipt", "receipt_problem", "receipt_exit_code"}),
-    "probe": frozenset({"process", "probe_reason", "handle_pid_matches"}),
-    "pay_grace": frozenset({"grace_paid"}),
-    "reread_receipt": frozenset({"second_receipt", "receipt_problem", "receipt_exit_code"}),
-    "recheck_run": frozenset({"unchanged_on_recheck"}),
-}

@@ -5,6 +5,8 @@ as the first-matching-row if/else did before it existed."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +16,7 @@ from fsm import (
     ATTEMPT_TERMINAL,
     GUARDS,
     LEGACY_DECISION_SPEC,
+    LEGACY_EVIDENCE_FIELDS,
     LEGACY_GUARD_ROWS,
     LEGACY_ROWS,
     LEGACY_SPEC,
@@ -23,8 +26,11 @@ from fsm import (
     RUN_SPEC,
     RUN_TERMINAL,
     Edge,
+    EvidenceError,
     GuardRefused,
+    IllegalTransition,
     LegacyDecision,
+    LegacyEngine,
     LegacyFacts,
     Need,
     classify_legacy,
@@ -32,7 +38,7 @@ from fsm import (
     legacy_machine,
     validate_spec,
 )
-from reconciler.shadow._writes import WRITERS
+from reconciler.shadow import WRITES
 
 # spec 05 "Per candidate", transcribed from the spec.
 SPEC_05_ROWS = ["1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]
@@ -143,24 +149,25 @@ def test_the_table_decides_like_the_old_if_else_over_every_evidence_fact() -> No
         assert new(f) == old_classify(f), f
 
 
-@given(
-    st.builds(
-        LegacyFacts,
-        run_present=st.booleans(),
-        run_owner=st.sampled_from(("legacy", "runtime", None)),
-        origin=st.sampled_from(("manual", "scheduled_system", None)),
-        origin_enabled=st.booleans(),
-        run_status=st.sampled_from(RUN_STATUSES),
-        active_attempts=st.integers(0, 3),
-        attempt_status=st.sampled_from(ATTEMPT_STATUSES),
-        latest_attempt_status=st.sampled_from(ATTEMPT_STATUSES),
-        evidence_truncated=st.booleans(),
-        selection=st.sampled_from(("matched", "ambiguous", "none")),
-        matched_status=st.sampled_from((None, "running", "succeeded", "stopped", "failed")),
-        matched_finished=st.booleans(),
-        error=st.booleans(),
-    )
+ANY_FACTS = st.builds(
+    LegacyFacts,
+    run_present=st.booleans(),
+    run_owner=st.sampled_from(("legacy", "runtime", None)),
+    origin=st.sampled_from(("manual", "scheduled_system", None)),
+    origin_enabled=st.booleans(),
+    run_status=st.sampled_from(RUN_STATUSES),
+    active_attempts=st.integers(0, 3),
+    attempt_status=st.sampled_from(ATTEMPT_STATUSES),
+    latest_attempt_status=st.sampled_from(ATTEMPT_STATUSES),
+    evidence_truncated=st.booleans(),
+    selection=st.sampled_from(("matched", "ambiguous", "none")),
+    matched_status=st.sampled_from((None, "running", "succeeded", "stopped", "failed")),
+    matched_finished=st.booleans(),
+    error=st.booleans(),
 )
+
+
+@given(ANY_FACTS)
 def test_any_facts_decide_like_the_old_if_else(f: LegacyFacts) -> None:
     assert new(f) == old_classify(f)
 
@@ -233,9 +240,10 @@ def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
 
 def test_every_write_kind_of_the_table_has_exactly_one_writer_in_the_pass() -> None:
     kinds = {w for w in LEGACY_WRITES.values() if w is not None}
-    # One writer per kind (a mapping keyed by the kind), and no writer the table never asks for.
-    assert set(WRITERS) == kinds
-    assert len(set(WRITERS.values())) == len(WRITERS)
+    # One effect per kind (a mapping keyed by the kind), and no effect the table never asks for.
+    assert set(WRITES) == kinds
+    assert all(kind == effect.write for kind, effect in WRITES.items())
+    assert len({(e.plan, e.target, e.error) for e in WRITES.values()}) == len(WRITES)
 
 
 def test_the_shadow_pass_keeps_no_trigger_map_of_its_own() -> None:
@@ -274,6 +282,88 @@ def test_the_decision_asks_for_the_attempts_and_the_evidence_only_when_a_row_nee
     assert decide_legacy(gone, gathered=()) == LegacyDecision("1", "skipped", "not_eligible")
     boom = LegacyFacts(True, "legacy", "manual", True, "running", error=True)
     assert decide_legacy(boom, gathered=()) == LegacyDecision("12", "failed", "error_raised")
+
+
+# --- The candidate's core: one evidence state at a time, only the fields it fills ---------------
+
+RUN_READ = {
+    "run_present": True,
+    "run_owner": "legacy",
+    "origin": "manual",
+    "origin_enabled": True,
+    "run_status": "queued",
+}
+
+
+def test_the_core_asks_step_by_step_and_each_observation_is_a_new_core() -> None:
+    start = LegacyEngine().start()
+    assert start.next() == Need("read_run", None)
+    read_run = start.observe("read_run", **RUN_READ)
+    assert start.next() == Need("read_run", None)  # the earlier core is what it was
+    assert read_run.next() == Need("read_attempts", "step 3")
+    attempts = read_run.observe("read_attempts", active_attempts=1, attempt_status="claimed")
+    assert attempts.next() == Need("read_evidence", "step 4")
+    decided = attempts.observe("read_evidence", selection="none")
+    assert decided.next() == LegacyDecision("9", "abandoned", "no_spawn_evidence")
+    assert decided.path == ("step 3", "step 4", "9")
+    assert decided.state == "read_evidence"
+    with pytest.raises(AttributeError, match="immutable"):
+        decided.state = "read_run"  # type: ignore[misc]
+
+
+def test_the_core_is_asked_once_per_observation_never_walking_again_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = LegacyEngine()
+    asked: list[str] = []
+    choose = engine.machine.choose
+
+    def counted(state: str, facts: object, event: str = "decide") -> Any:
+        asked.append(state)
+        return choose(state, facts, event)
+
+    monkeypatch.setattr(engine.machine, "choose", counted)
+    core = engine.start().observe("read_run", **RUN_READ)
+    core = core.observe("read_attempts", active_attempts=1, attempt_status="claimed")
+    core = core.observe("read_evidence", selection="none")
+    assert asked == ["read_run", "read_attempts", "read_evidence"]
+
+
+def test_the_core_refuses_evidence_it_did_not_ask_for_and_fields_another_state_fills() -> None:
+    start = LegacyEngine().start()
+    with pytest.raises(IllegalTransition):
+        start.observe("read_attempts", active_attempts=1)
+    with pytest.raises(EvidenceError, match=r"read_run does not observe \['active_attempts'\]"):
+        start.observe("read_run", **RUN_READ, active_attempts=1)
+    with pytest.raises(EvidenceError, match=r"does not observe \['error'\]"):
+        start.observe("read_run", error=True)
+    gone = start.observe("read_run", run_present=False)
+    assert gone.next() == LegacyDecision("1", "skipped", "not_eligible")
+    with pytest.raises(IllegalTransition):  # decided: nothing more is observed
+        gone.observe("read_attempts", active_attempts=0)
+    assert {s: sorted(f) for s, f in LEGACY_EVIDENCE_FIELDS.items()} == {
+        "read_run": ["origin", "origin_enabled", "run_owner", "run_present", "run_status"],
+        "read_attempts": ["active_attempts", "attempt_status", "latest_attempt_status"],
+        "read_evidence": ["evidence_truncated", "matched_finished", "matched_status", "selection"],
+    }
+
+
+def test_an_exception_decides_row_12_from_the_state_the_core_is_in() -> None:
+    read_run = LegacyEngine().start().observe("read_run", **RUN_READ)
+    failed = read_run.fail(True)
+    assert failed.next() == LegacyDecision("12", "failed", "error_raised")
+    assert (failed.state, failed.path) == ("read_attempts", ("step 3", "12"))
+    assert failed.facts.error is True and read_run.facts.error is False
+
+
+@given(ANY_FACTS)
+def test_any_facts_gathered_step_by_step_decide_as_the_whole_table_does(f: LegacyFacts) -> None:
+    f = replace(f, error=False)  # an exception is the core's `fail`, not evidence
+    core = LegacyEngine().start()
+    while isinstance(need := core.next(), Need):
+        fields = {k: getattr(f, k) for k in LEGACY_EVIDENCE_FIELDS[need.evidence]}
+        core = core.observe(need.evidence, **fields)
+    assert core.next() == classify_legacy(f)
 
 
 def test_the_decision_machine_draws_every_row_as_an_edge_labelled_with_its_row() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fsm import (
+    PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_GUARDS,
     PRIMARY_TABLE,
     Case,
@@ -32,7 +33,7 @@ from fsm import (
     receipt_terminal,
 )
 from fsm._decision import DecisionEngine, Taken, Walk, drawn_spec
-from fsm._primary import _as_of, check_lost_needs_grace, paths_to
+from fsm._primary import check_lost_needs_grace, paths_to
 
 G = "run_gone"  # any known guard name
 
@@ -300,9 +301,9 @@ DEAD: dict[str, Any] = {
 def dead_core() -> PrimaryCore:
     """A fresh core for a running candidate whose process is gone, up to the grace."""
     core = PrimaryCore("running")
-    core.observe("read_run", **RUN)
-    core.observe("read_receipt", first_receipt="missing")
-    core.observe("probe", **DEAD)
+    core = core.observe("read_run", **RUN)
+    core = core.observe("read_receipt", first_receipt="missing")
+    core = core.observe("probe", **DEAD)
     return core
 
 
@@ -311,19 +312,19 @@ def test_the_core_asks_for_each_evidence_in_order_naming_the_row_that_asked() ->
     assert (core.state, core.path) == ("read_run", ())  # where it starts, before asking
     assert core.next() == Need("read_run", None)
     assert core.next() == Need("read_run", None)
-    core.observe("read_run", **RUN)
+    core = core.observe("read_run", **RUN)
     assert core.next() == Need("read_receipt", "step 2.2")
-    core.observe("read_receipt", first_receipt="missing")
+    core = core.observe("read_receipt", first_receipt="missing")
     assert core.next() == Need("probe", "step 2.5")
-    core.observe("probe", **DEAD)
+    core = core.observe("probe", **DEAD)
     assert core.next() == Need("pay_grace", "13")
-    core.observe("pay_grace", grace_paid=False)
+    core = core.observe("pay_grace", grace_paid=False)
     assert core.next() == Need("pay_grace", "13")  # not paid: asked again
-    core.observe("pay_grace", grace_paid=True)
+    core = core.observe("pay_grace", grace_paid=True)
     assert core.next() == Need("reread_receipt", "13")
-    core.observe("reread_receipt", second_receipt="missing")
+    core = core.observe("reread_receipt", second_receipt="missing")
     assert core.next() == Need("recheck_run", "13")
-    core.observe("recheck_run", unchanged_on_recheck=True)
+    core = core.observe("recheck_run", unchanged_on_recheck=True)
     decision = core.next()
     assert isinstance(decision, PrimaryDecision)
     assert decision == PrimaryDecision(
@@ -349,7 +350,7 @@ def test_the_core_asks_for_each_evidence_in_order_naming_the_row_that_asked() ->
     )
     assert core.state == "recheck_run"
     assert core.next() == decision  # a decision does not move the core
-    failed = core.fail("OSError: locked")
+    failed = core.fail("OSError: locked").next()
     assert (failed.row, failed.state, failed.reason, failed.path) == (
         "14",
         "failed",
@@ -361,36 +362,37 @@ def test_the_core_asks_for_each_evidence_in_order_naming_the_row_that_asked() ->
 def test_the_core_refuses_other_evidence_and_fields_that_evidence_does_not_fill() -> None:
     core = PrimaryCore("running")
     with pytest.raises(IllegalTransition) as refused:
-        core.observe("probe", **DEAD)
+        core = core.observe("probe", **DEAD)
     r = refused.value
     assert (r.machine, r.state, r.event) == ("primary_decision", "read_run", "probe")
     with pytest.raises(EvidenceError) as bad:
-        core.observe("read_run", run_present=True, process="running", grace_paid=True)
+        core = core.observe("read_run", run_present=True, process="running", grace_paid=True)
     assert (bad.value.machine, bad.value.state) == ("primary_decision", "read_run")
     assert bad.value.problem.startswith(
         "read_run does not observe ['grace_paid', 'process']; it observes ['active_attempts', "
     )
     assert core.facts == PrimaryFacts(page_status="running")  # nothing kept
-    core.observe("read_run", **RUN)
+    core = core.observe("read_run", **RUN)
     with pytest.raises(IllegalTransition):
-        core.observe("read_run", **RUN)  # once
+        core = core.observe("read_run", **RUN)  # once
     core = dead_core()
-    core.observe("pay_grace", grace_paid=True)
-    core.observe("reread_receipt", second_receipt="trusted", receipt_exit_code=0)
+    core = core.observe("pay_grace", grace_paid=True)
+    core = core.observe("reread_receipt", second_receipt="trusted", receipt_exit_code=0)
     decided = core.next()
     assert isinstance(decided, PrimaryDecision)
     with pytest.raises(IllegalTransition) as refused:
-        core.observe("recheck_run", unchanged_on_recheck=True)  # a decision asks for nothing
+        core = core.observe("recheck_run", unchanged_on_recheck=True)  # a decision asks for nothing
     assert (refused.value.state, refused.value.event) == ("reread_receipt", "recheck_run")
 
 
 def test_observing_first_without_asking_is_the_same_as_asking_first() -> None:
     asked, unasked = PrimaryCore("running"), PrimaryCore("running")
     asked.next()
-    for core in (asked, unasked):
-        core.observe("read_run", **RUN)
-        core.observe("read_receipt", first_receipt="missing")
-    assert asked.next() == unasked.next() == Need("probe", "step 2.5")
+    answers = [
+        core.observe("read_run", **RUN).observe("read_receipt", first_receipt="missing").next()
+        for core in (asked, unasked)
+    ]
+    assert answers == [Need("probe", "step 2.5")] * 2
 
 
 @pytest.mark.parametrize(
@@ -410,8 +412,8 @@ def test_after_the_grace_a_receipt_decides_as_rows_5_and_6(
     second: dict[str, Any], expected: tuple[object, ...]
 ) -> None:
     core = dead_core()
-    core.observe("pay_grace", grace_paid=True)
-    core.observe("reread_receipt", **second)
+    core = core.observe("pay_grace", grace_paid=True)
+    core = core.observe("reread_receipt", **second)
     d = core.next()
     assert isinstance(d, PrimaryDecision)
     assert (d.row, d.state, d.reason, d.write, d.trigger) == expected
@@ -420,7 +422,8 @@ def test_after_the_grace_a_receipt_decides_as_rows_5_and_6(
 def test_a_failure_while_gathering_is_row_14_from_where_the_candidate_stands() -> None:
     core = dead_core()
     assert core.next() == Need("pay_grace", "13")
-    d = core.fail("TimeoutError")
+    failed = core.fail("TimeoutError")
+    d = failed.next()
     assert d == PrimaryDecision(
         row="14",
         state="failed",
@@ -430,18 +433,19 @@ def test_a_failure_while_gathering_is_row_14_from_where_the_candidate_stands() -
         write=None,
         trigger=None,
         terminal=None,
-        facts=core.facts,
+        facts=failed.facts,
         path=("step 2.2", "step 2.5", "13", "14"),
     )
-    assert core.state == "pay_grace"
-    assert core.facts.error == "TimeoutError"
-    assert core.next() == d
+    assert failed.state == "pay_grace"
+    assert failed.facts.error == "TimeoutError"
+    assert failed.next() == d
+    assert core.next() == Need("pay_grace", "13")  # the core it failed from is as it was
     with pytest.raises(IllegalTransition):
-        core.observe("pay_grace", grace_paid=True)  # nothing more is asked once it failed
+        failed.observe("pay_grace", grace_paid=True)  # nothing more is asked once it failed
 
 
 def test_a_fresh_core_that_fails_at_once_is_row_14_from_the_first_read() -> None:
-    d = PrimaryCore("queued").fail("boom")
+    d = PrimaryCore("queued").fail("boom").next()
     assert (d.row, d.path, d.facts.page_status, d.facts.run_present) == (
         "14",
         ("14",),
@@ -713,77 +717,35 @@ def test_a_trigger_with_no_case_in_this_state_is_illegal_not_a_refused_guard() -
     assert (r.machine, r.state, r.event) == ("t", "b", "fail")
 
 
-# --- a replay: facts gathered further on never decide an earlier row (spec 04 row order) --------
-
-LATER_DEFAULTS: dict[str, Any] = {
-    "first_receipt": None,
-    "receipt_exit_code": None,
-    "receipt_problem": None,
-    "process": None,
-    "probe_reason": None,
-    "handle_pid_matches": False,
-    "grace_paid": False,
-    "second_receipt": None,
-    "unchanged_on_recheck": None,
-}
-# What each evidence state does not see yet: the fields later evidence fills (the receipt's exit
-# code and problem are filled again by the second read, so they are hidden up to it).
-HIDDEN_AT: dict[str, tuple[str, ...]] = {
-    "read_run": tuple(LATER_DEFAULTS),
-    "read_receipt": (
-        "receipt_exit_code",
-        "receipt_problem",
-        "process",
-        "probe_reason",
-        "handle_pid_matches",
-        "grace_paid",
-        "second_receipt",
-        "unchanged_on_recheck",
-    ),
-    "probe": (
-        "receipt_exit_code",
-        "receipt_problem",
-        "grace_paid",
-        "second_receipt",
-        "unchanged_on_recheck",
-    ),
-    "pay_grace": ("receipt_exit_code", "receipt_problem", "second_receipt", "unchanged_on_recheck"),
-    "reread_receipt": ("unchanged_on_recheck",),
-    "recheck_run": (),
-}
+# --- facts gathered further on never decide an earlier row (spec 04 row order) -----------------
 
 
-def test_the_facts_at_each_evidence_state_hide_exactly_what_later_evidence_fills() -> None:
-    # Every field observed, none at its default, so each hidden one shows.
-    full = facts(
-        first_receipt="missing",
-        **DEAD,
-        grace_paid=True,
-        second_receipt="trusted",
-        receipt_exit_code=0,
-        receipt_problem="bad_json",
-        unchanged_on_recheck=True,
-    )
-    assert set(HIDDEN_AT) == set(PRIMARY_TABLE.evidence)
-    for state, hidden in HIDDEN_AT.items():
-        seen = _as_of(state, full)
-        assert isinstance(seen, PrimaryFacts)
-        expected = {**vars(full), **{f: LATER_DEFAULTS[f] for f in hidden}}
-        assert vars(seen) == expected, state
-    assert _as_of("recheck_run", full) is full
-
-
-def test_facts_with_nothing_later_observed_are_seen_as_they_are_not_copied() -> None:
-    # The replay costs nothing where nothing is hidden: the same object, at each state it has
-    # reached.
-    reached = [
-        ("read_run", facts()),
-        ("read_receipt", facts(first_receipt="missing")),
-        ("probe", facts(first_receipt="missing", **DEAD)),
-        ("pay_grace", facts(first_receipt="missing", **DEAD, grace_paid=True)),
+def test_each_step_of_a_core_sees_only_what_the_steps_so_far_observed() -> None:
+    # The core adds facts in the evidence order: after each observation its facts differ from
+    # a fresh candidate's only in the fields the evidence observed so far declares, so no
+    # guard of an earlier state ever sees a later observation; the core before it is as it was.
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("read_run", RUN),
+        ("read_receipt", {"first_receipt": "missing"}),
+        ("probe", DEAD),
+        ("pay_grace", {"grace_paid": True}),
+        ("reread_receipt", {"second_receipt": "trusted", "receipt_exit_code": 0}),
     ]
-    for state, seen in reached:
-        assert _as_of(state, seen) is seen, state
+    core = PrimaryCore("running")
+    fresh = vars(core.facts)
+    declared: set[str] = set()
+    for evidence, fields in steps:
+        asked = core.next()
+        assert isinstance(asked, Need) and asked.evidence == evidence
+        before, facts_before = core, core.facts
+        core = core.observe(evidence, **fields)
+        declared |= PRIMARY_EVIDENCE_FIELDS[evidence]
+        changed = {f for f, v in vars(core.facts).items() if v != fresh[f]}
+        assert changed <= declared, evidence
+        assert (before.facts, before.next()) == (facts_before, asked)
+    d = core.next()
+    assert isinstance(d, PrimaryDecision)
+    assert (d.row, d.reason) == ("13", "receipt_succeeded_after_grace")
 
 
 @pytest.mark.parametrize(

@@ -26,12 +26,7 @@ from fsm import (
     LegacyFacts,
     MachineDefinitionError,
 )
-from fsm._legacy import (
-    LEGACY_STEP_GUARDS,
-    build_legacy_step_guards,
-    build_legacy_table,
-    check_one_trigger_per_outcome,
-)
+from fsm._legacy import LEGACY_STEP_GUARDS, check_one_trigger_per_outcome
 
 # (row, evidence state, guard, then, reason, write, trigger), spec 04 order. Rows not in spec
 # 04's table are ADR-0068 §2's evidence steps 2 (read the receipt) and 5 (probe).
@@ -254,14 +249,14 @@ def _assert_is_spec_05s_table(table: DecisionTable) -> None:
         assert r.cites == f"ADR-0448 {section}"
 
 
-def test_the_adr_0448_table_built_again_is_spec_05s_field_by_field() -> None:
-    # The table is built once, when fsm is imported, by helpers that run only then; building it
-    # again inside a test runs them where a wrong helper can be seen (mutation testing switches
-    # a mutant on after the import).
-    built = build_legacy_table()
-    _assert_is_spec_05s_table(built)
-    assert built == LEGACY_TABLE
-    assert built is not LEGACY_TABLE
+def test_the_adr_0448_table_is_spec_05s_field_by_field_and_a_copy_passes_its_check() -> None:
+    # The table is data, checked once where it is built; its check is run again here on a
+    # copy, where a wrong check can be seen.
+    copy = LEGACY_TABLE._replace(rows=tuple(LEGACY_TABLE.rows))
+    _assert_is_spec_05s_table(copy)
+    check_one_trigger_per_outcome(copy)
+    assert copy == LEGACY_TABLE
+    assert copy is not LEGACY_TABLE
 
 
 def test_the_legacy_lifecycle_has_one_edge_per_deciding_row_of_spec_05() -> None:
@@ -287,7 +282,7 @@ def _changed(table: DecisionTable, changes: dict[str, dict[str, str]]) -> Decisi
 
 
 def test_an_outcome_reached_by_two_triggers_or_two_writes_is_refused_naming_it() -> None:
-    check_one_trigger_per_outcome(build_legacy_table())  # spec 05's own table: one each
+    check_one_trigger_per_outcome(LEGACY_TABLE._replace())  # spec 05's own table: one each
     # Row 1 leads to `repaired` too, by a trigger of its own: exactly two ways in, the least
     # that is wrong.
     two = _changed(LEGACY_TABLE, {"1": {"then": "repaired"}})
@@ -307,10 +302,12 @@ def test_an_outcome_reached_by_two_triggers_or_two_writes_is_refused_naming_it()
     assert refused.value.problem == "outcomes with two triggers: ['ambiguous', 'repaired']"
 
 
-def test_the_two_step_guards_built_again_are_named_and_read_only_their_own_facts() -> None:
-    guards = build_legacy_step_guards(build_legacy_table())
+def test_the_two_step_guards_are_named_and_read_only_their_own_facts() -> None:
+    guards = LEGACY_STEP_GUARDS
     assert list(guards) == ["eligible_candidate", "one_active_attempt"]
-    assert guards.keys() == LEGACY_STEP_GUARDS.keys()
+    # The guards of the table's two steps to more evidence, and no other.
+    steps = [c.guard for r in LEGACY_TABLE.rows for c in r.cases if c.then in LEGACY_TABLE.evidence]
+    assert list(guards) == steps
     for name, guard in guards.items():
         # transitions labels the diagram's condition by the callable's name.
         assert (guard.__name__, guard.__qualname__) == (name, name)

@@ -27,7 +27,7 @@ from fsm import (
     legacy_machine,
     select_evidence,
 )
-from fsm._guards import build_legacy_row_guards
+from fsm._guards import LEGACY_ROW_GUARDS
 
 # --- evidence selection ----------------------------------------------------------------------
 
@@ -511,10 +511,9 @@ def test_no_legacy_edge_is_taken_on_evidence_that_is_not_legacy_facts() -> None:
             legacy_machine().plan("candidate", e.trigger, None)
 
 
-def test_the_legacy_row_guards_built_again_are_named_and_hold_exactly_for_their_row() -> None:
-    # GUARDS is built at import; building the row guards again here is what shows a wrong
-    # guard (spec 07: the legacy_shadow edge of a row is taken only when that row decides).
-    guards = build_legacy_row_guards()
+def test_the_legacy_row_guards_are_named_and_hold_exactly_for_their_row() -> None:
+    # spec 07: the legacy_shadow edge of a row is taken only when that row decides.
+    guards = LEGACY_ROW_GUARDS
     # row 12's guard is the shared `error_raised`, not one of these.
     assert set(guards) == set(LEGACY_GUARD_ROWS) - {"error_raised"}
     assert {spec05_row(f) for _name, f, _want in ROW_CASES} == set(LEGACY_GUARD_ROWS.values())

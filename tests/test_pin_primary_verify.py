@@ -19,10 +19,10 @@ from test_pin_primary_pass import (
     candidate,
     pass_,
 )
-from test_primary_support import T0, decisions
+from test_primary_support import T0, decisions, insert_bare_runs
 
 from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, inspect_handle
+from reconciler.node._identity import Evidence, FakeProcessTable, inspect_handle
 from reconciler.node._receipt_store import FileReceiptStore
 from reconciler.primary._pass import reconcile
 from storage import LockBudget, Repository
@@ -102,3 +102,67 @@ def test_an_error_while_verifying_fails_that_candidate_naming_the_error(
         ("run-2", "at-2", "12", "remaining", "process_running"),
     ]
     assert (summary["remaining"], summary["failed"], summary["safe"]) == (1, 1, False)
+
+
+def test_a_retained_candidate_whose_attempt_pid_moved_during_the_pass_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # spec 04 "Final verifier": `RunAttempts.pid` is one of the fields a retained candidate must
+    # keep. Its handle, status, sequence and version are untouched and its process still runs:
+    # only the stored pid moved after row 12 was committed.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    pid = candidate(repo, table, 1, alive=True)
+
+    def moved() -> None:
+        conn.execute("UPDATE \"RunAttempts\" SET pid = ? WHERE id = 'at-1'", (pid + 1,))
+
+    before_the_verifier(monkeypatch, moved)
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    assert decisions(summary) == [
+        ("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")
+    ]
+    assert summary["safe"] is False
+
+
+def test_a_retained_candidate_whose_second_probe_names_another_pid_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # ADR-0068 §5: the second proof is the exact identity again, `RunAttempts.pid` included
+    # (row 11's comparison): a running process under another pid proves nothing about this one.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    calls: list[str] = []
+
+    def probe(handle: str, provider: Any, *, platform: str) -> Any:
+        evidence = inspect_handle(handle, provider, platform=platform)
+        calls.append(evidence.verdict)
+        if len(calls) == 2:  # the verifier's probe
+            return Evidence(evidence.verdict, evidence.reason, evidence.pid + 1)
+        return evidence
+
+    summary = reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    assert calls == ["running", "running"]
+    assert decisions(summary) == [
+        ("run-1", "at-1", "12", "unresolved", "verifier:process_running:identity_matches")
+    ]
+    assert summary["safe"] is False
+
+
+def test_a_retained_candidate_beyond_a_truncated_second_page_is_not_revoked_as_vanished(
+    repo: Repository, conn: Any, store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # spec 04 "Final verifier" reads the page again; when that page is truncated, a retained
+    # candidate missing from it may lie beyond it: absence proves nothing, so it is not
+    # `vanished`. It is not proven a second time either, and the summary says so: truncated,
+    # not safe. `run-9` sorts after the 257 Runs written meanwhile (`run-000`...).
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 9, alive=True)
+    before_the_verifier(monkeypatch, lambda: insert_bare_runs(conn, 257))
+    summary = pass_(conn, WatchedStore(store, clock), table, clock)
+    got = decisions(summary)
+    assert got[-1] == ("run-9", "at-9", "12", "remaining", "process_running")
+    assert got[:-1] == [(f"run-{i:03d}", None, "verifier", "unresolved", "new") for i in range(256)]
+    assert (summary["truncated"], summary["safe"], summary["remaining"]) == (True, False, 1)

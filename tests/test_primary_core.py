@@ -135,7 +135,7 @@ def observation(world: World, evidence: str) -> dict[str, object]:
 def drive(world: World) -> PrimaryDecision:
     core = PrimaryCore(world.page_status)
     while isinstance(step := core.next(), Need):
-        core.observe(step.evidence, **observation(world, step.evidence))
+        core = core.observe(step.evidence, **observation(world, step.evidence))
     return step
 
 
@@ -327,8 +327,8 @@ def test_the_core_reaches_every_row_of_spec_04_and_every_case_of_the_table() -> 
     reached_rows = {row for row, _, _ in reached}
     # Row 14 is the exception: any gather or write raising.
     core = PrimaryCore("running")
-    core.observe("read_run", **observation(World("running", Run(), (RUNNING,)), "read_run"))
-    failed = core.fail("OSError: disk I/O error")
+    core = core.observe("read_run", **observation(World("running", Run(), (RUNNING,)), "read_run"))
+    failed = core.fail("OSError: disk I/O error").next()
     assert (failed.row, failed.outcome, failed.reason) == (
         "14",
         "failed",
@@ -419,7 +419,7 @@ def asked(world: World) -> tuple[PrimaryDecision, list[str]]:
     while isinstance(step := core.next(), Need):
         if step.evidence in FIELD_OF:
             fields.append(FIELD_OF[step.evidence])
-        core.observe(step.evidence, **observation(world, step.evidence))
+        core = core.observe(step.evidence, **observation(world, step.evidence))
     return step, fields
 
 
@@ -464,20 +464,20 @@ def test_a_not_running_verdict_asks_for_the_grace_and_nothing_else() -> None:
         ("probe", "step 2.5"),
     ):
         assert core.next() == Need(evidence, asked_by)
-        core.observe(evidence, **observation(DEAD_WORLD, evidence))
+        core = core.observe(evidence, **observation(DEAD_WORLD, evidence))
     assert core.next() == Need("pay_grace", "13")
     for early in ("reread_receipt", "recheck_run", "probe", "read_receipt"):
         with pytest.raises(IllegalTransition) as refused:
-            core.observe(early, **observation(DEAD_WORLD, early))
+            core = core.observe(early, **observation(DEAD_WORLD, early))
         assert (refused.value.state, refused.value.event) == ("pay_grace", early)
     # A grace that was not fully paid (the pass measured too little) is asked for again.
-    core.observe("pay_grace", grace_paid=False)
+    core = core.observe("pay_grace", grace_paid=False)
     assert core.next() == Need("pay_grace", "13")
-    core.observe("pay_grace", grace_paid=True)
+    core = core.observe("pay_grace", grace_paid=True)
     assert core.next() == Need("reread_receipt", "13")
-    core.observe("reread_receipt", second_receipt="missing")
+    core = core.observe("reread_receipt", second_receipt="missing")
     assert core.next() == Need("recheck_run", "13")
-    core.observe("recheck_run", unchanged_on_recheck=True)
+    core = core.observe("recheck_run", unchanged_on_recheck=True)
     decision = core.next()
     assert isinstance(decision, PrimaryDecision)
     assert (decision.state, decision.trigger, decision.terminal) == (
@@ -588,14 +588,14 @@ def test_the_core_refuses_evidence_it_did_not_ask_for_and_fields_that_evidence_d
 ):
     core = PrimaryCore("running")
     with pytest.raises(IllegalTransition) as early:
-        core.observe("probe", process="not_running")
+        core = core.observe("probe", process="not_running")
     assert (early.value.machine, early.value.state, early.value.event) == (
         "primary_decision",
         "read_run",
         "probe",
     )
     with pytest.raises(EvidenceError) as wrong:
-        core.observe("read_run", run_present=True, process="running")
+        core = core.observe("read_run", run_present=True, process="running")
     assert "['process']" in str(wrong.value) and wrong.value.state == "read_run"
     assert core.facts == PrimaryFacts(page_status="running")  # nothing was recorded
 
@@ -603,15 +603,15 @@ def test_the_core_refuses_evidence_it_did_not_ask_for_and_fields_that_evidence_d
 def test_asking_twice_gives_the_same_answer_and_a_decision_does_not_move_the_core() -> None:
     core = PrimaryCore("running")
     assert core.next() == core.next() == Need("read_run", None)
-    core.observe("read_run", **observation(World("running", Run(), (RUNNING,)), "read_run"))
-    core.observe("read_receipt", first_receipt="trusted", receipt_exit_code=0)
+    core = core.observe("read_run", **observation(World("running", Run(), (RUNNING,)), "read_run"))
+    core = core.observe("read_receipt", first_receipt="trusted", receipt_exit_code=0)
     first, again = core.next(), core.next()
     assert first == again and isinstance(first, PrimaryDecision)
     assert (first.row, first.write, first.trigger) == ("5", "complete", "succeed_by_receipt")
     with pytest.raises(IllegalTransition):
-        core.observe("probe", process="running")
+        core = core.observe("probe", process="running")
     # The commit of that decision raised: row 14, from where the decision was taken.
-    failed = core.fail("Conflict: run changed")
+    failed = core.fail("Conflict: run changed").next()
     assert (failed.row, failed.state, failed.reason) == (
         "14",
         "failed",
@@ -624,8 +624,8 @@ def test_an_exception_in_any_evidence_state_is_row_14(evidence: str) -> None:
     core = PrimaryCore("running")
     while (step := core.next()) != Need(evidence, getattr(step, "asked_by", None)):
         assert isinstance(step, Need)
-        core.observe(step.evidence, **observation(DEAD_WORLD, step.evidence))
-    decided = core.fail("TimeoutError")
+        core = core.observe(step.evidence, **observation(DEAD_WORLD, step.evidence))
+    decided = core.fail("TimeoutError").next()
     assert (decided.row, decided.outcome, decided.reason) == ("14", "failed", "error:TimeoutError")
     assert core.state == evidence
 
@@ -799,7 +799,7 @@ def test_on_every_path_the_receipt_is_read_before_the_process_is_probed() -> Non
 
 def test_a_claim_is_lost_only_after_the_first_receipt_read_found_nothing() -> None:
     core = PrimaryCore("dispatching")
-    core.observe(
+    core = core.observe(
         "read_run",
         run_present=True,
         run_owner="runtime",
@@ -814,7 +814,7 @@ def test_a_claim_is_lost_only_after_the_first_receipt_read_found_nothing() -> No
         pid_valid=False,
     )
     assert core.next() == Need("read_receipt", "step 2.2")  # not lost yet: read first
-    core.observe("read_receipt", first_receipt="missing")
+    core = core.observe("read_receipt", first_receipt="missing")
     decided = core.next()
     assert isinstance(decided, PrimaryDecision)
     assert (decided.row, decided.state, decided.trigger) == ("7", "lost", "lose_unstarted_claim")

@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, Made
 
+from fsm import LEGACY_TRIGGERS, LegacyFacts, run_machine
 from reconciler.node import FakeClock
 from reconciler.shadow import PassHooks, PassPorts
 from reconciler.shadow import _pass as _shadow_pass
 from reconciler.shadow._pass import PassOutcome, run_pass
 from reconciler.shadow._report import Budget
-from storage import LegacyCandidate, Repository, connect
+from reconciler.shadow._writes import WRITES as WRITE_EFFECTS
+from reconciler.shadow._writes import Guard
+from storage import Conflict, Expect, LegacyCandidate, Repository, RunChange, connect
 
 ORIGINS = ("manual", "scheduled_node", "scheduled_system")
 LOG = "/ql/data/log/job_b/2026-01-01-00-00-00.log"
@@ -179,6 +182,103 @@ def test_the_run_commit_of_a_two_step_write_rechecks_the_run_status_it_decided_o
     # The Attempt committed; the Run's edge did not (row 2 heals it on the next start).
     assert db.status(made) == ("dispatching", [DONE[kind][1][0]])
     assert [e.split(".")[0] for e in db.events(made)] == ["attempt"]
+
+
+# --- the decided row's guard, taken again on the facts re-read inside each write transaction ---
+
+
+def another_origin(db: LegacyDb, made: Made) -> None:
+    set_run(db, made, execution_origin="boot")  # not enabled: row 1 now, no version bump
+
+
+def finished_instance(db: LegacyDb, made: Made) -> None:
+    # Terminal evidence appears for the one active Attempt (row 6 or 7 now, not 9 or 10).
+    assert made.cron_id is not None
+    db.instance(made.cron_id, pid=made.pid, log_path=None, status=2, finished_s=LATE_S)
+
+
+# (write kind, what another writer changes that no compare-and-set field sees)
+REDECIDED: list[tuple[str, Callable[[LegacyDb, Made], None]]] = [
+    *((kind, another_origin) for kind in sorted(WRITES)),
+    ("abandon", finished_instance),
+    ("mark_lost", finished_instance),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "change"), REDECIDED, ids=[f"{k}-{c.__name__}" for k, c in REDECIDED]
+)
+def test_a_write_whose_row_no_longer_matches_on_the_facts_re_read_in_it_writes_nothing(
+    db: LegacyDb,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    change: Callable[[LegacyDb, Made], None],
+) -> None:
+    made = WRITES[kind](db)
+    before = db.status(made)
+    real = _shadow_pass.gather
+
+    def someone_else_wrote(*args: Any) -> Any:
+        got = real(*args)
+        change(db, made)
+        return got
+
+    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
+    seen: list[str] = []
+
+    class Outcome(PassHooks):
+        def after_decide(self, conn: Any, cand: LegacyCandidate, state: str) -> None:
+            seen.append(state)
+
+    assert counts(run(db, hooks=Outcome())) == {"failed": 1}
+    assert seen == ["failed"]  # the refusal is the candidate's outcome, never ignored
+    assert db.status(made) == before
+    assert db.events(made) == []
+
+
+class MovesTheOriginBetweenCommits(PassHooks):
+    def __init__(self, db: LegacyDb, made: Made) -> None:
+        self.db, self.made = db, made
+
+    def between_commits(self) -> None:
+        another_origin(self.db, self.made)
+
+
+@pytest.mark.parametrize("kind", ["abandon", "mark_lost"])
+def test_the_run_commit_of_a_two_step_write_is_refused_when_row_2_no_longer_matches(
+    db: LegacyDb, kind: str
+) -> None:
+    made = WRITES[kind](db)
+    start = db.status(made)[0]
+    outcome = run(db, hooks=MovesTheOriginBetweenCommits(db, made))
+    assert counts(outcome) == {"failed": 1}
+    assert db.status(made) == (start, [DONE[kind][1][0]])
+    assert [e.split(".")[0] for e in db.events(made)] == ["attempt"]
+
+
+def test_a_refused_guard_raises_a_conflict_naming_the_row_and_leaves_the_run_as_it_was(
+    db: LegacyDb,
+) -> None:
+    made = mark_lost(db)
+    stored = run_row(db, made)
+    guard = Guard(
+        row="10",
+        trigger=LEGACY_TRIGGERS["marked_lost"],
+        reread=lambda c: LegacyFacts(run_present=False),  # the Run is gone in the transaction
+    )
+    change = RunChange(run_machine().lifecycle_trigger(stored.status, "lost"))
+    with pytest.raises(Conflict, match="ADR-0448 row 10 was decided on"):
+        guard.commit(
+            db.repo,
+            made.run_id,
+            stored.version,
+            [change],
+            actor=WRITE_EFFECTS["mark_lost"].actor,
+            at_ms=T0_MS,
+            expect=Expect(),
+        )
+    assert run_row(db, made).version == stored.version
+    assert db.events(made) == []
 
 
 # --- the time of a write: the latest the aggregate already carries -----------------------------

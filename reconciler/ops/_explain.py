@@ -31,7 +31,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, MachineSpec
+from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, DecisionTable, MachineSpec
+from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
+from reconciler.shadow import RECONCILER as LEGACY_RECONCILER
+from reconciler.shadow import WRITES as LEGACY_WRITE_EFFECTS
+from reconciler.shadow import Effect
 from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
 
 DECISION_KEY = "decision"
@@ -50,15 +54,52 @@ ROW_BY_EVIDENCE: Mapping[str, str] = {
     "completion_receipt": "5",
     "durable_process_identity": "12",
 }
-# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes. Rows 9/10 are the
+# ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes, read back through the
+# pass's own registry (``reconciler.shadow.WRITES``: actor, error code, dedupe template and
+# payload of each write kind) and the table's row of each write kind. Rows 9/10 are the
 # `reconciler` actor's (no id) with their error codes; rows 6/7 are the shadow writer's
-# (`compatibility`, `shadow: true` in every payload; row 6 carries `legacy_cancel_reason`);
-# row 2's repair edge has its own dedupe key.
-LEGACY_ROW_BY_ERROR_CODE: Mapping[str, str] = {
-    "LEGACY_RECONCILE_OWNER_LOST": "10",
-    "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED": "9",
-}
-LEGACY_REPAIR_DEDUPE = "legacy-startup-repair:"
+# (`compatibility`, `shadow: true` in every payload; row 6 carries its own payload key); row 2's
+# repair edge has its own dedupe key.
+
+
+@dataclass(frozen=True)
+class LegacyRowMaps:
+    """How an event of the legacy shadow names its ADR-0448 row when it records none."""
+
+    by_error_code: Mapping[str, str]  # the reconciler's writes with an error code of their own
+    by_dedupe: Mapping[str, str]  # the reconciler's other writes, by their dedupe key's prefix
+    by_payload_key: Mapping[str, str]  # the shadow writer's write whose events carry a key
+    plain_shadow_row: str  # the shadow writer's write whose events carry none
+
+
+def legacy_row_maps(table: DecisionTable, writes: Mapping[str, Effect]) -> LegacyRowMaps:
+    """The inverse maps of ``table`` and the pass's registry ``writes``; ValueError when a write
+    kind is made by more than one row or by none (an event could not name its row)."""
+    rows_of: dict[str, list[str]] = {}
+    for r in table.rows:
+        for c in r.cases:
+            if c.write is not None:
+                rows_of.setdefault(c.write, []).append(r.row)
+    unclear = {kind: rows_of.get(kind, []) for kind in writes if len(rows_of.get(kind, [])) != 1}
+    if unclear:
+        raise ValueError(f"{table.name}: write kinds not made by exactly one row: {unclear}")
+    effects = [(rows_of[kind][0], e) for kind, e in writes.items()]
+    reconciler = [(row, e) for row, e in effects if e.actor == LEGACY_RECONCILER]
+    shadow = [(row, e) for row, e in effects if e.actor == LEGACY_COMPATIBILITY]
+    plain = [row for row, e in shadow if not e.payload]
+    if len(plain) != 1:
+        raise ValueError(f"{table.name}: shadow-writer rows without a payload key: {plain}")
+    return LegacyRowMaps(
+        by_error_code={e.error[0]: row for row, e in reconciler if e.error is not None},
+        by_dedupe={e.dedupe.partition("{")[0]: row for row, e in reconciler if e.error is None},
+        by_payload_key={key: row for row, e in shadow for key in e.payload},
+        plain_shadow_row=plain[0],
+    )
+
+
+LEGACY_ROW_MAPS = legacy_row_maps(LEGACY_TABLE, LEGACY_WRITE_EFFECTS)
+LEGACY_RECONCILER_ACTOR = (LEGACY_RECONCILER.type, LEGACY_RECONCILER.id)
+LEGACY_SHADOW_ACTOR = (LEGACY_COMPATIBILITY.type, LEGACY_COMPATIBILITY.id)
 ADR0068 = "ADR-0068"
 ADR0448 = "ADR-0448"
 # Payload keys every edge event carries (spec 02); the rest is shown as the event's details.
@@ -341,13 +382,17 @@ def _legacy_row(
     if recorded is not None:
         return recorded
     code = payload.get("error_code")
-    if actor == ("reconciler", None):
-        if isinstance(code, str) and code in LEGACY_ROW_BY_ERROR_CODE:
-            return ADR0448, LEGACY_ROW_BY_ERROR_CODE[code], False
-        if dedupe_key is not None and dedupe_key.startswith(LEGACY_REPAIR_DEDUPE):
-            return ADR0448, "2", False
-    if actor == ("compatibility", None) and payload.get("shadow") is True:
-        return ADR0448, "6" if "legacy_cancel_reason" in payload else "7", False
+    if actor == LEGACY_RECONCILER_ACTOR:
+        if isinstance(code, str) and code in LEGACY_ROW_MAPS.by_error_code:
+            return ADR0448, LEGACY_ROW_MAPS.by_error_code[code], False
+        for prefix, row in LEGACY_ROW_MAPS.by_dedupe.items():
+            if dedupe_key is not None and dedupe_key.startswith(prefix):
+                return ADR0448, row, False
+    if actor == LEGACY_SHADOW_ACTOR and payload.get("shadow") is True:
+        for key, row in LEGACY_ROW_MAPS.by_payload_key.items():
+            if key in payload:
+                return ADR0448, row, False
+        return ADR0448, LEGACY_ROW_MAPS.plain_shadow_row, False
     return None, None, False
 
 

@@ -26,13 +26,12 @@ class Gathering(PassState):
     def _phase2(self, cand: PassCandidate) -> None:
         if self.clock.monotonic() - cand.probed_at < self.grace:  # pragma: no cover - guarded
             raise RuntimeError("second receipt read attempted before a full grace")
-        cand.core.observe("pay_grace", grace_paid=True)
+        cand.core = cand.core.observe("pay_grace", grace_paid=True)
         self._drive(cand)
 
     def _drive(self, cand: PassCandidate) -> None:
-        core = cand.core
         while True:
-            step = core.next()
+            step = cand.core.next()
             if not isinstance(step, Need):
                 return self._decided(cand, step)
             evidence = step.evidence
@@ -42,7 +41,7 @@ class Gathering(PassState):
                 seen = self._gather_receipt(cand, first=True)
                 if seen is None:
                     return None  # the receipt root decided it (D-3c)
-                core.observe("read_receipt", **seen)
+                cand.core = cand.core.observe("read_receipt", **seen)
             elif evidence == "probe":
                 self._probe(cand)
             elif evidence == "pay_grace":
@@ -51,7 +50,7 @@ class Gathering(PassState):
                 seen = self._gather_receipt(cand, first=False)
                 if seen is None:
                     return None
-                core.observe("reread_receipt", **seen)
+                cand.core = cand.core.observe("reread_receipt", **seen)
             else:  # recheck_run: observed inside the write transaction (_lose_after_grace)
                 return self._lose_after_grace(cand)
 
@@ -59,7 +58,7 @@ class Gathering(PassState):
         # ADR-0068 §2 step 1: ONE read of the Run and its Attempts before the decision.
         run, attempts, journal = run_with_attempts(self.conn, cand.page.run_id)
         cand.run, cand.attempts, cand.journal = run, attempts, journal
-        cand.core.observe("read_run", **read_run_fields(run, attempts))
+        cand.core = cand.core.observe("read_run", **read_run_fields(run, attempts))
         step = cand.after_read_run = cand.core.next()
         if attempts and (isinstance(step, Need) or step.row in ("4", "4b")):
             # The summary names the latest Attempt once a row looks at it (row 4 on).
@@ -140,7 +139,7 @@ class Gathering(PassState):
             # never `not_running` (row 10, unresolved, the reason says where to run qlfsm).
             # Asked after /proc, so healthy running candidates cost nothing more; no SQL.
             evidence = lock_evidence(evidence, self.store.lock_state(att.id))
-        cand.core.observe(
+        cand.core = cand.core.observe(
             "probe",
             process=evidence.verdict,
             probe_reason=evidence.reason,

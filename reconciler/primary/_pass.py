@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from fsm import PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
@@ -176,7 +177,7 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         # its own transaction, already rolled back by the time the exception reaches here.
         if cand.page.problem is not None:
             # A row the candidate query could not read (storage._text): this one fails alone.
-            decided = cand.core.fail(f"BadRow: {cand.page.problem}")
+            decided = _failed(cand, f"BadRow: {cand.page.problem}")
             cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
             return
         if self.stopped is not None:
@@ -195,7 +196,7 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
                 # Decided (and committed) before the error: keep the decision, name the error.
                 cand.result.reason += f";error:{describe(exc)}"
                 return
-            decided = cand.core.fail(describe(exc))
+            decided = _failed(cand, describe(exc))
             cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
             if isinstance(exc, Conflict):
                 self._decided_elsewhere(cand)  # the compare-and-set found the Run moved
@@ -228,6 +229,14 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
             return exc
         # A read that found the database locked waited the connection's busy timeout.
         return database_error(path, exc, waited_s=busy_wait_s(self.conn))
+
+
+def _failed(cand: PassCandidate, error: str) -> PrimaryDecision:
+    # spec 04 row 14, from wherever the candidate's core stands.
+    cand.core = cand.core.fail(error)
+    decided = cand.core.next()
+    assert isinstance(decided, PrimaryDecision)
+    return decided
 
 
 def reconcile(

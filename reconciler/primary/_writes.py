@@ -13,7 +13,6 @@ from fsm import (
     PrimaryCore,
     PrimaryDecision,
     PrimaryFacts,
-    decide_primary,
     observed_facts,
 )
 from reconciler.node._clock import witness_ms
@@ -144,9 +143,8 @@ class Writing(PassState):
             att = None  # row 3: the Run alone was decided on
         check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
         fields = read_run_fields(run, attempts)
-        core = PrimaryCore(cand.page.status)
-        core.observe("read_run", **fields)
-        again, before = core.next(), cand.after_read_run
+        again = PrimaryCore(cand.page.status).observe("read_run", **fields).next()
+        before = cand.after_read_run
         if isinstance(again, Need) and isinstance(before, Need):
             same = again.evidence == before.evidence
         else:
@@ -180,13 +178,14 @@ class Writing(PassState):
             return unchanged, now_run, attempts
 
         if self.dry_run:
-            core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
+            cand.core = core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
             return self._drive(cand)
 
-        def work(c: sqlite3.Connection) -> PrimaryDecision:
+        def work(c: sqlite3.Connection) -> PrimaryCore:
+            # Each try of the transaction observes on the core kept from before it.
             unchanged, now_run, attempts = recheck(c)
-            facts = observed_facts(core.facts, {"unchanged_on_recheck": unchanged})
-            decision = decide_primary(facts)
+            after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
+            decision = after.next()
             assert isinstance(decision, PrimaryDecision)
             if decision.write == "lose":
                 assert decision.trigger is not None
@@ -210,10 +209,11 @@ class Writing(PassState):
                     at_ms=plan.at_ms,
                     expect=plan.expect,
                 )
-            return decision
+            return after
 
-        decision = in_transaction(self.conn, work)
-        core.observe("recheck_run", unchanged_on_recheck=decision.facts.unchanged_on_recheck)
+        cand.core = in_transaction(self.conn, work)
+        decision = cand.core.next()
+        assert isinstance(decision, PrimaryDecision)
         cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
         return None
 

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from reconciler.shadow._report import build_metrics as build_metrics
     from reconciler.shadow._report import build_report as build_report
     from reconciler.shadow._report import check_conservation as check_conservation
+    from reconciler.shadow._writes import COMPATIBILITY as COMPATIBILITY
+    from reconciler.shadow._writes import RECONCILER as RECONCILER
+    from reconciler.shadow._writes import WRITES as WRITES
+    from reconciler.shadow._writes import Effect as Effect
 
 _EXPORTS: dict[str, str] = {
     "ORIGINS_ENV": "reconciler.shadow._entry",
@@ -49,6 +53,10 @@ _EXPORTS: dict[str, str] = {
     "build_metrics": "reconciler.shadow._report",
     "build_report": "reconciler.shadow._report",
     "check_conservation": "reconciler.shadow._report",
+    "COMPATIBILITY": "reconciler.shadow._writes",
+    "RECONCILER": "reconciler.shadow._writes",
+    "WRITES": "reconciler.shadow._writes",
+    "Effect": "reconciler.shadow._writes",
 }
 
 __all__ = sorted(_EXPORTS)

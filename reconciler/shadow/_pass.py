@@ -1,7 +1,7 @@
 """The ADR-0448 pass: supervisor, per-candidate decision (spec 05).
 
 Imported only when the bootstrap (``reconciler.shadow._entry``) found an enabled origin and a local
-profile. Each candidate: read what ``fsm``'s ADR-0448 table asks for (``decide_legacy``: the Run,
+profile. Each candidate: read what ``fsm``'s ADR-0448 table asks for (a ``LegacyCore``: the Run,
 then its active Attempts, then the cron's RunningInstances), re-read at decision time; fire the
 decided row's guarded edge of the legacy_shadow machine (it refuses unless the guard holds), then
 commit the row's write kind (``reconciler.shadow._writes``). Pending, ambiguous, skipped and
@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from fsm import (
     InstanceEvidence,
+    LegacyCore,
+    LegacyDecision,
     LegacyFacts,
     Need,
-    classify_legacy,
-    decide_legacy,
+    legacy_engine,
     legacy_machine,
     select_evidence,
 )
@@ -148,18 +149,26 @@ def decide(
         if cand.problem is not None:
             raise LookupError("unreadable candidate row")  # row 12, for this candidate only
         facts, ctx = gather(conn, repo, cand, enabled)
-        decision = classify_legacy(facts)
-        # The guarded edge refuses (GuardRefused) unless this row is the first that matches.
+        decision = ctx.decision
+        assert decision is not None  # the core decided before gather returned
+        # The guarded edge refuses (GuardRefused) unless this row is the first that matches;
+        # each write transaction takes it again on the facts it re-reads (a refusal there is a
+        # Conflict: nothing written, the candidate row 12, like every failed compare-and-set).
         step = legacy_machine().plan("candidate", decision.trigger, facts)
-        write(repo, decision.write, ctx, clock, hooks)
+
+        def reread(c: sqlite3.Connection) -> LegacyFacts:
+            return _read(c, Repository(c), cand, enabled)[0]
+
+        write(repo, decision, ctx, clock, hooks, reread)
         return step.dest
     except Exception as exc:
         if write_blocker(exc) is not None:
             path = getattr(conn, "path", "")
             raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
-        facts = LegacyFacts(False, error=True)
-        return legacy_machine().plan("candidate", classify_legacy(facts).trigger, facts).dest
+        failed = legacy_engine().start().fail(True)
+        decided = _decided(failed)
+        return legacy_machine().plan("candidate", decided.trigger, failed.facts).dest
 
 
 def gather(
@@ -169,13 +178,27 @@ def gather(
     enabled: frozenset[str],
 ) -> tuple[LegacyFacts, Context]:
     """The facts of spec 05's table, re-read now (the page may be older than a write): the
-    Run, then whatever evidence ``decide_legacy`` still needs before a row decides (its
-    Attempts only for an eligible Run, the cron's RunningInstances only for exactly one
-    active Attempt)."""
+    Run, then whatever evidence the candidate's core (``fsm.LegacyCore``) still asks for
+    before a row decides (its Attempts only for an eligible Run, the cron's RunningInstances
+    only for exactly one active Attempt); the core's decision is in the context."""
+    return _read(conn, repo, cand, enabled)
+
+
+def _read(
+    conn: sqlite3.Connection,
+    repo: Repository,
+    cand: LegacyCandidate,
+    enabled: frozenset[str],
+) -> tuple[LegacyFacts, Context]:
+    # The one reader of a candidate's facts: before the decision (``gather``) and again inside
+    # each write transaction (the guard's re-read).
     run = repo.get_run(cand.run_id)
+    core = legacy_engine().start()
     if run is None:
-        return LegacyFacts(run_present=False), Context()
-    facts = LegacyFacts(
+        core = core.observe("read_run", run_present=False)
+        return core.facts, Context(decision=_decided(core))
+    core = core.observe(
+        "read_run",
         run_present=True,
         run_owner=run.execution_owner,
         origin=run.execution_origin,
@@ -183,41 +206,42 @@ def gather(
         run_status=run.status,
     )
     ctx = Context(run)
-    gathered: list[str] = []
-    while isinstance(need := decide_legacy(facts, gathered), Need):
+    while isinstance(need := core.next(), Need):
         if need.evidence == "read_attempts":
-            facts, ctx = _read_attempts(conn, run, facts, ctx)
+            fields, ctx = _read_attempts(conn, run, ctx)
         elif need.evidence == "read_evidence":
-            facts, ctx = _read_evidence(conn, run, facts, ctx)
+            fields, ctx = _read_evidence(conn, run, ctx)
         else:  # pragma: no cover - the table asks for nothing else (LEGACY_EVIDENCE)
             raise LookupError(f"no reader for {need.evidence}")
-        gathered.append(need.evidence)
-    return facts, ctx
+        core = core.observe(need.evidence, **fields)
+    return core.facts, dataclasses.replace(ctx, decision=_decided(core))
+
+
+def _decided(core: LegacyCore) -> LegacyDecision:
+    decided = core.next()
+    assert isinstance(decided, LegacyDecision)
+    return decided
 
 
 def _read_attempts(
-    conn: sqlite3.Connection, run: RunRow, facts: LegacyFacts, ctx: Context
-) -> tuple[LegacyFacts, Context]:
+    conn: sqlite3.Connection, run: RunRow, ctx: Context
+) -> tuple[dict[str, object], Context]:
     """ADR-0448 §3: the active Attempts; the latest one when none is active."""
     count, attempt = active_attempts(conn, run.id)
     if count == 0:
         latest = latest_attempt(conn, run.id)
         status = latest.status if latest else None
-        return (
-            dataclasses.replace(facts, active_attempts=0, latest_attempt_status=status),
-            dataclasses.replace(ctx, latest=latest),
-        )
+        fields: dict[str, object] = {"active_attempts": 0, "latest_attempt_status": status}
+        return fields, dataclasses.replace(ctx, latest=latest)
     if count > 1 or attempt is None:
-        return dataclasses.replace(facts, active_attempts=count), ctx
-    return (
-        dataclasses.replace(facts, active_attempts=1, attempt_status=attempt.status),
-        dataclasses.replace(ctx, attempt=attempt),
-    )
+        return {"active_attempts": count}, ctx
+    fields = {"active_attempts": 1, "attempt_status": attempt.status}
+    return fields, dataclasses.replace(ctx, attempt=attempt)
 
 
 def _read_evidence(
-    conn: sqlite3.Connection, run: RunRow, facts: LegacyFacts, ctx: Context
-) -> tuple[LegacyFacts, Context]:
+    conn: sqlite3.Connection, run: RunRow, ctx: Context
+) -> tuple[dict[str, object], Context]:
     """ADR-0448 §4: the cron's RunningInstances, matched to the one active Attempt."""
     attempt = ctx.attempt
     if attempt is None:  # pragma: no cover - asked only for exactly one active Attempt
@@ -227,20 +251,19 @@ def _read_evidence(
     if run.legacy_cron_id is not None:
         rows, truncated = instance_evidence(conn, run.legacy_cron_id)
     selection, matched = select_evidence(attempt.pid, attempt.log_artifact_id, rows)
-    facts = dataclasses.replace(
-        facts,
-        evidence_truncated=truncated,
-        selection=selection,
-        matched_status=matched.status if matched else None,
-        matched_finished=bool(matched and matched.finished_at_ms is not None),
-    )
+    fields: dict[str, object] = {
+        "evidence_truncated": truncated,
+        "selection": selection,
+        "matched_status": matched.status if matched else None,
+        "matched_finished": bool(matched and matched.finished_at_ms is not None),
+    }
     ctx = dataclasses.replace(
         ctx,
         evidence_at_ms=matched.finished_at_ms if matched else None,
         matched_status=matched.status if matched else None,
         exit_code=matched.exit_code if matched else None,
     )
-    return facts, ctx
+    return fields, ctx
 
 
 __all__ = ["PassOutcome", "decide", "gather", "run_pass", "write"]

@@ -1,31 +1,48 @@
-"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10): one writer per write kind of
-``fsm``'s table (``LegacyDecision.write``). Error codes, actors and dedupe keys are node facts
-(QingLong's writer H and start-up reconciler G) and live here, not in the table.
+"""The writes of the ADR-0448 pass (spec 05 rows 2, 6, 7, 9, 10): one registry entry per write
+kind of ``fsm``'s table (``LegacyDecision.write``), :data:`WRITES`. Error codes, actors and dedupe
+templates are node facts (QingLong's writer H and start-up reconciler G): each is said once, in
+its write's :class:`Effect`, and read from there by the writer and by ``qlfsm explain``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from fsm import RUN_TERMINAL, attempt_machine, run_machine
+from fsm import (
+    LEGACY_TABLE,
+    RUN_TERMINAL,
+    DecisionTable,
+    GuardRefused,
+    LegacyDecision,
+    LegacyFacts,
+    MachineDefinitionError,
+    Step,
+    attempt_machine,
+    legacy_machine,
+    run_machine,
+)
 from reconciler.node._clock import Clock
 from reconciler.shadow._ports import PassHooks
 from storage import (
     ActiveAttempt,
     Actor,
+    Advanced,
     AttemptChange,
     AttemptRow,
     Change,
+    Conflict,
     Expect,
     LatestAttempt,
     Repository,
     RunChange,
     RunRow,
+    in_transaction,
 )
 
 # Actors, error codes and summaries as QingLong 3.0's legacy-shadow writer (H) and start-up
-# reconciler (G) write them (its public TypeScript source).
+# reconciler (G) write them (its public TypeScript source). Each is used by one Effect below.
 RECONCILER = Actor("reconciler")  # G: `{ type: 'reconciler' }`, no actor id
 COMPATIBILITY = Actor("compatibility")  # H: the shadow writer, no actor id
 LOST = ("LEGACY_RECONCILE_OWNER_LOST", "Legacy worker restarted without terminal evidence")
@@ -41,6 +58,73 @@ _ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_w
 DOMAIN_ATTEMPT_EVENT = ("attempt", "exit_code", "callback_sequence", "error_code")
 
 
+# The facts of ADR-0448's table, gathered again on the connection of a write transaction.
+Reread = Callable[[sqlite3.Connection], LegacyFacts]
+
+
+def _rows_of_writes(table: DecisionTable) -> Mapping[str, tuple[str, str]]:
+    """write kind -> (row, legacy_shadow trigger) of the one row of ``table`` that makes it."""
+    found: dict[str, tuple[str, str]] = {}
+    for r in table.rows:
+        for c in r.cases:
+            if c.write is None:
+                continue
+            if c.write in found and found[c.write][0] != r.row:
+                raise MachineDefinitionError(
+                    table.name, f"write {c.write!r} made by rows {found[c.write][0]} and {r.row}"
+                )
+            found[c.write] = (r.row, c.trigger or "")
+    return found
+
+
+_ROW_OF_WRITE = _rows_of_writes(LEGACY_TABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The legacy_shadow edge of the decided row, taken again inside each write transaction
+    on the facts re-read there (the pattern of ADR-0068 §4): if they no longer make that row
+    the first to match, the edge's guard refuses and the transaction writes nothing."""
+
+    row: str
+    trigger: str
+    reread: Reread
+
+    def as_write(self, kind: str) -> Guard:
+        """The guard of the row that makes the write ``kind``, on the same re-read."""
+        row, trigger = _ROW_OF_WRITE[kind]
+        return Guard(row=row, trigger=trigger, reread=self.reread)
+
+    def check(self, c: sqlite3.Connection, run_id: str) -> Step:
+        """The edge on the facts re-read on ``c``; Conflict (nothing written) if refused."""
+        facts = self.reread(c)
+        try:
+            return legacy_machine().plan("candidate", self.trigger, facts)
+        except GuardRefused as exc:
+            raise Conflict("run", run_id, f"what ADR-0448 row {self.row} was decided on") from exc
+
+    def commit(
+        self,
+        repo: Repository,
+        run_id: str,
+        expected_version: int,
+        changes: Sequence[Change],
+        *,
+        actor: Actor,
+        at_ms: int,
+        expect: Expect,
+    ) -> Advanced:
+        """``changes`` in ONE transaction, once the guard held on the facts re-read in it."""
+
+        def work(c: sqlite3.Connection) -> Advanced:
+            self.check(c, run_id)
+            return repo.advance_in(
+                c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+            )
+
+        return in_transaction(repo.conn, work)
+
+
 @dataclass(frozen=True)
 class Context:
     run: RunRow | None = None
@@ -49,6 +133,8 @@ class Context:
     evidence_at_ms: int | None = None
     matched_status: str | None = None
     exit_code: int | None = None
+    # The row the candidate's core decided on these facts (the rows above are what it read).
+    decision: LegacyDecision | None = field(default=None, compare=False)
 
 
 def _at(run: RunRow, *times: int | None, now: int) -> int:
@@ -77,7 +163,9 @@ def _expect(run: RunRow, att: ActiveAttempt) -> Expect:
     )
 
 
-def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _repair(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 2 (G `repairTerminalAttempt`): one Run edge to the latest Attempt's status."""
     run, latest = ctx.run, ctx.latest
     assert run is not None and latest is not None
@@ -94,13 +182,14 @@ def _repair(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> N
         run_machine().lifecycle_trigger(run.status, target),
         set=sets,
         payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
-        dedupe_key=f"legacy-startup-repair:{latest.id}:{target}",
+        dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
     )
-    repo.advance(
+    guard.commit(
+        repo,
         run.id,
         run.version,
         [change],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=Expect(attempts={latest.id: {"status": latest.status}}),
     )
@@ -111,16 +200,16 @@ def _two_step(
     ctx: Context,
     clock: Clock,
     hooks: PassHooks,
-    target: str,
-    code: tuple[str, str],
-    dedupe: str,
+    eff: Effect,
+    guard: Guard,
 ) -> None:
     """Rows 9/10 (G `abandon` / `markLost`): Attempt, commit; then Run, commit. A crash in
     between leaves a terminal Attempt under an active Run, which row 2 heals next start."""
-    run, att = ctx.run, ctx.attempt
-    assert run is not None and att is not None
+    run, att, target, code = ctx.run, ctx.attempt, eff.target, eff.error
+    assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
-    first = repo.advance(
+    first = guard.commit(
+        repo,
         run.id,
         run.version,
         [
@@ -128,19 +217,24 @@ def _two_step(
                 att.id,
                 attempt_machine().lifecycle_trigger(att.status, target),
                 set=_errors(target, code),
-                dedupe_key=f"{dedupe}-attempt:{att.id}",
+                dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
                 event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         ],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, att),
     )
     hooks.between_commits()
+    # The Run's commit is row 2's repair of the Attempt just committed (ADR-0448 §6): on the
+    # facts it re-reads, that is the row that must match now.
+    assert eff.run_commit_as is not None
+    then = guard.as_write(eff.run_commit_as)
     run_sets: dict[str, object] = _errors(target, code)
     if target in RUN_TERMINAL:
         run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
-    repo.advance(
+    then.commit(
+        repo,
         run.id,
         first.version,
         [
@@ -148,10 +242,10 @@ def _two_step(
                 run_machine().lifecycle_trigger(run.status, target),
                 set=run_sets,
                 payload={"error_code": code[0]},
-                dedupe_key=f"{dedupe}-run:{att.id}",
+                dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
             )
         ],
-        actor=RECONCILER,
+        actor=eff.actor,
         at_ms=at,
         expect=Expect(run={"status": run.status}),
     )
@@ -163,7 +257,8 @@ class _Chain:
     as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
     Attempt event's ``attempt`` number)."""
 
-    def __init__(self, run: RunRow, attempt: AttemptRow) -> None:
+    def __init__(self, run: RunRow, attempt: AttemptRow, dedupe: str) -> None:
+        self.dedupe = dedupe
         self.run_status = run.status
         self.attempt_status = attempt.status
         self.attempt_id = attempt.id
@@ -179,7 +274,7 @@ class _Chain:
                 run_machine().lifecycle_trigger(self.run_status, dest),
                 set=sets,
                 payload={**code, **extra, "shadow": True},
-                dedupe_key=f"shadow:{self.sequence}:run.{dest}",
+                dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"run.{dest}"),
             )
         )
         self.run_status = dest
@@ -192,7 +287,7 @@ class _Chain:
                 attempt_machine().lifecycle_trigger(self.attempt_status, dest),
                 set=sets,
                 payload={**extra, "shadow": True},
-                dedupe_key=f"shadow:{self.sequence}:attempt.{dest}",
+                dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"attempt.{dest}"),
                 event_fields=DOMAIN_ATTEMPT_EVENT,
             )
         )
@@ -208,7 +303,9 @@ def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
     return run, attempt
 
 
-def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _cancel(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
     reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
     run, attempt = _rows(repo, ctx)
@@ -216,21 +313,26 @@ def _cancel(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> N
     at = _at(
         run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
     )
-    chain = _Chain(run, attempt)
-    extra: dict[str, object] = {"legacy_cancel_reason": "reconcile"}
-    chain.attempt("cancelled", _errors("cancelled", CANCELLED), extra)
-    chain.run("cancelled", {"finished_at_ms": at, **_errors("cancelled", CANCELLED)}, extra)
-    repo.advance(
+    target = eff.target
+    assert target is not None
+    chain = _Chain(run, attempt, eff.dedupe)
+    extra = dict(eff.payload)
+    chain.attempt(target, _errors(target, eff.error), extra)
+    chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
+    guard.commit(
+        repo,
         run.id,
         run.version,
         chain.changes,
-        actor=COMPATIBILITY,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
     )
 
 
-def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
+def _complete(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
     attempt.running, run.running, attempt.<t>, run.<t>, as QingLong's writer chains them."""
@@ -243,7 +345,7 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) ->
     terminal = "succeeded" if succeeded else "failed"
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
-    chain = _Chain(run, attempt)
+    chain = _Chain(run, attempt, eff.dedupe)
     if chain.run_status == "created":
         chain.run("queued", {"queued_at_ms": at}, {})
     if chain.run_status == "queued":
@@ -254,49 +356,112 @@ def _complete(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) ->
         chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
     if chain.run_status == "dispatching":
         chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
-    code = None if succeeded else NON_ZERO
+    code = None if succeeded else eff.error
     chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
     chain.run(
         terminal,
         {"finished_at_ms": at, **_errors(terminal, code)},
         {"legacy_exit_code": exit_code},
     )
-    repo.advance(
+    guard.commit(
+        repo,
         run.id,
         run.version,
         chain.changes,
-        actor=COMPATIBILITY,
+        actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
     )
 
 
-Writer = Callable[[Repository, Context, Clock, PassHooks], None]
+Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect", "Guard"], None]
 
 
-def _abandon(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    _two_step(repo, ctx, clock, hooks, "cancelled", ABANDONED, "legacy-startup-abandoned")
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Everything one write kind of ADR-0448's table commits, said once: who writes, the error
+    it sets, the dedupe template of its events, the payload its events carry, and the writer."""
+
+    write: str  # the table's write kind (``Case.write``)
+    actor: Actor
+    dedupe: str  # the events' dedupe key; ``{field}`` is filled by the writer
+    plan: Writer
+    error: tuple[str, str] | None = None  # (error code, summary) of the edges that fail
+    target: str | None = None  # the status Attempt and Run go to, when the write fixes one
+    payload: Mapping[str, object] = field(default_factory=dict)  # in every event it writes
+    # A write of two commits (rows 9/10): the write kind whose row its second commit is.
+    run_commit_as: str | None = None
 
 
-def _mark_lost(repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    _two_step(repo, ctx, clock, hooks, "lost", LOST, "legacy-startup-lost")
+def _effects(*effects: Effect) -> Mapping[str, Effect]:
+    return {e.write: e for e in effects}
 
 
-# fsm's write kinds (``LEGACY_WRITES``) -> the one writer of each. Pending, ambiguous, skipped
-# and failed have no write kind: they write nothing (spec 05).
-WRITERS: Mapping[str, Writer] = {
-    "repair": _repair,
-    "cancel": _cancel,
-    "complete": _complete,
-    "abandon": _abandon,
-    "mark_lost": _mark_lost,
-}
+# fsm's write kinds (``LEGACY_WRITES``) -> what each commits. Pending, ambiguous, skipped and
+# failed have no write kind: they write nothing (spec 05).
+WRITES: Mapping[str, Effect] = _effects(
+    # Row 2: G's response-loss repair copies the latest Attempt's error, it sets none itself.
+    Effect(
+        write="repair",
+        actor=RECONCILER,
+        dedupe="legacy-startup-repair:{attempt}:{target}",
+        plan=_repair,
+    ),
+    # Row 6: H's `cancelled`, the reason `reconcile` in the payload (no cancel_reason column).
+    Effect(
+        write="cancel",
+        actor=COMPATIBILITY,
+        dedupe="shadow:{sequence}:{type}",
+        plan=_cancel,
+        error=CANCELLED,
+        target="cancelled",
+        payload={"legacy_cancel_reason": "reconcile"},
+    ),
+    # Row 7: H's `exited`; the error only when the instance did not succeed.
+    Effect(
+        write="complete",
+        actor=COMPATIBILITY,
+        dedupe="shadow:{sequence}:{type}",
+        plan=_complete,
+        error=NON_ZERO,
+    ),
+    # Row 9: G's `abandon`, Attempt then Run.
+    Effect(
+        write="abandon",
+        actor=RECONCILER,
+        dedupe="legacy-startup-abandoned-{aggregate}:{attempt}",
+        plan=_two_step,
+        error=ABANDONED,
+        target="cancelled",
+        run_commit_as="repair",
+    ),
+    # Row 10: G's `markLost`, Attempt then Run.
+    Effect(
+        write="mark_lost",
+        actor=RECONCILER,
+        dedupe="legacy-startup-lost-{aggregate}:{attempt}",
+        plan=_two_step,
+        error=LOST,
+        target="lost",
+        run_commit_as="repair",
+    ),
+)
 
 
-def write(repo: Repository, kind: str | None, ctx: Context, clock: Clock, hooks: PassHooks) -> None:
-    """Commit what the decided row says (``kind`` is ``LegacyDecision.write``)."""
-    if kind is not None:
-        WRITERS[kind](repo, ctx, clock, hooks)
+def write(
+    repo: Repository,
+    decision: LegacyDecision,
+    ctx: Context,
+    clock: Clock,
+    hooks: PassHooks,
+    reread: Reread,
+) -> None:
+    """Commit what the decided row says (``decision.write``), each transaction guarded by the
+    row's legacy_shadow edge on the facts ``reread`` gathers inside it."""
+    if decision.write is not None:
+        effect = WRITES[decision.write]
+        guard = Guard(row=decision.row, trigger=decision.trigger, reread=reread)
+        effect.plan(repo, ctx, clock, hooks, effect, guard)
 
 
-__all__ = ["WRITERS", "Context", "Writer", "write"]
+__all__ = ["WRITES", "Context", "Effect", "Guard", "Reread", "Writer", "write"]

@@ -2,8 +2,8 @@
 with the decision memos empty.
 
 mutmut forks each mutant's test run from the process that first ran the whole selection
-without a mutant. A memo filled there (``fsm._primary``'s decisions by facts, the cached
-decision engines and machines, ``classify_legacy``) would answer the mutant's tests with the
+without a mutant. A memo filled there (the cached decision engines, which own their memos of
+choices, the cached machines) would answer the mutant's tests with the
 unmutated code's results, and the mutant would survive without ever running: forgetting them
 before each test makes every decision be computed again under the mutant. Not used by the
 ordinary suite, where a memo is what it is meant to be.
@@ -20,10 +20,7 @@ PACKAGES = ("fsm", "reconciler", "storage")
 
 # Memos that are plain module-level dicts (functools caches are found without a list).
 # Named here so a renamed one stops the run instead of silently surviving it.
-DICT_MEMOS: dict[str, tuple[str, ...]] = {
-    "fsm._primary": ("_decided", "_walked", "_LATER_FIELDS"),
-    "fsm._legacy": ("_classified",),
-}
+DICT_MEMOS: dict[str, tuple[str, ...]] = {}
 
 
 def _ours(name: str, module: ModuleType | None) -> bool:

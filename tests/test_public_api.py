@@ -54,11 +54,15 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_package() -> None:
 
 def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
     import reconciler
+    import reconciler.primary
+    from reconciler import _startup
     from reconciler.node import _identity, _launcher, _receipt
     from reconciler.primary import _pass as primary_pass
     from reconciler.shadow import _entry, _pass
 
-    assert reconciler.reconcile is primary_pass.reconcile
+    assert reconciler.primary.reconcile is primary_pass.reconcile
+    assert reconciler.reconcile is _startup.reconcile
+    assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
     assert reconciler.run_shadow is _entry.run_shadow
     assert reconciler.run_pass is _pass.run_pass
     assert reconciler.launch is _launcher.launch

@@ -1,4 +1,5 @@
-"""qlfsm's reconcilers, launcher and command line.
+"""qlfsm's reconcilers, launcher and command line; the application layer (``startup``,
+``reconcile``, ``shadow_pass``: ``reconciler._startup``) a Python service embeds.
 
 Kept light on purpose: importing :mod:`reconciler` loads nothing else, so the wrapper that
 publishes receipts and the zero-candidate start-up path stay cheap. The public API is
@@ -33,7 +34,17 @@ _EXPORTS: dict[str, str] = {
     "Launched": "reconciler.node._launcher",
     "LaunchRefused": "reconciler.node._launcher",
     "LaunchFailed": "reconciler.node._launcher",
-    "reconcile": "reconciler.primary._pass",
+    "startup": "reconciler._startup",
+    "reconcile": "reconciler._startup",
+    "shadow_pass": "reconciler._startup",
+    "StartupReport": "reconciler._reports",
+    "ReconcileReport": "reconciler._reports",
+    "ShadowReport": "reconciler._reports",
+    "NormalizeReport": "reconciler._reports",
+    "CandidateResult": "reconciler._reports",
+    "UsageError": "reconciler._errors",
+    "FatalError": "reconciler._errors",
+    "RetryLater": "reconciler._errors",
     "run_shadow": "reconciler.shadow._entry",
     "ShadowResult": "reconciler.shadow._entry",
     "run_pass": "reconciler.shadow._pass",

@@ -487,11 +487,11 @@ def test_a_shadow_interrupt_caught_inside_an_exec_still_exits_0(
     # fail-open 0 into 130. The pass is replaced by one that is interrupted inside an exec.
     (tmp_path / "interrupted_in_exec.py").write_text(
         "import sys\n"
-        "from reconciler.cli import _shadow as _shadow_cli\n"
+        "from reconciler import _shadow_run\n"
         "def interrupted_pass(*args, **kwargs):\n"
         "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\n'\n"
         "         'for _ in range(10000): pass')\n"
-        "_shadow_cli.run_shadow = interrupted_pass\n"
+        "_shadow_run.run_shadow = interrupted_pass\n"
         "from reconciler.cli._main import main\n"
         f"sys.argv = ['qlfsm', 'shadow', '--db', {db.path!r}, '--origins', 'manual', '--json']\n"
         "raise SystemExit(main())\n"
@@ -508,21 +508,21 @@ def test_a_shadow_interrupt_caught_inside_an_exec_still_exits_0(
 def test_an_interrupt_cannot_leave_a_half_written_cursor_file_or_a_stray_temporary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reconciler.cli import _shadow as _shadow_cli
+    from reconciler import _cursor
 
     cursor = tmp_path / "shadow.cursor"
-    _shadow_cli.store_cursor(str(cursor), (5, "run-a"))
+    _cursor.store_cursor(str(cursor), (5, "run-a"))
     before = cursor.read_bytes()
 
     def interrupted_fsync(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_shadow_cli.os, "fsync", interrupted_fsync)
+    monkeypatch.setattr(_cursor.os, "fsync", interrupted_fsync)
     with pytest.raises(KeyboardInterrupt):
-        _shadow_cli.store_cursor(str(cursor), (9, "run-b"))
+        _cursor.store_cursor(str(cursor), (9, "run-b"))
     assert cursor.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shadow.cursor"]
-    assert _shadow_cli.read_cursor(str(cursor)) == (5, "run-a")
+    assert _cursor.read_cursor(str(cursor)) == (5, "run-a")
 
 
 # --- the resume cursor is read only from a regular file, bounded --------------------------
@@ -584,7 +584,7 @@ def test_a_character_device_as_resume_cursor_is_refused_without_reading_it(
 
 
 def test_a_finished_pass_removes_only_a_regular_cursor_file(tmp_path: Path) -> None:
-    from reconciler.cli._shadow import store_cursor
+    from reconciler._cursor import store_cursor
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -331,8 +331,10 @@ def test_the_zero_candidate_cli_path_imports_no_machine_repository_or_test_libra
     # and candidate modules of storage).
     code = (
         "import sys, json\n"
-        "from reconciler.cli._reconcile import primary_pass\n"
-        f"summary, rc = primary_pass({str(db_path)!r}, {str(tmp_path / 'r')!r}, 'edge')\n"
+        "from reconciler._reconcile import primary_pass\n"
+        "from reconciler.cli._reconcile import exit_code\n"
+        f"summary = primary_pass({str(db_path)!r}, {str(tmp_path / 'r')!r}, 'edge')\n"
+        "rc = exit_code(summary)\n"
         "light = {'storage', 'storage._connection', 'storage._errors', 'storage._candidates'}\n"
         "heavy = sorted(m for m in sys.modules if m not in light and m.split('.')[0] in "
         "{'fsm', 'transitions', 'storage', 'hypothesis'})\n"

@@ -20,8 +20,9 @@ from test_primary_support import (
     sleepers,
 )
 
-from reconciler.cli import _reconcile as _primary_cli
-from reconciler.cli._reconcile import check_receipt_root, primary_pass
+from reconciler import _reconcile as _primary_cli
+from reconciler._reconcile import check_receipt_root, primary_pass
+from reconciler.cli._reconcile import exit_code
 from reconciler.cli._util import FatalError, UsageError
 from reconciler.node import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
@@ -68,7 +69,8 @@ def test_zero_candidates_exit_0_with_one_json_object_and_one_statement(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     statements = trace_fast_path(monkeypatch)
-    summary, code = primary_pass(str(db_path), str(tmp_path / "missing-root"), "edge")
+    summary = primary_pass(str(db_path), str(tmp_path / "missing-root"), "edge")
+    code = exit_code(summary)
     assert code == 0 and summary["safe"] is True and len(statements) == 1
     assert not (tmp_path / "missing-root").exists()
     out = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", "/nonexistent/r", "--json")
@@ -117,7 +119,8 @@ def test_a_truncated_page_blocks_without_importing_the_reconciler(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
     insert_bare_runs(repo.conn, 257)
-    summary, code = primary_pass(str(db_path), str(tmp_path / "r"), "standalone")
+    summary = primary_pass(str(db_path), str(tmp_path / "r"), "standalone")
+    code = exit_code(summary)
     assert code == 3 and summary["truncated"] is True and summary["safe"] is False
     assert not (tmp_path / "r").exists()
     # Observed, not decided: QingLong reports the 256 too; the four counts stay 0.

@@ -4,8 +4,11 @@ lazily — every exported name resolves, and importing a package loads none of i
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,14 +57,36 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_package() -> None:
 
 def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
     import reconciler
+    import reconciler.primary
+    from reconciler import _startup
     from reconciler.node import _identity, _launcher, _receipt
     from reconciler.primary import _pass as primary_pass
     from reconciler.shadow import _entry, _pass
 
-    assert reconciler.reconcile is primary_pass.reconcile
+    assert reconciler.primary.reconcile is primary_pass.reconcile
+    assert reconciler.reconcile is _startup.reconcile
+    assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
     assert reconciler.run_shadow is _entry.run_shadow
     assert reconciler.run_pass is _pass.run_pass
     assert reconciler.launch is _launcher.launch
     assert reconciler.encode_receipt is _receipt.encode_receipt
     assert reconciler.parse_handle is _identity.parse_handle
     assert issubclass(reconciler.ProfileError, ValueError)
+
+
+def test_the_readme_python_api_example_runs_and_prints_what_its_comments_say() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Python API") :]
+    start = section.index("```python\n") + len("```python\n")
+    example = section[start : section.index("\n```", start)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QL3_", "QL_DEPLOY"))}
+    out = subprocess.run(
+        [sys.executable, "-c", example], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stderr == ""
+    first, second = out.stdout.splitlines()
+    assert first == "True 0 disabled"
+    assert json.loads(second) == {
+        "safe": True, "scanned": 0, "recovered": 0, "remaining": 0, "unresolved": 0,
+        "failed": 0, "truncated": False, "candidates": [],
+    }  # fmt: skip

@@ -99,7 +99,7 @@ def test_zero_candidates_still_refuse_a_root_that_is_a_regular_file_without_any_
     assert out.stdout == "" and out.stderr.count("\n") == 1
     assert str(root) in out.stderr and "a regular file, not a directory" in out.stderr
     assert root.read_bytes() == b"not a directory\n"
-    from reconciler.cli import _reconcile
+    from reconciler import _reconcile
 
     opened: list[str] = []
     monkeypatch.setattr(_reconcile, "open_database", lambda db, **_: opened.append(db))

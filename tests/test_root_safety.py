@@ -33,7 +33,8 @@ from test_primary_support import (
     status,
 )
 
-from reconciler.cli import _reconcile
+from reconciler import _reconcile
+from reconciler.cli._reconcile import exit_code
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import ProcProvider
 from reconciler.node._receipt_store import (
@@ -282,7 +283,8 @@ def test_a_loose_root_is_refused_even_with_zero_candidates_and_a_trusted_one_cos
         return conn
 
     monkeypatch.setattr(_reconcile, "open_database", traced)
-    summary, code = _reconcile.primary_pass(str(db_path), store.root, "edge")
+    summary = _reconcile.primary_pass(str(db_path), store.root, "edge")
+    code = exit_code(summary)
     assert code == 0 and summary["safe"] is True and len(statements) == 1
 
 

@@ -26,7 +26,7 @@ import pytest
 from conftest import read_snapshot
 from test_primary_support import T0, linux_only, make_run
 
-from reconciler.cli._flight import lock_path
+from reconciler._flight import lock_path
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle
 from reconciler.node._launcher import launch
 from reconciler.primary import reconcile

@@ -76,11 +76,11 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     db: LegacyDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     calls: list[str] = []
-    import reconciler.cli._reconcile as primary_cli
+    import reconciler._startup as app
     import storage
     from reconciler.shadow import run_shadow as real_shadow
 
-    real_norm, real_primary = storage.normalize_legacy, primary_cli.primary_pass
+    real_norm, real_primary = storage.normalize_legacy, app.primary_pass
 
     def norm(conn: Any) -> Any:
         calls.append("normalize")
@@ -90,22 +90,20 @@ def test_the_order_is_normalization_then_shadow_then_primary(
         calls.append("shadow")
         return real_shadow(*a, **k)
 
-    def primary(*a: Any) -> Any:
+    def primary(*a: Any, **k: Any) -> Any:
         calls.append("primary")
-        return real_primary(*a)
+        return real_primary(*a, **k)
 
-    import reconciler.cli._sweep as sweep_cli
-
-    real_sweep = sweep_cli.startup_sweep
+    real_sweep = app.startup_sweep
 
     def sweep(*a: Any, **k: Any) -> Any:
         calls.append(f"sweep:{k['run']}")
         return real_sweep(*a, **k)
 
     monkeypatch.setattr(storage, "normalize_legacy", norm)
-    monkeypatch.setattr(_shadow_cli, "run_shadow", shadow)
-    monkeypatch.setattr(primary_cli, "primary_pass", primary)
-    monkeypatch.setattr(sweep_cli, "startup_sweep", sweep)
+    monkeypatch.setattr(app, "run_shadow", shadow)
+    monkeypatch.setattr(app, "primary_pass", primary)
+    monkeypatch.setattr(app, "startup_sweep", sweep)
     code = _shadow_cli.startup_command(
         ["--db", db.path, "--receipt-root", str(tmp_path / "r"), "--legacy-normalize",
          "--origins", ORIGINS]

@@ -116,7 +116,7 @@ def test_a_receipt_and_pending_row_left_by_a_kill_between_commit_and_delete_are_
         db_path,
         store.root,
         "rs.FileReceiptStore.delete = lambda self, attempt_id: die()",
-        "from reconciler.cli._reconcile import primary_pass\n"
+        "from reconciler._reconcile import primary_pass\n"
         "        primary_pass(os.environ['DB'], os.environ['ROOT'], 'edge')",
     )
     assert child.returncode == -9, child.stderr
@@ -233,7 +233,7 @@ def test_a_crash_between_purge_and_row_delete_loses_nothing(
 
 
 SWEEP_CALL = (
-    "from reconciler.cli._sweep import run_sweep\n"
+    "from reconciler._startup import run_sweep\n"
     "        run_sweep(os.environ['DB'], os.environ['ROOT'])"
 )
 

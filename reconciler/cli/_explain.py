@@ -61,10 +61,10 @@ def explain_command(argv: list[str]) -> int:
             raise UsageError(f"--svg {args.svg!r}: directory {parent!r} does not exist")
     if args.receipt_root is not None:
         # The rules of the pass whose decision it shows, whatever the run (D-16): exit 2.
-        from reconciler.cli._reconcile import check_receipt_root, inspect_receipt_root
+        from reconciler._reconcile import check_receipt_root, inspect_receipt_root
 
         inspect_receipt_root(check_receipt_root(args.receipt_root))
-    from reconciler.cli._reconcile import open_database
+    from reconciler._reconcile import open_database
     from reconciler.ops._explain import UnknownRun, explain
     from reconciler.ops._now import ACTIVE_RUN
     from storage import check_schema
@@ -147,10 +147,10 @@ def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
 def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
     """ADR-0068's row for this run now: a dry run of the whole pass (the grace is paid once
     per pass, and the final verifier looks at every candidate), this run's entry kept."""
-    from reconciler.cli._reconcile import default_profile, primary_pass
+    from reconciler._reconcile import default_profile, primary_pass
     from reconciler.ops._explain import ADR0068, ROW_FACTS
 
-    summary, _ = primary_pass(
+    summary = primary_pass(
         db, root, profile if profile is not None else default_profile(), dry_run=True
     )
     entry = next((c for c in summary.get("candidates", []) if c["run_id"] == run_id), None)

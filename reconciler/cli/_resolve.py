@@ -62,7 +62,7 @@ def resolve_command(argv: list[str]) -> int:
         reason = check_reason(args.reason)
     except InvalidReason as exc:
         raise UsageError(str(exc)) from exc
-    from reconciler.cli._reconcile import lock_budget_s, open_database
+    from reconciler._reconcile import lock_budget_s, open_database
     from reconciler.node._clock import SystemClock
     from reconciler.node._identity import ProcProvider
     from reconciler.ops._resolve import ResolveRefused, UnknownRun, operator_actor, resolve

@@ -1,4 +1,6 @@
-"""`qlfsm shadow` and `qlfsm startup` (spec 06).
+"""`qlfsm shadow` and `qlfsm startup` (spec 06): each parses its arguments, calls the
+application layer (``reconciler._startup``: the pass, its resume cursor, the single-flight
+lock, the start-up order), prints the report and maps the verdict to an exit code.
 
 `shadow` fails open (ADR-0448 §9): whatever happens after its arguments parse, it prints the
 audit record (state `failed` + errorType on any failure) and exits 0. Only a wrong argument
@@ -11,22 +13,17 @@ command or an error message of the shadow pass: only states, counts and enum str
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import stat
 import sys
-import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import (
-    EXIT_FATAL,
+    EXIT_BLOCKED,
     EXIT_SAFE,
     EXIT_USAGE,
-    FatalError,
     UsageError,
     parser,
     print_json,
@@ -35,30 +32,15 @@ from reconciler.cli._util import (
 )
 from reconciler.shadow._entry import (
     ALLOWED_ORIGINS,
-    CLUSTER_PROFILES,
     ORIGINS_ENV,
     PROFILE_ENV,
     PROFILES,
     REFUSED_ORIGINS,
-    Cursor,
-    ProfileError,
     ShadowResult,
     failed,
-    resolve_profile,
-    run_shadow,
     unknown_origin_hints,
 )
 from reconciler.shadow._report import OUTCOME_KEYS
-
-# A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
-MAX_CURSOR_BYTES = 4096
-
-if TYPE_CHECKING:
-    from storage import LockBudget
-
-
-class InvalidResumeCursor(Exception):
-    """The --resume-cursor file is not one this tool wrote (its message says what it is)."""
 
 
 def _db_profile_origins(p: Any) -> None:
@@ -125,179 +107,10 @@ shadow_command.handles_errors = True  # type: ignore[attr-defined]
 
 
 def _shadow(args: Any) -> ShadowResult:
-    try:
-        resume = read_cursor(args.resume_cursor) if args.resume_cursor else None
-    except InvalidResumeCursor as exc:
-        # The path is not named (spec 05 privacy is about the audit; stderr stays as sparing).
-        say(
-            f"qlfsm: warning: --resume-cursor {exc}; the shadow pass did not run and start-up "
-            "continues (fail-open) - point it at a regular file qlfsm writes, or remove it"
-        )
-        return ShadowResult(failed(exc))
-    except Exception as exc:
-        return ShadowResult(failed(exc))
-    result = _shadow_single_flight(args, resume)
-    if args.resume_cursor and result.audit["state"] in ("reconciled", "incomplete"):
-        try:
-            store_cursor(args.resume_cursor, result.cursor)
-        except OSError as exc:
-            result = ShadowResult(failed(exc))
-    return result
+    from reconciler._notify import to_stderr
+    from reconciler._shadow_run import shadow_with_cursor
 
-
-def _shadow_single_flight(args: Any, resume: Cursor | None) -> ShadowResult:
-    """The pass under the single-flight start-up lock (D-20), taken only when the pass would
-    open the database (enabled origins, a local profile: ``would_open``). Fail-open holds
-    for the lock too: held past the budget, the record is `failed` with errorType `Busy`
-    (the same cause as a locked database: another process holds it), exit 0."""
-    if not _would_open(args.origins, args.profile) or not os.path.isfile(args.db):
-        return run_shadow(args.db, profile=args.profile, origins=args.origins, resume_cursor=resume)
-    from reconciler.cli._flight import StartupLocked, single_flight
-    from storage import Busy, lock_budget_from_env
-
-    try:
-        lock = lock_budget_from_env()
-    except ValueError as exc:
-        return ShadowResult(failed(exc))
-    try:
-        with single_flight(args.db, lock):
-            return run_shadow(
-                args.db, profile=args.profile, origins=args.origins, resume_cursor=resume, lock=lock
-            )
-    except StartupLocked:
-        return ShadowResult(failed(Busy(0)))
-    except (FatalError, OSError) as exc:
-        return ShadowResult(failed(exc))
-
-
-def _would_open(origins: str | None, profile: str | None) -> bool:
-    """Whether ``run_shadow`` would open the database: at least one reviewed origin enabled
-    and a local profile (otherwise it is disabled or refused without a database, and takes
-    no lock)."""
-    from reconciler.shadow._entry import parse_origins
-
-    if not parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV)).enabled:
-        return False
-    try:
-        prof = resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
-    except ProfileError:
-        return False
-    return prof not in CLUSTER_PROFILES
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
-def _not_regular(mode: int) -> str:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return f"names {kind}, not a regular file"
-
-
-def read_cursor(path: str) -> Cursor | None:
-    """The cursor a previous `shadow` left in ``path``; None when there is none.
-
-    Only a regular file is read, and at most MAX_CURSOR_BYTES of it: a FIFO would block the
-    open (start-up would hang) and /dev/zero would never end. The path is checked with lstat
-    BEFORE it is opened (opening a device can have effects of its own); the open itself
-    refuses a symbolic link (O_NOFOLLOW: the file is replaced by rename when written, so a
-    link would be read but never written) and cannot block (O_NONBLOCK), and fstat confirms
-    that what was opened is still a regular file.
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidResumeCursor(_not_regular(st.st_mode))
-    if st.st_size > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InvalidResumeCursor(_not_regular(mode))
-        data = b""
-        while len(data) <= MAX_CURSOR_BYTES:
-            chunk = os.read(fd, MAX_CURSOR_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
-    if len(data) > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except ValueError as exc:
-        raise InvalidResumeCursor("is not a cursor qlfsm wrote (not JSON)") from exc
-    if (
-        not isinstance(parsed, dict)
-        or parsed.get("schemaVersion") != 1
-        or type(parsed.get("createdAtMs")) is not int
-        or not isinstance(parsed.get("runId"), str)
-    ):
-        raise InvalidResumeCursor("is not a cursor qlfsm wrote (unknown fields)")
-    return (int(parsed["createdAtMs"]), str(parsed["runId"]))
-
-
-def store_cursor(path: str, cursor: Cursor | None) -> None:
-    """Write the next cursor (mode 0600, atomically: a new file, fsync, rename over the old
-    one, so a crash or a signal leaves the old cursor or the new one, never a part), or remove
-    the file when the pass has nothing left to resume."""
-    if cursor is None:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return
-        if stat.S_ISREG(st.st_mode):  # only ever a file this tool could have written
-            os.unlink(path)
-        return
-    data = json.dumps({"schemaVersion": 1, "createdAtMs": cursor[0], "runId": cursor[1]})
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (best effort: not every file system lets a directory sync)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return shadow_with_cursor(args.db, args.profile, args.origins, args.resume_cursor, to_stderr)
 
 
 def human_audit(audit: Mapping[str, Any]) -> str:
@@ -406,26 +219,10 @@ def _startup(argv: list[str]) -> int:
         "`metrics` extra (pip install 'qlfsm[metrics]')",
     )
     args = p.parse_args(argv)
-    started = time.monotonic()
-    try:
-        profile = resolve_profile(
-            args.profile if args.profile is not None else os.environ.get(PROFILE_ENV)
-        )
-    except ProfileError as exc:
-        where = "--profile" if args.profile is not None else f"${PROFILE_ENV}"
-        raise UsageError(f"{where}: {exc}") from exc  # the value echoed, escaped (D-23)
-    # Usage errors first, before anything is read or written (spec 06): the primary pass
-    # would refuse these only after normalization and the shadow pass had run.
-    from reconciler.cli._reconcile import (
-        check_profile,
-        check_receipt_root,
-        inspect_receipt_root,
-        lock_budget_s,
-        primary_pass,
-    )
+    from reconciler._startup import check_startup, startup, startup_profile
 
-    inspect_receipt_root(check_receipt_root(args.receipt_root))  # D-16: before any write
-    check_profile(profile)
+    profile = startup_profile(args.profile)
+    check_startup(args.receipt_root, profile)  # usage errors before the metrics extra is looked for
     client = None
     if args.metrics_file is not None:
         if args.dry_run:
@@ -436,97 +233,31 @@ def _startup(argv: list[str]) -> int:
         from reconciler.cli._metrics import check_metrics_file
 
         client = check_metrics_file(args.metrics_file)  # the extra, before anything is read
-    # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
-    # at most this long for another process's write lock (docs/decisions.md "lock budget").
-    lock = lock_budget_s()
-    # D-21: only the explicit first-boot choice creates the database, never a directory.
-    first_boot = False
-    if args.first_boot and not os.path.lexists(args.db):
-        from reconciler.cli._first_boot import check_directory, create_database
-
-        if args.dry_run:
-            # A dry run writes nothing: it checks the directory and predicts the empty
-            # database's pass (zero candidates, SAFE) without creating it.
-            check_directory(args.db)
-            first_boot = True
-        else:
-            first_boot = create_database(args.db, lock)
-    if not first_boot and not os.path.exists(args.db):
-        raise FatalError(
-            f"database {args.db!r} does not exist; create it with "
-            f"`qlfsm db init --db {shell_word(args.db)}`, or on the node's first start add "
-            "--first-boot"
-        )
-    if args.dry_run:
-        # The shadow pass has no dry run: it is skipped (it and normalization write), so the
-        # prediction is the primary pass's on the database as it is now (docs/decisions.md).
-        if first_boot:
-            from reconciler.primary._empty import empty_summary
-
-            summary, code = {**empty_summary(False), "dry_run": True}, EXIT_SAFE
-        else:
-            summary, code = primary_pass(args.db, args.receipt_root, profile, lock, dry_run=True)
-        safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
-        skipped = {"state": "skipped", "reason": "dry_run"}
-        if args.json:
-            # The same keys as a real start-up (schemas/startup.json, docs/decisions.md D-22):
-            # the sweep writes too, so it is `skipped`, as after a blocked pass.
-            from reconciler.cli._sweep import startup_sweep
-
-            sweep = startup_sweep(args.db, args.receipt_root, run=False)
-            out = {"shadow": skipped, "primary": summary, "sweep": sweep, "safe": safe}
-            print_json({**out, "dry_run": True, "first_boot": first_boot})
-        else:
-            text = human_startup(None, summary, safe, args.db, receipt_root=args.receipt_root)
-            if first_boot:
-                text = f"{first_boot_line(args.db, dry_run=True)}\n{text}"
-            sys.stdout.write(text + "\n")
-        return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
-    # D-15: the schema before the first write. Normalization writes the legacy tables, so a
-    # file that is not QingLong's is refused here, with nothing written, not after it.
-    from reconciler.cli._flight import single_flight
-    from reconciler.cli._reconcile import check_database
-
-    check_database(args.db)
-    # D-20: one start-up at a time per database, held across normalization, shadow, primary
-    # and sweep; the wait for it is charged to the same one budget. Held past the budget:
-    # StartupLocked, exit 75 (try again), before anything is written.
-    took: dict[str, float] = {}
-    with single_flight(args.db, lock):
-        mark = time.monotonic()
-        if args.legacy_normalize:
-            _normalize(args.db, lock)
-            took["normalize"], mark = time.monotonic() - mark, time.monotonic()
-        shadow = run_shadow(args.db, profile=profile, origins=args.origins, lock=lock)
-        took["shadow"], mark = time.monotonic() - mark, time.monotonic()
-        summary, code = primary_pass(args.db, args.receipt_root, profile, lock)
-        took["primary"], mark = time.monotonic() - mark, time.monotonic()
-        safe = bool(summary.get("safe", False)) and code == EXIT_SAFE
-        from reconciler.cli._sweep import startup_sweep
-
-        sweep = startup_sweep(args.db, args.receipt_root, run=safe, lock=lock)
-        if safe:
-            took["sweep"] = time.monotonic() - mark
-    took["total"] = time.monotonic() - started
-    if client is not None:
-        _metrics(client, args.metrics_file, args.db, shadow.audit, summary, safe, took)
+    report = startup(
+        args.db,
+        args.receipt_root,
+        profile=profile,
+        origins=args.origins,
+        legacy_normalize=args.legacy_normalize,
+        first_boot=args.first_boot,
+        dry_run=args.dry_run,
+    )
+    summary, audit = report.primary.as_dict(), None
+    if report.shadow is not None:
+        audit = report.shadow.as_dict()
+    if client is not None and audit is not None:
+        _metrics(client, args.metrics_file, args.db, audit, summary, report.safe, report.durations)
     if args.json:
-        print_json(
-            {
-                "shadow": shadow.audit,
-                "primary": summary,
-                "sweep": sweep,
-                "safe": safe,
-                "first_boot": first_boot,
-            }
-        )
+        print_json(report.as_dict())
     else:
-        text = human_startup(shadow.audit, summary, safe, args.db, sweep, args.receipt_root)
-        if first_boot:
-            text = f"{first_boot_line(args.db)}\n{text}"
+        sweep = None if report.dry_run else report.sweep
+        text = human_startup(audit, summary, report.safe, args.db, sweep, args.receipt_root)
+        if report.first_boot:
+            text = f"{first_boot_line(args.db, dry_run=report.dry_run)}\n{text}"
         sys.stdout.write(text + "\n")
-    warn_unknown_origins(shadow.audit, args.origins)
-    return code if code in (EXIT_SAFE, 3, EXIT_USAGE, EXIT_FATAL) else EXIT_FATAL
+    if audit is not None:
+        warn_unknown_origins(audit, args.origins)
+    return EXIT_SAFE if report.safe else EXIT_BLOCKED
 
 
 def _metrics(
@@ -559,26 +290,6 @@ def first_boot_line(db: str, *, dry_run: bool = False) -> str:
             "it (the `qlfsm db init` schema) and find nothing to recover"
         )
     return f"first boot: created database {clean(db)} (the `qlfsm db init` schema)"
-
-
-def _normalize(db: str, lock: LockBudget) -> None:
-    """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
-    try:
-        from storage import connect, lock_budget, normalize_legacy
-
-        conn = connect(db)
-        try:
-            with lock_budget(conn, lock):
-                done = normalize_legacy(conn)
-        finally:
-            conn.close()
-    except Exception as exc:
-        sys.stderr.write(f"qlfsm: legacy normalization failed ({type(exc).__name__}); continuing\n")
-        return
-    sys.stderr.write(
-        f"qlfsm: legacy normalization: {done.running_instances} running instance(s) -> "
-        f"stopped (no finish time), {done.crontabs} crontab(s) -> idle\n"
-    )
 
 
 def human_startup(

@@ -1,4 +1,5 @@
-"""`qlfsm sweep` (spec 06), and the sweep `startup` runs after a SAFE primary pass.
+"""`qlfsm sweep` (spec 06), and how `startup` prints the sweep it runs after a SAFE primary
+pass (the sweep step itself is the application layer's, ``reconciler._startup``).
 
 The sweep itself is ``reconciler.ops._sweep``. `sweep` exits 0 when every row it looked at was
 settled or rightly kept, 1 when a row could not be cleaned (named on stderr and in the JSON),
@@ -11,64 +12,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.cli._guard import say
 from reconciler.cli._text import clean
 from reconciler.cli._util import EXIT_FATAL, EXIT_SAFE, FatalError, UsageError, parser, print_json
-
-if TYPE_CHECKING:
-    from storage import LockBudget
-
-
-def _empty(state: str, error: str | None = None) -> dict[str, Any]:
-    from reconciler.ops._sweep import SweepResult
-
-    out = SweepResult(state=state).as_dict()
-    if error is not None:
-        out["error"] = error
-    return out
-
-
-def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dict[str, Any]:
-    """One sweep on ``db`` (opened without creating it) and ``receipt_root`` (normalised
-    already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
-    own, so the whole start-up waits at most one budget for other writers). Raises the
-    storage and receipt-root errors for the caller to name."""
-    from reconciler.node._clock import SystemClock
-    from reconciler.node._identity import ProcProvider
-    from reconciler.node._receipt_store import FileReceiptStore
-    from reconciler.ops._sweep import sweep
-    from storage import check_schema, connect, lock_budget
-
-    conn = connect(db)
-    try:
-        check_schema(conn, path=db)
-        with lock_budget(conn, lock):
-            store = FileReceiptStore(receipt_root)
-            return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
-    finally:
-        conn.close()
-
-
-def startup_sweep(
-    db: str, receipt_root: str, *, run: bool, lock: LockBudget | None = None
-) -> dict[str, Any]:
-    """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
-    failure of its own (one stderr line, state `failed`)."""
-    if not run:
-        return _empty("skipped")
-    from reconciler.cli._reconcile import check_receipt_root
-
-    try:
-        result = run_sweep(db, check_receipt_root(receipt_root), lock)
-    except Exception as exc:
-        what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
-        say(f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe")
-        return _empty("failed", type(exc).__name__)
-    for warning in result.get("warnings", []):
-        say(f"qlfsm: warning: {warning}")
-    return result
 
 
 def human_sweep(result: Mapping[str, Any]) -> str:
@@ -109,12 +57,13 @@ def sweep_command(argv: list[str]) -> int:
     p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     args = p.parse_args(argv)
-    from reconciler.cli._reconcile import (
+    from reconciler._reconcile import (
         check_receipt_root,
         inspect_receipt_root,
         lock_budget_s,
         open_database,
     )
+    from reconciler._startup import run_sweep
 
     root = check_receipt_root(args.receipt_root)
     inspect_receipt_root(root)  # D-16: refused before anything is opened

@@ -22,7 +22,7 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
-from reconciler.cli._exit import FatalError
+from reconciler._errors import FatalError
 
 if TYPE_CHECKING:
     from storage import LockBudget

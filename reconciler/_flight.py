@@ -29,12 +29,14 @@ import os
 import stat
 import time
 
-from reconciler.cli._exit import FatalError
-from reconciler.cli._guard import say
+from reconciler._errors import FatalError
+from reconciler._notify import one_line, to_stderr
 from storage._errors import Busy
 
 TYPE_CHECKING = False  # no `typing` at run time (the zero-candidate path imports this module)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from storage._connection import LockBudget
 
 SUFFIX = ".qlfsm-startup.lock"
@@ -76,13 +78,17 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
     """Hold the start-up lock of ``db`` for the block (module docstring). Entering waits at
     most what ``budget`` has left (and charges the wait to it), saying once on stderr whom it
     waits for; past the budget it raises :class:`StartupLocked`. Nested in a block of the
-    same process that holds it already: nothing to take."""
+    same process that holds it already: nothing to take. ``notify`` gets the one line that
+    says whom it waits for (default: stderr, ``reconciler._notify``)."""
 
-    __slots__ = ("budget", "db", "fd", "path")
+    __slots__ = ("budget", "db", "fd", "notify", "path")
 
-    def __init__(self, db: str, budget: LockBudget) -> None:
+    def __init__(
+        self, db: str, budget: LockBudget, notify: Callable[[str], None] | None = None
+    ) -> None:
         self.db = db
         self.budget = budget
+        self.notify = to_stderr if notify is None else notify
         self.path = lock_path(db)
         self.fd: int | None = None
 
@@ -132,9 +138,11 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
             if not told and (pid is not None or waited >= PID_WAIT_S):
                 who = f"pid {pid}" if pid is not None else "another process"
                 # No path: `shadow` prints this too, and its stderr names none (spec 05).
-                say(
-                    f"qlfsm: waiting for the start-up of {who} (one start-up at a time per "
-                    f"database; at most {allowed - waited:.1f} s more, $QLFSM_LOCK_BUDGET_S)"
+                self.notify(
+                    one_line(
+                        f"qlfsm: waiting for the start-up of {who} (one start-up at a time per "
+                        f"database; at most {allowed - waited:.1f} s more, $QLFSM_LOCK_BUDGET_S)"
+                    )
                 )
                 told = True
             time.sleep(min(POLL_S, max(0.0, allowed - waited)))

@@ -1,0 +1,133 @@
+"""The resume cursor of the ADR-0448 shadow pass, kept in a private file between start-ups
+(spec 05 "Supervisor"): read only from a regular file this tool wrote, written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+
+from reconciler.shadow._entry import Cursor
+
+# A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
+MAX_CURSOR_BYTES = 4096
+
+
+class InvalidResumeCursor(Exception):
+    """The --resume-cursor file is not one this tool wrote (its message says what it is)."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"names {kind}, not a regular file"
+
+
+def read_cursor(path: str) -> Cursor | None:
+    """The cursor a previous `shadow` left in ``path``; None when there is none.
+
+    Only a regular file is read, and at most MAX_CURSOR_BYTES of it: a FIFO would block the
+    open (start-up would hang) and /dev/zero would never end. The path is checked with lstat
+    BEFORE it is opened (opening a device can have effects of its own); the open itself
+    refuses a symbolic link (O_NOFOLLOW: the file is replaced by rename when written, so a
+    link would be read but never written) and cannot block (O_NONBLOCK), and fstat confirms
+    that what was opened is still a regular file.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidResumeCursor(_not_regular(st.st_mode))
+    if st.st_size > MAX_CURSOR_BYTES:
+        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InvalidResumeCursor(_not_regular(mode))
+        data = b""
+        while len(data) <= MAX_CURSOR_BYTES:
+            chunk = os.read(fd, MAX_CURSOR_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CURSOR_BYTES:
+        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise InvalidResumeCursor("is not a cursor qlfsm wrote (not JSON)") from exc
+    if (
+        not isinstance(parsed, dict)
+        or parsed.get("schemaVersion") != 1
+        or type(parsed.get("createdAtMs")) is not int
+        or not isinstance(parsed.get("runId"), str)
+    ):
+        raise InvalidResumeCursor("is not a cursor qlfsm wrote (unknown fields)")
+    return (int(parsed["createdAtMs"]), str(parsed["runId"]))
+
+
+def store_cursor(path: str, cursor: Cursor | None) -> None:
+    """Write the next cursor (mode 0600, atomically: a new file, fsync, rename over the old
+    one, so a crash or a signal leaves the old cursor or the new one, never a part), or remove
+    the file when the pass has nothing left to resume."""
+    if cursor is None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISREG(st.st_mode):  # only ever a file this tool could have written
+            os.unlink(path)
+        return
+    data = json.dumps({"schemaVersion": 1, "createdAtMs": cursor[0], "runId": cursor[1]})
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make the rename durable (best effort: not every file system lets a directory sync)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,318 @@
+"""The application layer's ADR-0068 pass (spec 06): checks, open, schema, the single-flight
+lock, the pass, close. :func:`primary_pass` is what `qlfsm reconcile` and
+``reconciler.startup`` call; ``reconciler.reconcile`` wraps it in a typed report.
+
+The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
+so this module loads only the light part of the standard library (not ``typing``, ``json`` or
+``dataclasses``: benchmarks/README.md "Exceptions"), ``reconciler._errors`` and, when called,
+the two light storage modules (``storage._connection``: open without SQL;
+``storage._candidates``: the candidate statement). Only when there ARE candidates does it
+import the reconciler (``fsm``, ``transitions``, the repository, receipts, identity). THE
+zero-candidate short-circuit of the application layer is :func:`_pass`. The receipt root is
+checked here with the rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test
+keeps them equal): importing the store costs ~16 ms, about half of the whole zero-candidate
+start-up (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+from reconciler._errors import FatalError, RetryLater, UsageError
+from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
+from reconciler.primary._empty import empty_summary
+
+TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from reconciler.node._clock import Clock
+    from reconciler.node._identity import ProcessProvider
+    from reconciler.primary._state import Probe
+    from storage._connection import LockBudget
+
+MAX_ROOT_BYTES = 4096
+
+
+def default_profile() -> str:
+    """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone` (checked by
+    :func:`check_profile`, with the rules of ``reconciler._profiles``)."""
+    return os.environ.get(PROFILE_ENV, "") or "standalone"
+
+
+def check_profile(profile: str) -> str:
+    # spec 04 "Profiles": a cluster never uses local PID evidence.
+    try:
+        return local_profile(profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def check_receipt_root(path: str) -> str:
+    """spec 03 "Root", checked before anything is touched; the same rules (and message) as
+    ``reconciler.node._receipt_store.validate_receipt_root``, without importing the store."""
+    if not path:
+        raise UsageError("receipt root is empty: set --receipt-root to an absolute directory")
+    if "\0" in path:
+        raise UsageError("receipt root contains a NUL byte: remove it")
+    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
+        raise UsageError(
+            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+        )
+    if not path.startswith("/"):
+        raise UsageError(f"receipt root {path!r} is relative: use an absolute path")
+    normalised = os.path.normpath(path)
+    if normalised.strip("/") == "":
+        raise UsageError("receipt root is '/': use a dedicated directory below it")
+    return normalised
+
+
+def inspect_receipt_root(root: str) -> bool:
+    """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
+    True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
+    else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
+    from reconciler.node._root_check import ReceiptRootError, check_root_dir
+
+    try:
+        return check_root_dir(root)
+    except ReceiptRootError as exc:
+        raise UsageError(f"{exc}; nothing was written") from exc
+
+
+def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
+    """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
+    A path that is a device, FIFO or directory is refused before it is opened."""
+    from storage._connection import connect
+    from storage._errors import DatabaseMissing, StorageError
+
+    try:
+        return connect(db, read_only=read_only)
+    except DatabaseMissing as exc:
+        from reconciler._escape import shell_word
+
+        raise FatalError(
+            f"database {db!r} does not exist; reconcile never creates one "
+            f"(create it with `qlfsm db init --db {shell_word(db)}`)"
+        ) from exc
+    except StorageError as exc:
+        raise FatalError(str(exc)) from exc
+
+
+def check_database(db: str) -> None:
+    """The check a writing command makes before its first write (docs/decisions.md D-15):
+    ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
+    closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
+    from storage._schema import check_schema
+
+    conn = open_database(db)
+    try:
+        check_schema(conn, path=db)
+    finally:
+        conn.close()
+
+
+def database_file(conn: sqlite3.Connection) -> str:
+    """The file of an open connection's main database ("" in memory): what its single-flight
+    lock and its messages name (one ``PRAGMA database_list``)."""
+    for _, name, path in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return str(path or "")
+    return ""
+
+
+def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
+    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
+    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
+    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
+    from storage._candidates import primary_candidates
+    from storage._connection import database_error
+    from storage._errors import Busy
+
+    started = time.monotonic()
+    try:
+        return primary_candidates(conn)
+    except sqlite3.DatabaseError as exc:
+        named = database_error(db, exc, waited_s=time.monotonic() - started)
+        if isinstance(named, Busy):
+            raise RetryLater(str(named)) from exc  # D-20: transient, exit 75
+        raise FatalError(str(named)) from exc
+
+
+def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
+    """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
+    a number of seconds >= 0, before anything is opened."""
+    from storage._connection import lock_budget_from_env
+
+    try:
+        return lock_budget_from_env(environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def primary_pass(
+    db: str | sqlite3.Connection,
+    receipt_root: str,
+    profile: str,
+    budget: LockBudget | None = None,
+    *,
+    dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
+    clock: Clock | None = None,
+    provider: ProcessProvider | None = None,
+    probe: Probe | None = None,
+) -> dict[str, Any]:
+    """One ADR-0068 pass on the database ``db`` (a file path, or an open connection that stays
+    open): spec 04's summary.
+
+    Raises UsageError (bad root, profile or lock budget) before touching anything, and
+    FatalError (missing, unusable or foreign database); RetryLater when another process held
+    the database or the start-up lock past the budget (D-20: one line, not a row per
+    candidate). When there are candidates, a root that exists but is not a real directory, or
+    a missing root beside a launched (`starting`/`running`) Attempt, is also UsageError, raised
+    before anything is written (D-3c). Zero candidates or a truncated page: one SQL statement
+    (for a path; a connection adds the ``PRAGMA database_list`` that names its file), no
+    receipt, no /proc, no sleep, no write (spec 04 "Before any candidate"): the root is looked
+    at with one ``lstat`` only (a root that is not a trustworthy directory is refused whatever
+    the candidates, D-16). ``budget`` (a ``storage.LockBudget``, default from
+    ``$QLFSM_LOCK_BUDGET_S``) bounds the total wait for other processes' write locks and for
+    the single-flight start-up lock (``reconciler._flight``, not taken by a dry run);
+    `startup` shares one. Each warning of the summary is one ``notify`` line (default stderr,
+    ``qlfsm: warning: ...``, D-16). ``clock``, ``provider`` and ``probe``: the pass's ports
+    (default the system clock and ``/proc``).
+
+    ``dry_run``: the same reads, probes and grace, nothing written: the connection is made
+    read-only (``PRAGMA query_only``) before anything else, and the summary (with
+    ``"dry_run": true``) is what the real pass would give now.
+    """
+    root = check_receipt_root(receipt_root)
+    check_profile(profile)
+    inspect_receipt_root(root)  # a file, a link or a loose root: exit 2 (D-16), candidates or not
+    if budget is None:
+        budget = lock_budget_s()
+    ports = (clock, provider, probe)
+    if isinstance(db, sqlite3.Connection):
+        summary = _on_connection(
+            db, root, profile, budget, dry_run=dry_run, ports=ports, notify=notify
+        )
+    else:
+        conn = open_database(db, read_only=True) if dry_run else open_database(db)
+        try:
+            if dry_run:
+                # Belt and braces: SQLite itself refuses any write on this connection.
+                conn.execute("PRAGMA query_only = ON")
+                summary = _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
+            else:
+                # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+                from reconciler._flight import single_flight
+
+                with single_flight(db, budget, notify):
+                    summary = _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+        finally:
+            conn.close()
+    warnings: list[str] = summary.get("warnings") or []
+    if warnings:
+        from reconciler._notify import to_stderr
+
+        say = to_stderr if notify is None else notify
+        for warning in warnings:
+            say(f"qlfsm: warning: {warning}")  # one line each (D-16)
+    return summary
+
+
+def _on_connection(
+    conn: sqlite3.Connection,
+    root: str,
+    profile: str,
+    budget: LockBudget,
+    *,
+    dry_run: bool,
+    ports: tuple[Any, Any, Any],
+    notify: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """The pass on the caller's connection, left open; a dry run makes it read-only for the
+    pass and gives it back as it was."""
+    db = database_file(conn)
+    if dry_run:
+        (before,) = conn.execute("PRAGMA query_only").fetchone()
+        conn.execute("PRAGMA query_only = ON")
+        try:
+            return _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
+        finally:
+            conn.execute(f"PRAGMA query_only = {int(before)}")
+    if not db:
+        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+    from reconciler._flight import single_flight
+
+    with single_flight(db, budget, notify):
+        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+
+
+def _pass(
+    conn: sqlite3.Connection,
+    db: str,
+    root: str,
+    profile: str,
+    budget: LockBudget,
+    *,
+    dry_run: bool,
+    ports: tuple[Any, Any, Any],
+) -> dict[str, Any]:
+    page, truncated = candidate_page(conn, db)
+    if truncated or not page:
+        # The application layer's one zero-candidate short-circuit (spec 04 "Before any
+        # candidate"): no machine, no repository, no receipt, no /proc.
+        summary = empty_summary(truncated, len(page))
+        if dry_run:
+            summary["dry_run"] = True
+        return summary
+    # There are candidates: now, and only now, pay for the machines and the repository.
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._identity import ProcProvider
+    from reconciler.node._receipt_store import FileReceiptStore, ReceiptRootError
+    from reconciler.primary._pass import PrimaryReconciler
+    from storage import check_schema
+
+    clock, provider, probe = ports
+    check_schema(conn, path=db)
+    pass_ = PrimaryReconciler(
+        conn,
+        FileReceiptStore(root),
+        ProcProvider() if provider is None else provider,
+        SystemClock() if clock is None else clock,
+        profile=profile,
+        budget=budget,
+        probe=probe,
+        dry_run=dry_run,
+    )
+    try:
+        summary = pass_.run()
+    except ReceiptRootError as exc:
+        # The root checked as a root, before anything was written (D-3c): exit 2.
+        raise UsageError(f"{exc}; nothing was written") from exc
+    if pass_.stopped == "database_locked":
+        raise RetryLater(locked_line(db, summary, budget))
+    return summary
+
+
+def locked_line(db: str, summary: Mapping[str, Any], budget: LockBudget) -> str:
+    """D-20: a pass that another writer held past the lock budget is one cause, one line
+    (exit 75), not a row per candidate: it says what was kept and that a rerun decides the
+    rest."""
+    left = sum(
+        1
+        for c in summary["candidates"]
+        if "database_locked" in c["reason"] or c["reason"].startswith("error:Busy")
+    )
+    done = len(summary["candidates"]) - left
+    kept = (
+        "nothing was written" if done == 0 else f"the {done} decided before it keep what they wrote"
+    )
+    return (
+        f"database {db!r} is locked by another process: waited {budget.spent:.1f} s "
+        f"($QLFSM_LOCK_BUDGET_S={budget.seconds:g}), {left} of "
+        f"{len(summary['candidates'])} candidate(s) not decided; {kept}; try again when that "
+        "process has finished writing"
+    )

@@ -1,0 +1,326 @@
+"""The application layer: ``reconciler.startup``, ``reconciler.reconcile`` and
+``reconciler.shadow_pass`` (``reconciler.shadow`` is the ADR-0448 subpackage), what `qlfsm
+startup`, `reconcile` and `shadow` call, and what a Python service embeds. Each takes the
+database as a file path or an open ``sqlite3`` connection (its main database file: the passes
+open their own connections to it, except ``reconcile``, which runs on the one given and leaves
+it open), does the checks, the single-flight lock (``reconciler._flight``, D-20), the passes
+and the closing, and returns a typed report (``reconciler._reports``). Nothing here parses
+arguments, prints a report or knows an exit code: progress and warning lines go to ``notify``
+(default stderr, as `qlfsm` prints them).
+
+Start-up order (spec 05 "Switches"): (2.x normalization) -> legacy shadow -> primary (ADR-0068)
+-> after a SAFE primary pass, the sweep, under ONE lock budget and one single-flight lock.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from reconciler._errors import FatalError, UsageError
+from reconciler._escape import shell_word
+from reconciler._notify import one_line, to_stderr
+from reconciler._reconcile import (
+    check_database,
+    check_profile,
+    check_receipt_root,
+    database_file,
+    default_profile,
+    inspect_receipt_root,
+    lock_budget_s,
+    primary_pass,
+)
+from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
+from reconciler._shadow_run import shadow_with_cursor
+from reconciler.shadow._entry import PROFILE_ENV, ProfileError, failed, resolve_profile, run_shadow
+
+if TYPE_CHECKING:
+    from reconciler.node._clock import Clock
+    from reconciler.node._identity import ProcessProvider
+    from reconciler.primary._state import Probe
+    from storage import LockBudget
+
+Notify = Callable[[str], None]
+
+
+def _path(db: str | sqlite3.Connection) -> str:
+    """The database file of ``db`` (a path, or a connection's main database file)."""
+    if not isinstance(db, sqlite3.Connection):
+        return db
+    path = database_file(db)
+    if not path:
+        raise UsageError(
+            "the connection's database is in memory: start-up needs the node's database file"
+        )
+    return path
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+
+def reconcile(
+    db: str | sqlite3.Connection,
+    receipt_root: str,
+    *,
+    profile: str | None = None,
+    dry_run: bool = False,
+    budget: LockBudget | None = None,
+    notify: Notify | None = None,
+    clock: Clock | None = None,
+    provider: ProcessProvider | None = None,
+    probe: Probe | None = None,
+) -> ReconcileReport:
+    """One ADR-0068 start-up pass (``reconciler._reconcile.primary_pass``) as a typed report.
+
+    ``profile``: default ``$QL_DEPLOYMENT_PROFILE``, else standalone (a cluster profile is a
+    UsageError). Raises UsageError, FatalError or RetryLater (``reconciler._errors``) as
+    `qlfsm reconcile` exits 2, 1 or 75.
+    """
+    summary = primary_pass(
+        db,
+        receipt_root,
+        default_profile() if profile is None else profile,
+        budget,
+        dry_run=dry_run,
+        notify=notify,
+        clock=clock,
+        provider=provider,
+        probe=probe,
+    )
+    return ReconcileReport.from_summary(summary)
+
+
+# --- shadow -------------------------------------------------------------------------------------
+
+
+def shadow_pass(
+    db: str | sqlite3.Connection,
+    *,
+    profile: str | None = None,
+    origins: str | None = None,
+    resume_cursor: str | None = None,
+    notify: Notify | None = None,
+) -> ShadowReport:
+    """One ADR-0448 shadow pass; never raises (fail-open, ADR-0448 §9): any failure is the
+    report's ``state: failed``. ``resume_cursor``: a private file the cursor is read from
+    and the next one written to (spec 05 "Supervisor")."""
+    try:
+        path = _path(db)
+    except UsageError as exc:
+        return ShadowReport.from_audit(failed(exc))
+    result = shadow_with_cursor(path, profile, origins, resume_cursor, notify or to_stderr)
+    return ShadowReport.from_audit(result.audit, result.cursor)
+
+
+# --- startup ------------------------------------------------------------------------------------
+
+
+def startup_profile(profile: str | None) -> str:
+    """The start-up's profile: ``profile``, else ``$QL_DEPLOYMENT_PROFILE``, else standalone;
+    UsageError naming where a bad one came from (the value echoed, escaped: D-23)."""
+    try:
+        return resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
+    except ProfileError as exc:
+        where = "--profile" if profile is not None else f"${PROFILE_ENV}"
+        raise UsageError(f"{where}: {exc}") from exc
+
+
+def check_startup(receipt_root: str, profile: str) -> None:
+    """Usage errors first, before anything is read or written (spec 06): the primary pass
+    would refuse these only after normalization and the shadow pass had run."""
+    inspect_receipt_root(check_receipt_root(receipt_root))  # D-16: before any write
+    check_profile(profile)
+
+
+def startup(
+    db: str | sqlite3.Connection,
+    receipt_root: str,
+    *,
+    profile: str | None = None,
+    origins: str | None = None,
+    legacy_normalize: bool = False,
+    first_boot: bool = False,
+    dry_run: bool = False,
+    budget: LockBudget | None = None,
+    notify: Notify | None = None,
+) -> StartupReport:
+    """The node's start-up: (2.x normalization, ``legacy_normalize``) -> the ADR-0448 shadow
+    pass (``origins``, default ``$QL3_SHADOW_ORIGINS``) -> the ADR-0068 primary pass -> after
+    a SAFE primary pass, the sweep; one start-up at a time per database, all under one lock
+    budget (``budget``, default ``$QLFSM_LOCK_BUDGET_S``).
+
+    ``first_boot`` (D-21): a missing database file in a directory that exists is created
+    with the `qlfsm db init` schema (``report.first_boot``); without it a missing database is
+    a FatalError. ``dry_run``: the primary pass predicted, nothing written (normalization, the
+    shadow pass and the sweep, which write, are skipped). Raises UsageError, FatalError or
+    RetryLater / ``storage.Busy`` (`qlfsm startup` exits 2, 1, 75); the verdict is
+    ``report.safe``.
+    """
+    started = time.monotonic()
+    say = to_stderr if notify is None else notify
+    prof = startup_profile(profile)
+    check_startup(receipt_root, prof)
+    path = _path(db)
+    # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
+    # at most this long for another process's write lock (docs/decisions.md "lock budget").
+    lock = lock_budget_s() if budget is None else budget
+    # D-21: only the explicit first-boot choice creates the database, never a directory.
+    created = False
+    if first_boot and not os.path.lexists(path):
+        from reconciler._first_boot import check_directory, create_database
+
+        if dry_run:
+            # A dry run writes nothing: it checks the directory and predicts the empty
+            # database's pass (zero candidates, SAFE) without creating it.
+            check_directory(path)
+            created = True
+        else:
+            created = create_database(path, lock)
+    if not created and not os.path.exists(path):
+        raise FatalError(
+            f"database {path!r} does not exist; create it with "
+            f"`qlfsm db init --db {shell_word(path)}`, or on the node's first start add "
+            "--first-boot"
+        )
+    if dry_run:
+        return _dry_startup(path, receipt_root, prof, lock, created, say)
+    # D-15: the schema before the first write. Normalization writes the legacy tables, so a
+    # file that is not QingLong's is refused here, with nothing written, not after it.
+    from reconciler._flight import single_flight
+
+    check_database(path)
+    # D-20: one start-up at a time per database, held across normalization, shadow, primary
+    # and sweep; the wait for it is charged to the same one budget. Held past the budget:
+    # StartupLocked, exit 75 (try again), before anything is written.
+    took: dict[str, float] = {}
+    normalized = None
+    with single_flight(path, lock, say):
+        mark = time.monotonic()
+        if legacy_normalize:
+            normalized = _normalize(path, lock, say)
+            took["normalize"], mark = time.monotonic() - mark, time.monotonic()
+        audit = run_shadow(path, profile=prof, origins=origins, lock=lock)
+        took["shadow"], mark = time.monotonic() - mark, time.monotonic()
+        summary = primary_pass(path, receipt_root, prof, lock, notify=say)
+        took["primary"], mark = time.monotonic() - mark, time.monotonic()
+        safe = bool(summary.get("safe", False))
+        sweep = startup_sweep(path, receipt_root, run=safe, lock=lock, notify=say)
+        if safe:
+            took["sweep"] = time.monotonic() - mark
+    took["total"] = time.monotonic() - started
+    return StartupReport(
+        safe=safe,
+        primary=ReconcileReport.from_summary(summary),
+        shadow=ShadowReport.from_audit(audit.audit, audit.cursor),
+        sweep=sweep,
+        normalize=normalized,
+        first_boot=created,
+        durations=took,
+    )
+
+
+def _dry_startup(
+    db: str, receipt_root: str, profile: str, lock: LockBudget, first_boot: bool, say: Notify
+) -> StartupReport:
+    """The shadow pass has no dry run: it is skipped (it and normalization write), so the
+    prediction is the primary pass's on the database as it is now (docs/decisions.md); the
+    sweep writes too, so it is `skipped`, as after a blocked pass."""
+    if first_boot:
+        from reconciler.primary._empty import empty_summary
+
+        summary = {**empty_summary(False), "dry_run": True}
+    else:
+        summary = primary_pass(db, receipt_root, profile, lock, dry_run=True, notify=say)
+    return StartupReport(
+        safe=bool(summary.get("safe", False)),
+        primary=ReconcileReport.from_summary(summary),
+        shadow=None,
+        sweep=startup_sweep(db, receipt_root, run=False),
+        first_boot=first_boot,
+        dry_run=True,
+    )
+
+
+def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
+    """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
+    try:
+        from storage import connect, lock_budget, normalize_legacy
+
+        conn = connect(db)
+        try:
+            with lock_budget(conn, lock):
+                done = normalize_legacy(conn)
+        finally:
+            conn.close()
+    except Exception as exc:
+        say(f"qlfsm: legacy normalization failed ({type(exc).__name__}); continuing")
+        return NormalizeReport(error=type(exc).__name__)
+    say(
+        f"qlfsm: legacy normalization: {done.running_instances} running instance(s) -> "
+        f"stopped (no finish time), {done.crontabs} crontab(s) -> idle"
+    )
+    return NormalizeReport(running_instances=done.running_instances, crontabs=done.crontabs)
+
+
+# --- the sweep after a SAFE start-up ------------------------------------------------------------
+
+
+def _empty_sweep(state: str, error: str | None = None) -> dict[str, Any]:
+    from reconciler.ops._sweep import SweepResult
+
+    out = SweepResult(state=state).as_dict()
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dict[str, Any]:
+    """One sweep on ``db`` (opened without creating it) and ``receipt_root`` (normalised
+    already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
+    own, so the whole start-up waits at most one budget for other writers). Raises the
+    storage and receipt-root errors for the caller to name."""
+    from reconciler.node._clock import SystemClock
+    from reconciler.node._identity import ProcProvider
+    from reconciler.node._receipt_store import FileReceiptStore
+    from reconciler.ops._sweep import sweep
+    from storage import check_schema, connect, lock_budget
+
+    conn = connect(db)
+    try:
+        check_schema(conn, path=db)
+        with lock_budget(conn, lock):
+            store = FileReceiptStore(receipt_root)
+            return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
+    finally:
+        conn.close()
+
+
+def startup_sweep(
+    db: str,
+    receipt_root: str,
+    *,
+    run: bool,
+    lock: LockBudget | None = None,
+    notify: Notify | None = None,
+) -> dict[str, Any]:
+    """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
+    failure of its own (one warning line, state `failed`)."""
+    if not run:
+        return _empty_sweep("skipped")
+    say = to_stderr if notify is None else notify
+    try:
+        result = run_sweep(db, check_receipt_root(receipt_root), lock)
+    except Exception as exc:
+        what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+        say(
+            one_line(
+                f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe"
+            )
+        )
+        return _empty_sweep("failed", type(exc).__name__)
+    for warning in result.get("warnings", []):
+        say(one_line(f"qlfsm: warning: {warning}"))
+    return result

@@ -10,6 +10,7 @@ from reconciler._lazy import lazy_exports
 # No `typing` at run time (see reconciler/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from reconciler.primary._edges import EFFECTS as EFFECTS
     from reconciler.primary._edges import RECEIPT_EXECUTOR as RECEIPT_EXECUTOR
     from reconciler.primary._empty import empty_summary as empty_summary
     from reconciler.primary._pass import GRACE_MS as GRACE_MS
@@ -22,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "GRACE_MS": "reconciler.primary._pass",
     "QUARANTINE_KEEP_MS": "reconciler.primary._pass",
     "reconcile": "reconciler.primary._pass",
+    "EFFECTS": "reconciler.primary._edges",
     "RECEIPT_EXECUTOR": "reconciler.primary._edges",
     "CandidateResult": "reconciler.primary._summary",
     "summarize": "reconciler.primary._summary",

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from fsm import PrimaryDecision
+from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
@@ -183,7 +183,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         if self.stopped is not None:
             # The database cannot be written any more (locked past the lock budget, read-only,
             # or its filesystem full): no further write is attempted, nothing more waited for.
-            cand.result = self._result(cand, "14", "failed", f"{self.stopped}:not_attempted")
+            row = PRIMARY_PASS_ROWS.exception
+            cand.result = self._result(cand, row, "failed", f"{self.stopped}:not_attempted")
             return
         try:
             step(cand)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from reconciler.primary._empty import empty_summary as empty_summary
     from reconciler.primary._pass import GRACE_MS as GRACE_MS
     from reconciler.primary._pass import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
+    from reconciler.primary._pass import predict as predict
     from reconciler.primary._pass import reconcile as reconcile
     from reconciler.primary._summary import CandidateResult as CandidateResult
     from reconciler.primary._summary import summarize as summarize
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "GRACE_MS": "reconciler.primary._pass",
     "QUARANTINE_KEEP_MS": "reconciler.primary._pass",
+    "predict": "reconciler.primary._pass",
     "reconcile": "reconciler.primary._pass",
     "EFFECTS": "reconciler.primary._edges",
     "RECEIPT_EXECUTOR": "reconciler.primary._edges",

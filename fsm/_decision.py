@@ -109,6 +109,9 @@ class DecisionTable(NamedTuple):
     # Evidence state -> the facts its observation fills (DecisionCore.observe refuses others).
     # Empty: the table is only walked (DecisionEngine.walk), never driven by a core.
     observes: Mapping[str, frozenset[str]] = MappingProxyType({})
+    # Evidence state -> (field, value): an observation with that value (or without the field)
+    # is no observation of that evidence yet; the core asks for it again.
+    ask_again: Mapping[str, tuple[str, object]] = MappingProxyType({})
 
 
 class Need(NamedTuple):
@@ -360,38 +363,39 @@ class DecisionCore(Generic[F, D]):
     """One candidate's way through a decision machine (see the module docstring): immutable,
     every observation a new core."""
 
-    __slots__ = ("_answer", "_conclude", "engine", "facts", "path", "state", "taken")
-
-    engine: DecisionEngine
-    facts: F
-    state: str  # the evidence state the core is in (where a decision was taken, once decided)
-    path: tuple[str, ...]  # the rows and steps taken, the deciding row last
-    taken: Taken | None  # the deciding case, once decided
-    _answer: Need | D
-    _conclude: Conclude[F, D]
+    # One slot, one tuple: (engine, facts, conclude, state, path, taken, answer). A core is
+    # made once per observation of every candidate, so it is made with one assignment.
+    __slots__ = ("_s",)
+    _s: tuple[DecisionEngine, F, Conclude[F, D], str, tuple[str, ...], Taken | None, Need | D]
 
     def __init__(self, engine: DecisionEngine, facts: F, conclude: Conclude[F, D]) -> None:
         initial = engine.table.evidence[0]
-        self._set(engine, facts, conclude, initial, (), None, Need(initial, None))
+        object.__setattr__(
+            self, "_s", (engine, facts, conclude, initial, (), None, Need(initial, None))
+        )
 
-    def _set(
-        self,
-        engine: DecisionEngine,
-        facts: F,
-        conclude: Conclude[F, D],
-        state: str,
-        path: tuple[str, ...],
-        taken: Taken | None,
-        answer: Need | D,
-    ) -> None:
-        put = object.__setattr__
-        put(self, "engine", engine)
-        put(self, "facts", facts)
-        put(self, "_conclude", conclude)
-        put(self, "state", state)
-        put(self, "path", path)
-        put(self, "taken", taken)
-        put(self, "_answer", answer)
+    @property
+    def engine(self) -> DecisionEngine:
+        return self._s[0]
+
+    @property
+    def facts(self) -> F:
+        return self._s[1]
+
+    @property
+    def state(self) -> str:
+        """The evidence state the core is in (where a decision was taken, once decided)."""
+        return self._s[3]
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The rows and steps taken, the deciding row last."""
+        return self._s[4]
+
+    @property
+    def taken(self) -> Taken | None:
+        """The deciding case, once decided."""
+        return self._s[5]
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a {type(self).__name__} is immutable: observe returns a new one")
@@ -404,46 +408,54 @@ class DecisionCore(Generic[F, D]):
 
     def next(self) -> Need | D:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        answer: Need | D = self._answer
-        return answer
+        return self._s[6]
 
     def observe(self, evidence: str, **fields: object) -> Self:
         """A new core with what gathering ``evidence`` showed: only the evidence asked for,
-        only the fields it fills, one step on."""
-        asked = self._answer
-        table = self.engine.table
-        if self.taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(table.name, self.state, evidence)
+        only the fields it fills, one step on (or this core, when the table says that value
+        leaves the evidence unobserved: it is asked for again)."""
+        engine, facts, _, state, path, taken, asked = self._s
+        table = engine.table
+        if taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
+            raise IllegalTransition(table.name, state, evidence)
         allowed = table.observes[evidence]
         if not allowed.issuperset(fields):
             unknown = sorted(set(fields) - allowed)
             raise EvidenceError(
                 table.name,
-                self.state,
+                state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
-        facts = self.engine.evolve(self.facts, fields)
-        return self._step(facts, self.engine.choose(evidence, facts))
+        again = table.ask_again.get(evidence)
+        if again is not None and fields.get(again[0], again[1]) == again[1]:
+            return self
+        facts = engine.evolve(facts, fields)
+        step = engine._chosen.get((DECIDE, evidence, facts)) or engine.choose(evidence, facts)
+        return self._step(facts, step, path)
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the
         write of the decision); ``error`` fills the facts' ``error``. A new core, decided by
         the exception row from the evidence state this one is in."""
-        facts = self.engine.evolve(self.facts, {"error": error})
+        engine, facts, _, state, path, taken, _ = self._s
+        facts = engine.evolve(facts, {"error": error})
         # A failed write replaces its decision: the path is the one that led to the decision.
-        base = self.path if self.taken is None else self.path[:-1]
-        return self._step(facts, self.engine.choose(self.state, facts, FAIL), base)
+        base = path if taken is None else path[:-1]
+        return self._step(facts, engine.choose(state, facts, FAIL), base)
 
-    def _step(self, facts: F, step: Taken, base: tuple[str, ...] | None = None) -> Self:
+    def _step(self, facts: F, step: Taken, base: tuple[str, ...]) -> Self:
+        engine, _, conclude, state, _, _, _ = self._s
         new = object.__new__(type(self))
-        path = (*(self.path if base is None else base), step.row.row)
+        row = step.row.row
+        path = (*base, row)
         then = step.case.then
-        if then in self.engine.table.decisions:
-            decided = self._conclude(step, facts, path)
-            new._set(self.engine, facts, self._conclude, self.state, path, step, decided)
+        if then in engine.table.decisions:
+            done = (engine, facts, conclude, state, path, step, conclude(step, facts, path))
+            object.__setattr__(new, "_s", done)
         else:
-            need = Need(then, step.row.row)
-            new._set(self.engine, facts, self._conclude, then, path, None, need)
+            object.__setattr__(
+                new, "_s", (engine, facts, conclude, then, path, None, Need(then, row))
+            )
         return new
 
 

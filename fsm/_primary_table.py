@@ -98,6 +98,9 @@ PRIMARY_TABLE = DecisionTable(
     evidence=PRIMARY_EVIDENCE,
     decisions=PRIMARY_DECISIONS,
     observes=PRIMARY_EVIDENCE_FIELDS,
+    # spec 04 "The grace": a grace not yet whole (the pass measured too little) is not the
+    # grace observed; the core asks for it again.
+    ask_again={"pay_grace": ("grace_paid", False)},
     rows=(
         _row(
             row="1",

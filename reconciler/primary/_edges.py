@@ -172,8 +172,8 @@ def decision_payload(decision: PrimaryDecision) -> Note:
 
 def completion(
     run: RunRow,
-    attempt: AttemptRow,
-    receipt: Receipt,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
     decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
@@ -185,6 +185,7 @@ def completion(
     still `dispatching` goes to `running` first, each edge its own event, all in this one
     transaction (QingLong writes the direct, ADR-0001-illegal edge).
     """
+    assert attempt is not None and receipt is not None
     at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
     # spec 04 "Terminal mapping": the decision's terminal and its trigger (fsm.receipt_terminal).
     terminal, trigger = decision.terminal, decision.trigger
@@ -271,8 +272,9 @@ def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
 
 def lose_attempt(
     run: RunRow,
-    attempt: AttemptRow,
-    trigger: str,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
     note: Note | None = None,
@@ -280,6 +282,8 @@ def lose_attempt(
     """Rows 4b (``lose_nonlocal_claim``), 7 (``lose_unstarted_claim``) and 13
     (``lose_after_grace``): Attempt and Run to `lost` (the Run gets no finished time: not
     terminal)."""
+    trigger = decision.trigger
+    assert attempt is not None and trigger is not None
     effect = EFFECTS["lose"]
     code, summary, reason = effect.errors[trigger]
     note = note or {}
@@ -307,9 +311,17 @@ def lose_attempt(
 
 
 def lose_missing_attempt(
-    run: RunRow, trigger: str, facts: PrimaryFacts, now_ms: int, note: Note | None = None
+    run: RunRow,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
+    facts: PrimaryFacts,
+    now_ms: int,
+    note: Note | None = None,
 ) -> Plan:
     """Row 3: a dispatching Run without any Attempt; one `run.lost` event."""
+    trigger = decision.trigger
+    assert trigger is not None
     effect = EFFECTS["lose_missing_attempt"]
     code, summary, _ = effect.errors[trigger]
     note = note or {}
@@ -327,13 +339,16 @@ def lose_missing_attempt(
 
 def adopt_running(
     run: RunRow,
-    attempt: AttemptRow,
-    trigger: str,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
     note: Note | None = None,
 ) -> Plan | None:
     """Row 12: `starting -> running` and/or `dispatching -> running`; None when both run."""
+    trigger = decision.trigger
+    assert attempt is not None and trigger is not None
     effect = EFFECTS["adopt_running"]
     at = at_or_after(now_ms, run, attempt)
     evidence = {"evidence": effect.evidence, **(note or {})}
@@ -372,70 +387,18 @@ def adopt_running(
     return Plan(tuple(changes), effect.actor, at, expect_for(run, attempt), "running")
 
 
-# The plan builder of each write, over the same arguments: the Run and latest Attempt decided
-# on, the trusted receipt (a completion), the decision, the facts its edges' guards see (with
-# the re-read inside the transaction), the time and the decision's note.
+# The plan builder of each write; each takes the Run and latest Attempt decided on, the trusted
+# receipt (a completion), the decision, the facts its edges' guards see (with the re-read
+# inside the transaction), the time and the decision's note.
 Builder = Callable[
     [RunRow, "AttemptRow | None", "Receipt | None", PrimaryDecision, PrimaryFacts, int, Note],
     "Plan | None",
 ]
 
 
-def _complete(
-    run: RunRow,
-    att: AttemptRow | None,
-    receipt: Receipt | None,
-    d: PrimaryDecision,
-    facts: PrimaryFacts,
-    now: int,
-    note: Note,
-) -> Plan:
-    assert att is not None and receipt is not None
-    return completion(run, att, receipt, d, facts, now, note)
-
-
-def _lose(
-    run: RunRow,
-    att: AttemptRow | None,
-    receipt: Receipt | None,
-    d: PrimaryDecision,
-    facts: PrimaryFacts,
-    now: int,
-    note: Note,
-) -> Plan:
-    assert att is not None and d.trigger is not None
-    return lose_attempt(run, att, d.trigger, facts, now, note)
-
-
-def _lose_missing(
-    run: RunRow,
-    att: AttemptRow | None,
-    receipt: Receipt | None,
-    d: PrimaryDecision,
-    facts: PrimaryFacts,
-    now: int,
-    note: Note,
-) -> Plan:
-    assert d.trigger is not None
-    return lose_missing_attempt(run, d.trigger, facts, now, note)
-
-
-def _adopt(
-    run: RunRow,
-    att: AttemptRow | None,
-    receipt: Receipt | None,
-    d: PrimaryDecision,
-    facts: PrimaryFacts,
-    now: int,
-    note: Note,
-) -> Plan | None:
-    assert att is not None and d.trigger is not None
-    return adopt_running(run, att, d.trigger, facts, now, note)
-
-
 PLANS: Mapping[str, Builder] = {
-    "complete": _complete,
-    "lose": _lose,
-    "lose_missing_attempt": _lose_missing,
-    "adopt_running": _adopt,
+    "complete": completion,
+    "lose": lose_attempt,
+    "lose_missing_attempt": lose_missing_attempt,
+    "adopt_running": adopt_running,
 }

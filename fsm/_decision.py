@@ -230,8 +230,10 @@ def drawn_spec(table: DecisionTable) -> MachineSpec:
 
 F = TypeVar("F", bound=Hashable)  # a record's facts: frozen, hashable
 D = TypeVar("D")  # a record's decision, made by its ``conclude`` from the case taken
-Conclude = Callable[[Taken, F, tuple[str, ...]], D]
-Evolve = Callable[[Any, Mapping[str, object]], Any]
+TYPE_CHECKING = False  # the aliases below are for the type checker: no typing work at import
+if TYPE_CHECKING:
+    Conclude = Callable[[Taken, F, tuple[str, ...]], D]
+    Evolve = Callable[[Any, Mapping[str, object]], Any]
 
 # How many (event, state, facts) choices an engine remembers: a pass over many candidates of
 # the same shape (256 dead ones) asks the machine once per shape and otherwise pays one dict

@@ -205,7 +205,14 @@ def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> Primary
     return new
 
 
-class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
+TYPE_CHECKING = False  # the generic base for the type checker; the plain class at run time
+if TYPE_CHECKING:
+    _Core = DecisionCore[PrimaryFacts, PrimaryDecision]
+else:
+    _Core = DecisionCore
+
+
+class PrimaryCore(_Core):
     """One candidate's walk through the ADR-0068 decision machine (see the module docstring):
     a :class:`fsm._decision.DecisionCore` started on the page's status of the Run."""
 

@@ -12,8 +12,7 @@ edges through `running`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from fsm import PrimaryDecision, PrimaryFacts
 from reconciler.node._receipt import Receipt
@@ -24,15 +23,15 @@ RECONCILER = Actor("reconciler", "local-startup")
 RECEIPT_EXECUTOR = Actor("executor", "completion-receipt")
 
 
-class Error(NamedTuple):
+class Error:
     """An error code and summary an edge sets, and the dedupe key's reason word (lost)."""
 
-    code: str
-    summary: str
-    reason: str = ""
+    __slots__ = ("code", "reason", "summary")
+
+    def __init__(self, code: str, summary: str, reason: str = "") -> None:
+        self.code, self.summary, self.reason = code, summary, reason
 
 
-@dataclass(frozen=True)
 class Effect:
     """What one write of the table (``Case.write``) commits, as QingLong writes it.
 
@@ -41,11 +40,22 @@ class Effect:
     ``read_as``: the row an event of it that predates the ``decision`` key is read as
     (``qlfsm explain``), by its error code or evidence word."""
 
-    actor: Actor
-    dedupe: str
-    errors: Mapping[str, Error] = field(default_factory=dict)
-    evidence: str | None = None
-    read_as: Mapping[str, str] = field(default_factory=dict)
+    __slots__ = ("actor", "dedupe", "errors", "evidence", "read_as")
+
+    def __init__(
+        self,
+        actor: Actor,
+        dedupe: str,
+        errors: Mapping[str, Error] | None = None,
+        *,
+        evidence: str | None = None,
+        read_as: Mapping[str, str] | None = None,
+    ) -> None:
+        self.actor = actor
+        self.dedupe = dedupe
+        self.errors: Mapping[str, Error] = errors or {}
+        self.evidence = evidence
+        self.read_as: Mapping[str, str] = read_as or {}
 
 
 _UNSTARTED = Error(
@@ -285,7 +295,8 @@ def lose_attempt(
     trigger = decision.trigger
     assert attempt is not None and trigger is not None
     effect = EFFECTS["lose"]
-    code, summary, reason = effect.errors[trigger]
+    error = effect.errors[trigger]
+    code, summary, reason = error.code, error.summary, error.reason
     note = note or {}
     at = at_or_after(now_ms, run, attempt)
     errors = {"error_code": code, "error_summary": summary}
@@ -323,7 +334,7 @@ def lose_missing_attempt(
     trigger = decision.trigger
     assert trigger is not None
     effect = EFFECTS["lose_missing_attempt"]
-    code, summary, _ = effect.errors[trigger]
+    code, summary = effect.errors[trigger].code, effect.errors[trigger].summary
     note = note or {}
     change = RunChange(
         trigger,
@@ -390,13 +401,15 @@ def adopt_running(
 # The plan builder of each write; each takes the Run and latest Attempt decided on, the trusted
 # receipt (a completion), the decision, the facts its edges' guards see (with the re-read
 # inside the transaction), the time and the decision's note.
-Builder = Callable[
-    [RunRow, "AttemptRow | None", "Receipt | None", PrimaryDecision, PrimaryFacts, int, Note],
-    "Plan | None",
-]
+TYPE_CHECKING = False  # the builders' type, for the type checker only
+if TYPE_CHECKING:
+    Builder = Callable[
+        [RunRow, AttemptRow | None, Receipt | None, PrimaryDecision, PrimaryFacts, int, Note],
+        Plan | None,
+    ]
 
 
-PLANS: Mapping[str, Builder] = {
+PLANS: dict[str, Builder] = {
     "complete": completion,
     "lose": lose_attempt,
     "lose_missing_attempt": lose_missing_attempt,

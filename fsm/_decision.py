@@ -264,7 +264,9 @@ class DecisionEngine:
         self.table = table
         self.evolve = evolve
         self._memo_max = memo
-        self._chosen: dict[tuple[str, str, object], Taken] = {}
+        # (event, state, facts) -> [the case taken, the Need it leads to (None: a decision),
+        # and the last decision concluded from it: (conclude, path), decision].
+        self._chosen: dict[tuple[str, str, object], list[Any]] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -315,10 +317,17 @@ class DecisionEngine:
         one); GuardRefused when the facts satisfy no row there (the facts contradict
         themselves, or the table misses a case). Remembered by (event, state, facts).
         """
+        taken: Taken = self._entry(event, state, facts)[0]
+        return taken
+
+    def _entry(self, event: str, state: str, facts: object) -> list[Any]:
         key = (event, state, facts)
         found = self._chosen.get(key)
         if found is None:
-            found = self._choose(state, facts, event)
+            taken = self._choose(state, facts, event)
+            then = taken.case.then
+            need = None if then in self.table.decisions else Need(then, taken.row.row)
+            found = [taken, need, None, None]
             if len(self._chosen) < self._memo_max and not LISTENERS:
                 self._chosen[key] = found
         return found
@@ -432,8 +441,10 @@ class DecisionCore(Generic[F, D]):
         if again is not None and fields.get(again[0], again[1]) == again[1]:
             return self
         facts = engine.evolve(facts, fields)
-        step = engine._chosen.get((DECIDE, evidence, facts)) or engine.choose(evidence, facts)
-        return self._step(facts, step, path)
+        entry = engine._chosen.get((DECIDE, evidence, facts)) or engine._entry(
+            DECIDE, evidence, facts
+        )
+        return self._step(facts, entry, path)
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the
@@ -443,20 +454,23 @@ class DecisionCore(Generic[F, D]):
         facts = engine.evolve(facts, {"error": error})
         # A failed write replaces its decision: the path is the one that led to the decision.
         base = path if taken is None else path[:-1]
-        return self._step(facts, engine.choose(state, facts, FAIL), base)
+        return self._step(facts, engine._entry(FAIL, state, facts), base)
 
-    def _step(self, facts: F, step: Taken, base: tuple[str, ...]) -> Self:
+    def _step(self, facts: F, entry: list[Any], base: tuple[str, ...]) -> Self:
         engine, _, conclude, state, _, _, _ = self._s
+        step, need, made, decided = entry
         new = object.__new__(type(self))
-        row = step.row.row
-        path = (*base, row)
-        then = step.case.then
-        if then in engine.table.decisions:
-            done = (engine, facts, conclude, state, path, step, conclude(step, facts, path))
-            object.__setattr__(new, "_s", done)
+        path = (*base, step.row.row)
+        if need is None:
+            # A decision is a function of the case, the facts and the path: the one of the
+            # last core that took this case on these facts by this path is this one's too.
+            if made != (conclude, path):
+                decided = conclude(step, facts, path)
+                entry[2:] = (conclude, path), decided
+            object.__setattr__(new, "_s", (engine, facts, conclude, state, path, step, decided))
         else:
             object.__setattr__(
-                new, "_s", (engine, facts, conclude, then, path, None, Need(then, row))
+                new, "_s", (engine, facts, conclude, need.evidence, path, None, need)
             )
         return new
 

@@ -64,6 +64,7 @@ from ._primary_table import (
     PRIMARY_DECISIONS,
     PRIMARY_EVIDENCE,
     PRIMARY_EVIDENCE_FIELDS,
+    PRIMARY_PASS_ROWS,
     PRIMARY_TABLE,
 )
 from ._selection import InstanceEvidence, select_evidence
@@ -103,6 +104,7 @@ __all__ = [
     "PRIMARY_EVIDENCE",
     "PRIMARY_EVIDENCE_FIELDS",
     "PRIMARY_GUARDS",
+    "PRIMARY_PASS_ROWS",
     "PRIMARY_TABLE",
     "RECEIPT_TRIGGERS",
     "RUN_SPEC",

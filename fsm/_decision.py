@@ -109,6 +109,9 @@ class DecisionTable(NamedTuple):
     # Evidence state -> the facts its observation fills (DecisionCore.observe refuses others).
     # Empty: the table is only walked (DecisionEngine.walk), never driven by a core.
     observes: Mapping[str, frozenset[str]] = MappingProxyType({})
+    # Evidence state -> (field, value): an observation with that value (or without the field)
+    # is no observation of that evidence yet; the core asks for it again.
+    ask_again: Mapping[str, tuple[str, object]] = MappingProxyType({})
 
 
 class Need(NamedTuple):
@@ -227,8 +230,10 @@ def drawn_spec(table: DecisionTable) -> MachineSpec:
 
 F = TypeVar("F", bound=Hashable)  # a record's facts: frozen, hashable
 D = TypeVar("D")  # a record's decision, made by its ``conclude`` from the case taken
-Conclude = Callable[[Taken, F, tuple[str, ...]], D]
-Evolve = Callable[[Any, Mapping[str, object]], Any]
+TYPE_CHECKING = False  # the aliases below are for the type checker: no typing work at import
+if TYPE_CHECKING:
+    Conclude = Callable[[Taken, F, tuple[str, ...]], D]
+    Evolve = Callable[[Any, Mapping[str, object]], Any]
 
 # How many (event, state, facts) choices an engine remembers: a pass over many candidates of
 # the same shape (256 dead ones) asks the machine once per shape and otherwise pays one dict
@@ -259,7 +264,9 @@ class DecisionEngine:
         self.table = table
         self.evolve = evolve
         self._memo_max = memo
-        self._chosen: dict[tuple[str, str, object], Taken] = {}
+        # (event, state, facts) -> [the case taken, the Need it leads to (None: a decision),
+        # and the last decision concluded from it: (conclude, path), decision].
+        self._chosen: dict[tuple[str, str, object], list[Any]] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -310,10 +317,17 @@ class DecisionEngine:
         one); GuardRefused when the facts satisfy no row there (the facts contradict
         themselves, or the table misses a case). Remembered by (event, state, facts).
         """
+        taken: Taken = self._entry(event, state, facts)[0]
+        return taken
+
+    def _entry(self, event: str, state: str, facts: object) -> list[Any]:
         key = (event, state, facts)
         found = self._chosen.get(key)
         if found is None:
-            found = self._choose(state, facts, event)
+            taken = self._choose(state, facts, event)
+            then = taken.case.then
+            need = None if then in self.table.decisions else Need(then, taken.row.row)
+            found = [taken, need, None, None]
             if len(self._chosen) < self._memo_max and not LISTENERS:
                 self._chosen[key] = found
         return found
@@ -360,38 +374,39 @@ class DecisionCore(Generic[F, D]):
     """One candidate's way through a decision machine (see the module docstring): immutable,
     every observation a new core."""
 
-    __slots__ = ("_answer", "_conclude", "engine", "facts", "path", "state", "taken")
-
-    engine: DecisionEngine
-    facts: F
-    state: str  # the evidence state the core is in (where a decision was taken, once decided)
-    path: tuple[str, ...]  # the rows and steps taken, the deciding row last
-    taken: Taken | None  # the deciding case, once decided
-    _answer: Need | D
-    _conclude: Conclude[F, D]
+    # One slot, one tuple: (engine, facts, conclude, state, path, taken, answer). A core is
+    # made once per observation of every candidate, so it is made with one assignment.
+    __slots__ = ("_s",)
+    _s: tuple[DecisionEngine, F, Conclude[F, D], str, tuple[str, ...], Taken | None, Need | D]
 
     def __init__(self, engine: DecisionEngine, facts: F, conclude: Conclude[F, D]) -> None:
         initial = engine.table.evidence[0]
-        self._set(engine, facts, conclude, initial, (), None, Need(initial, None))
+        object.__setattr__(
+            self, "_s", (engine, facts, conclude, initial, (), None, Need(initial, None))
+        )
 
-    def _set(
-        self,
-        engine: DecisionEngine,
-        facts: F,
-        conclude: Conclude[F, D],
-        state: str,
-        path: tuple[str, ...],
-        taken: Taken | None,
-        answer: Need | D,
-    ) -> None:
-        put = object.__setattr__
-        put(self, "engine", engine)
-        put(self, "facts", facts)
-        put(self, "_conclude", conclude)
-        put(self, "state", state)
-        put(self, "path", path)
-        put(self, "taken", taken)
-        put(self, "_answer", answer)
+    @property
+    def engine(self) -> DecisionEngine:
+        return self._s[0]
+
+    @property
+    def facts(self) -> F:
+        return self._s[1]
+
+    @property
+    def state(self) -> str:
+        """The evidence state the core is in (where a decision was taken, once decided)."""
+        return self._s[3]
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The rows and steps taken, the deciding row last."""
+        return self._s[4]
+
+    @property
+    def taken(self) -> Taken | None:
+        """The deciding case, once decided."""
+        return self._s[5]
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a {type(self).__name__} is immutable: observe returns a new one")
@@ -404,46 +419,59 @@ class DecisionCore(Generic[F, D]):
 
     def next(self) -> Need | D:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        answer: Need | D = self._answer
-        return answer
+        return self._s[6]
 
     def observe(self, evidence: str, **fields: object) -> Self:
         """A new core with what gathering ``evidence`` showed: only the evidence asked for,
-        only the fields it fills, one step on."""
-        asked = self._answer
-        table = self.engine.table
-        if self.taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(table.name, self.state, evidence)
+        only the fields it fills, one step on (or this core, when the table says that value
+        leaves the evidence unobserved: it is asked for again)."""
+        engine, facts, _, state, path, taken, asked = self._s
+        table = engine.table
+        if taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
+            raise IllegalTransition(table.name, state, evidence)
         allowed = table.observes[evidence]
         if not allowed.issuperset(fields):
             unknown = sorted(set(fields) - allowed)
             raise EvidenceError(
                 table.name,
-                self.state,
+                state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
-        facts = self.engine.evolve(self.facts, fields)
-        return self._step(facts, self.engine.choose(evidence, facts))
+        again = table.ask_again.get(evidence)
+        if again is not None and fields.get(again[0], again[1]) == again[1]:
+            return self
+        facts = engine.evolve(facts, fields)
+        entry = engine._chosen.get((DECIDE, evidence, facts)) or engine._entry(
+            DECIDE, evidence, facts
+        )
+        return self._step(facts, entry, path)
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the
         write of the decision); ``error`` fills the facts' ``error``. A new core, decided by
         the exception row from the evidence state this one is in."""
-        facts = self.engine.evolve(self.facts, {"error": error})
+        engine, facts, _, state, path, taken, _ = self._s
+        facts = engine.evolve(facts, {"error": error})
         # A failed write replaces its decision: the path is the one that led to the decision.
-        base = self.path if self.taken is None else self.path[:-1]
-        return self._step(facts, self.engine.choose(self.state, facts, FAIL), base)
+        base = path if taken is None else path[:-1]
+        return self._step(facts, engine._entry(FAIL, state, facts), base)
 
-    def _step(self, facts: F, step: Taken, base: tuple[str, ...] | None = None) -> Self:
+    def _step(self, facts: F, entry: list[Any], base: tuple[str, ...]) -> Self:
+        engine, _, conclude, state, _, _, _ = self._s
+        step, need, made, decided = entry
         new = object.__new__(type(self))
-        path = (*(self.path if base is None else base), step.row.row)
-        then = step.case.then
-        if then in self.engine.table.decisions:
-            decided = self._conclude(step, facts, path)
-            new._set(self.engine, facts, self._conclude, self.state, path, step, decided)
+        path = (*base, step.row.row)
+        if need is None:
+            # A decision is a function of the case, the facts and the path: the one of the
+            # last core that took this case on these facts by this path is this one's too.
+            if made != (conclude, path):
+                decided = conclude(step, facts, path)
+                entry[2:] = (conclude, path), decided
+            object.__setattr__(new, "_s", (engine, facts, conclude, state, path, step, decided))
         else:
-            need = Need(then, step.row.row)
-            new._set(self.engine, facts, self._conclude, then, path, None, need)
+            object.__setattr__(
+                new, "_s", (engine, facts, conclude, need.evidence, path, None, need)
+            )
         return new
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import NamedTuple, Self
+from typing import NamedTuple
 
 from ._decision import DecisionCore, DecisionEngine, DecisionTable, Need, Taken, drawn_spec
 from ._errors import EvidenceError, MachineDefinitionError
@@ -142,7 +142,8 @@ def _decision(taken: Taken, facts: PrimaryFacts, path: tuple[str, ...]) -> Prima
     return PrimaryDecision(
         row=row.row,
         state=case.then,
-        outcome=PRIMARY_TABLE.decisions[case.then],
+        # The engine's table: a core decides by the table its machine was built from.
+        outcome=primary_engine().table.decisions[case.then],
         reason=reason,
         guard=case.guard,
         write=case.write,
@@ -188,7 +189,7 @@ def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
         mark = _OBSERVED_BY[need.evidence]
         if getattr(facts, mark) == _UNOBSERVED.get(mark):
             return need
-        fills = PRIMARY_TABLE.observes[need.evidence] - given
+        fills = core.engine.table.observes[need.evidence] - given
         given |= fills
         core = core.observe(need.evidence, **{f: getattr(facts, f) for f in fills})
     return _decision(core.taken, facts, core.path)
@@ -204,7 +205,14 @@ def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> Primary
     return new
 
 
-class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
+TYPE_CHECKING = False  # the generic base for the type checker; the plain class at run time
+if TYPE_CHECKING:
+    _Core = DecisionCore[PrimaryFacts, PrimaryDecision]
+else:
+    _Core = DecisionCore
+
+
+class PrimaryCore(_Core):
     """One candidate's walk through the ADR-0068 decision machine (see the module docstring):
     a :class:`fsm._decision.DecisionCore` started on the page's status of the Run."""
 
@@ -212,10 +220,3 @@ class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
 
     def __init__(self, page_status: str) -> None:
         super().__init__(primary_engine(), PrimaryFacts(page_status=page_status), _decision)
-
-    def observe(self, evidence: str, **fields: object) -> Self:
-        # spec 04 "The grace": a grace not yet whole (the pass measured too little) is not
-        # the grace observed; the core asks for it again.
-        if evidence == "pay_grace" and fields.get("grace_paid") is False and self.taken is None:
-            return self
-        return super().observe(evidence, **fields)

@@ -47,6 +47,7 @@ PRIMARY_DECISIONS: dict[str, str] = {
 
 
 def _decide(
+    *,
     state: str,
     guard: str,
     then: str,
@@ -54,15 +55,15 @@ def _decide(
     write: str | None = None,
     trigger: str | None = None,
 ) -> Case:
-    return Case(state, guard, then, reason, write, trigger)
+    return Case(state=state, guard=guard, then=then, reason=reason, write=write, trigger=trigger)
 
 
-def _hold(state: str, guard: str, reason: str) -> Case:
-    return Case(state, guard, "unresolved", reason)
+def _hold(*, state: str, guard: str, reason: str) -> Case:
+    return Case(state=state, guard=guard, then="unresolved", reason=reason)
 
 
-def _row(row: str, facts: str, *cases: Case) -> DecisionRow:
-    return DecisionRow(row, facts, f"ADR-0068 row {row}", cases)
+def _row(*, row: str, facts: str, cases: tuple[Case, ...]) -> DecisionRow:
+    return DecisionRow(row=row, facts=facts, cites=f"ADR-0068 row {row}", cases=cases)
 
 
 # Which facts each evidence step fills (PrimaryCore.observe refuses any other).
@@ -95,174 +96,266 @@ PRIMARY_TABLE = DecisionTable(
     evidence=PRIMARY_EVIDENCE,
     decisions=PRIMARY_DECISIONS,
     observes=PRIMARY_EVIDENCE_FIELDS,
+    # spec 04 "The grace": a grace not yet whole (the pass measured too little) is not the
+    # grace observed; the core asks for it again.
+    ask_again={"pay_grace": ("grace_paid", False)},
     rows=(
         _row(
-            "1",
-            "more than one active Attempt",
-            _hold("read_run", "several_active_attempts", "multiple_active_attempts"),
-        ),
-        _row(
-            "2",
-            "Run gone, not runtime-owned, or status changed since the page",
-            _hold("read_run", "run_gone", "run_gone"),
-            _hold("read_run", "not_runtime_owned", "not_runtime_owned"),
-            _hold("read_run", "status_changed", "status_changed"),
-        ),
-        _row(
-            "3",
-            "no Attempt at all and Run `dispatching`",
-            _decide(
-                "read_run",
-                "attempt_missing_before_start",
-                "lost",
-                "attempt_missing_before_start",
-                "lose_missing_attempt",
-                "lose_missing_attempt",
+            row="1",
+            facts="more than one active Attempt",
+            cases=(
+                _hold(
+                    state="read_run",
+                    guard="several_active_attempts",
+                    reason="multiple_active_attempts",
+                ),
             ),
         ),
         _row(
-            "3b",
-            "no active Attempt otherwise",
-            _hold("read_run", "no_active_attempt_otherwise", "no_active_attempt"),
+            row="2",
+            facts="Run gone, not runtime-owned, or status changed since the page",
+            cases=(
+                _hold(state="read_run", guard="run_gone", reason="run_gone"),
+                _hold(state="read_run", guard="not_runtime_owned", reason="not_runtime_owned"),
+                _hold(state="read_run", guard="status_changed", reason="status_changed"),
+            ),
         ),
         _row(
-            "4",
-            "latest Attempt not `claimed/starting/running`",
-            _hold("read_run", "latest_attempt_not_active", "latest_attempt_not_active"),
+            row="3",
+            facts="no Attempt at all and Run `dispatching`",
+            cases=(
+                _decide(
+                    state="read_run",
+                    guard="attempt_missing_before_start",
+                    then="lost",
+                    reason="attempt_missing_before_start",
+                    write="lose_missing_attempt",
+                    trigger="lose_missing_attempt",
+                ),
+            ),
         ),
         _row(
-            "4b",
-            "the active Attempt's executor type is not `local_process` (checked before any "
+            row="3b",
+            facts="no active Attempt otherwise",
+            cases=(
+                _hold(
+                    state="read_run",
+                    guard="no_active_attempt_otherwise",
+                    reason="no_active_attempt",
+                ),
+            ),
+        ),
+        _row(
+            row="4",
+            facts="latest Attempt not `claimed/starting/running`",
+            cases=(
+                _hold(
+                    state="read_run",
+                    guard="latest_attempt_not_active",
+                    reason="latest_attempt_not_active",
+                ),
+            ),
+        ),
+        _row(
+            row="4b",
+            facts="the active Attempt's executor type is not `local_process` (checked before any "
             "receipt is read: local evidence never stands in for another executor's facts)",
             # `claimed`: as QingLong's coordinator, lost on the unstarted claim alone (§2 step
             # 5), the receipt never read; otherwise unresolved (docs/decisions.md D-18).
-            _decide(
-                "read_run",
-                "claimed_not_local_process",
-                "lost",
-                "unstarted_claim",
-                "lose",
-                "lose_nonlocal_claim",
+            cases=(
+                _decide(
+                    state="read_run",
+                    guard="claimed_not_local_process",
+                    then="lost",
+                    reason="unstarted_claim",
+                    write="lose",
+                    trigger="lose_nonlocal_claim",
+                ),
+                _hold(
+                    state="read_run",
+                    guard="executor_not_local_process",
+                    reason="executor_not_local_process",
+                ),
             ),
-            _hold("read_run", "executor_not_local_process", "executor_not_local_process"),
         ),
         DecisionRow(
-            "step 2.2",
-            "one active Attempt, the latest: read exactly one receipt path, before any process "
-            "evidence",
-            "ADR-0068 §2 step 2",
-            (Case("read_run", "one_active_latest_attempt", "read_receipt"),),
+            row="step 2.2",
+            facts=(
+                "one active Attempt, the latest: read exactly one receipt path, before any "
+                "process evidence"
+            ),
+            cites="ADR-0068 §2 step 2",
+            cases=(Case(state="read_run", guard="one_active_latest_attempt", then="read_receipt"),),
         ),
         _row(
-            "5",
-            "trusted receipt (read exactly one path)",
-            _decide(
-                "read_receipt", "trusted_receipt", "completed", "receipt_{terminal}", "complete"
+            row="5",
+            facts="trusted receipt (read exactly one path)",
+            cases=(
+                _decide(
+                    state="read_receipt",
+                    guard="trusted_receipt",
+                    then="completed",
+                    reason="receipt_{terminal}",
+                    write="complete",
+                ),
             ),
         ),
         _row(
-            "6",
-            "invalid receipt",
-            _decide(
-                "read_receipt",
-                "invalid_receipt",
-                "quarantined",
-                "invalid_receipt:{receipt_problem}",
-                "quarantine",
-            ),
-            # An earlier pass quarantined it: the invalid fact stands, nothing is written again.
-            _hold("read_receipt", "quarantined_earlier", "receipt_quarantined_earlier"),
-        ),
-        _row(
-            "7",
-            "no receipt, Attempt `claimed`",
-            _decide(
-                "read_receipt",
-                "unstarted_claim",
-                "lost",
-                "unstarted_claim",
-                "lose",
-                "lose_unstarted_claim",
+            row="6",
+            facts="invalid receipt",
+            cases=(
+                _decide(
+                    state="read_receipt",
+                    guard="invalid_receipt",
+                    then="quarantined",
+                    reason="invalid_receipt:{receipt_problem}",
+                    write="quarantine",
+                ),
+                # An earlier pass quarantined it: the invalid fact stands, nothing is written again.
+                _hold(
+                    state="read_receipt",
+                    guard="quarantined_earlier",
+                    reason="receipt_quarantined_earlier",
+                ),
             ),
         ),
         _row(
-            "8",
-            "no handle, or pid not a positive integer (executor type: row 4b)",
-            _hold("read_receipt", "handle_missing", "handle_missing"),
-            _hold("read_receipt", "pid_invalid", "pid_invalid"),
+            row="7",
+            facts="no receipt, Attempt `claimed`",
+            cases=(
+                _decide(
+                    state="read_receipt",
+                    guard="unstarted_claim",
+                    then="lost",
+                    reason="unstarted_claim",
+                    write="lose",
+                    trigger="lose_unstarted_claim",
+                ),
+            ),
+        ),
+        _row(
+            row="8",
+            facts="no handle, or pid not a positive integer (executor type: row 4b)",
+            cases=(
+                _hold(state="read_receipt", guard="handle_missing", reason="handle_missing"),
+                _hold(state="read_receipt", guard="pid_invalid", reason="pid_invalid"),
+            ),
         ),
         DecisionRow(
-            "step 2.5",
-            "no receipt, Attempt `starting/running` with a durable local-process identity: "
+            row="step 2.5",
+            facts="no receipt, Attempt `starting/running` with a durable local-process identity: "
             "probe that exact identity",
-            "ADR-0068 §2 step 5",
-            (Case("read_receipt", "durable_identity_stored", "probe"),),
+            cites="ADR-0068 §2 step 5",
+            cases=(Case(state="read_receipt", guard="durable_identity_stored", then="probe"),),
         ),
         _row(
-            "9",
-            "probe: `unknown / provider_unavailable`",
-            Case("probe", "provider_unavailable", "failed", "provider_unavailable"),
-        ),
-        _row(
-            "10",
-            "probe: `unknown / invalid_handle` or `unsupported_platform`",
-            _hold("probe", "identity_unknown", "{probe_reason}"),
-        ),
-        _row(
-            "11",
-            "handle pid ≠ `RunAttempts.pid`",
-            _hold("probe", "handle_pid_mismatch", "handle_pid_mismatch"),
-        ),
-        _row(
-            "12",
-            "probe: `running`",
-            _decide(
-                "probe",
-                "exact_process_running",
-                "retained",
-                "process_running",
-                "adopt_running",
-                "adopt_running",
+            row="9",
+            facts="probe: `unknown / provider_unavailable`",
+            cases=(
+                Case(
+                    state="probe",
+                    guard="provider_unavailable",
+                    then="failed",
+                    reason="provider_unavailable",
+                ),
             ),
         ),
         _row(
-            "13",
-            "probe: `not_running`: wait for the grace, then read the receipt again: trusted → as "
-            "row 5; invalid → as row 6; still none → re-read the Run/Attempt, nothing changed, "
-            "then Attempt + Run → `lost`",
-            Case("probe", "trusted_not_running", "pay_grace"),
-            Case("pay_grace", "grace_elapsed", "reread_receipt"),
-            _decide(
-                "reread_receipt",
-                "trusted_receipt",
-                "completed",
-                "receipt_{terminal}_after_grace",
-                "complete",
+            row="10",
+            facts="probe: `unknown / invalid_handle` or `unsupported_platform`",
+            cases=(_hold(state="probe", guard="identity_unknown", reason="{probe_reason}"),),
+        ),
+        _row(
+            row="11",
+            facts="handle pid ≠ `RunAttempts.pid`",
+            cases=(
+                _hold(state="probe", guard="handle_pid_mismatch", reason="handle_pid_mismatch"),
             ),
-            _decide(
-                "reread_receipt",
-                "invalid_receipt",
-                "quarantined",
-                "invalid_receipt:{receipt_problem}",
-                "quarantine",
+        ),
+        _row(
+            row="12",
+            facts="probe: `running`",
+            cases=(
+                _decide(
+                    state="probe",
+                    guard="exact_process_running",
+                    then="retained",
+                    reason="process_running",
+                    write="adopt_running",
+                    trigger="adopt_running",
+                ),
             ),
-            Case("reread_receipt", "receipt_still_missing", "recheck_run"),
-            _hold("recheck_run", "changed_on_recheck", "changed_before_lost"),
-            _decide(
-                "recheck_run",
-                "not_running_after_grace",
-                "lost",
-                "process_not_running:{probe_reason}",
-                "lose",
-                "lose_after_grace",
+        ),
+        _row(
+            row="13",
+            facts=(
+                "probe: `not_running`: wait for the grace, then read the receipt again: trusted → "
+                "as row 5; invalid → as row 6; still none → re-read the Run/Attempt, nothing "
+                "changed, then Attempt + Run → `lost`"
+            ),
+            cases=(
+                Case(state="probe", guard="trusted_not_running", then="pay_grace"),
+                Case(state="pay_grace", guard="grace_elapsed", then="reread_receipt"),
+                _decide(
+                    state="reread_receipt",
+                    guard="trusted_receipt",
+                    then="completed",
+                    reason="receipt_{terminal}_after_grace",
+                    write="complete",
+                ),
+                _decide(
+                    state="reread_receipt",
+                    guard="invalid_receipt",
+                    then="quarantined",
+                    reason="invalid_receipt:{receipt_problem}",
+                    write="quarantine",
+                ),
+                Case(state="reread_receipt", guard="receipt_still_missing", then="recheck_run"),
+                _hold(
+                    state="recheck_run", guard="changed_on_recheck", reason="changed_before_lost"
+                ),
+                _decide(
+                    state="recheck_run",
+                    guard="not_running_after_grace",
+                    then="lost",
+                    reason="process_not_running:{probe_reason}",
+                    write="lose",
+                    trigger="lose_after_grace",
+                ),
             ),
         ),
         DecisionRow(
-            "14",
-            "any exception while handling the candidate",
-            "ADR-0068 row 14",
-            tuple(Case(s, "error_raised", "failed", "error:{error}") for s in PRIMARY_EVIDENCE),
+            row="14",
+            facts="any exception while handling the candidate",
+            cites="ADR-0068 row 14",
+            cases=tuple(
+                Case(state=s, guard="error_raised", then="failed", reason="error:{error}")
+                for s in PRIMARY_EVIDENCE
+            ),
             on_exception=True,
         ),
     ),
+)
+
+
+class PassRows:
+    """The rows a pass names outside the machine's walk (spec 04 "Summary")."""
+
+    __slots__ = ("exception", "name_attempt", "receipt_root")
+
+    def __init__(self, *, exception: str, name_attempt: frozenset[str], receipt_root: str) -> None:
+        # The exception row: a candidate no longer attempted once the database stopped taking
+        # writes is counted there, with the reason naming why (docs/decisions.md "lock budget").
+        self.exception = exception
+        # The rows from which the summary names the latest Attempt (row 4 on: they look at it).
+        self.name_attempt = name_attempt
+        # The summary's `row` for a candidate whose receipt root or shard is not a usable
+        # directory: configuration, decided by no row of spec 04 (D-3c).
+        self.receipt_root = receipt_root
+
+
+PRIMARY_PASS_ROWS = PassRows(
+    exception=next(r.row for r in PRIMARY_TABLE.rows if r.on_exception),
+    name_attempt=frozenset({"4", "4b"}),
+    receipt_root="receipt_root",
 )

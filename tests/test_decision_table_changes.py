@@ -7,6 +7,9 @@ changed table must be refused when its machine is built, or decide some world of
 exhaustive world space of ``tests/test_primary_core.py`` differently. So no case is dead
 weight that the pinned expectation could hide.
 
+At the end, one row changed in a copy of the table (row 9's outcome): the pass, its dry run,
+the final verifier and ``explain`` decide by the copy, and the diagram check refuses it.
+
 Not in the mutation-test selection: it tests the table's data (which mutmut does not mutate)
 and takes half a minute, which mutmut would multiply into each mutant's time limit.
 """
@@ -14,11 +17,15 @@ and takes half a minute, which mutmut would multiply into each mutant's time lim
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from test_primary_core import ROW_WORLDS, World, observation, worlds
+from test_primary_support import T0, decisions, make_candidate
 
+import fsm._primary
+import reconciler.primary._pass as primary_pass_module
 from fsm import (
     PRIMARY_GUARDS,
     PRIMARY_TABLE,
@@ -27,8 +34,16 @@ from fsm import (
     DecisionTable,
     FsmError,
     PrimaryFacts,
+    observed_facts,
 )
-from fsm._decision import DecisionEngine
+from fsm._decision import DecisionEngine, drawn_spec
+from reconciler.diagrams._check import compare, parse_mermaid
+from reconciler.diagrams._records import PRIMARY_DECISION_RECORD
+from reconciler.diagrams._render import mermaid_source
+from reconciler.node import FakeClock, FileReceiptStore
+from reconciler.node._identity import Evidence, FakeProcessTable, capture_handle, inspect_handle
+from reconciler.primary import reconcile
+from storage import Repository
 
 R, Q, P, G, RR, RC = PRIMARY_TABLE.evidence
 
@@ -133,3 +148,120 @@ def test_deleting_or_changing_any_one_field_of_a_case_changes_some_decision(
 
 def test_the_unchanged_table_decides_every_world_alike_when_built_again() -> None:
     assert _unnoticed([("unchanged", PRIMARY_TABLE)]) == ["unchanged"]
+
+
+# --- one row changed in a copy of the table: every consumer follows or fails loudly ------------
+
+ROW_9 = next(i for i, r in enumerate(PRIMARY_TABLE.rows) if r.row == "9")
+
+
+def _row_9_unresolved() -> DecisionTable:
+    """The table with row 9 (`unknown / provider_unavailable`) deciding `unresolved`, not
+    `failed`: a copy, the table itself untouched."""
+    rows = PRIMARY_TABLE.rows
+    [case] = rows[ROW_9].cases
+    changed = rows[ROW_9]._replace(cases=(case._replace(then="unresolved"),))
+    return PRIMARY_TABLE._replace(rows=(*rows[:ROW_9], changed, *rows[ROW_9 + 1 :]))
+
+
+@pytest.fixture
+def row_9_unresolved(monkeypatch: pytest.MonkeyPatch) -> DecisionTable:
+    """Every core made from now on decides by the changed copy."""
+    table = _row_9_unresolved()
+    engine = DecisionEngine(table, PRIMARY_GUARDS, evolve=observed_facts)
+    monkeypatch.setattr(fsm._primary, "primary_engine", lambda: engine)
+    return table
+
+
+def _unavailable(handle: str, provider: Any, *, platform: str) -> Evidence:
+    # spec 03: /proc cannot be read, so the identity is unknown (row 9).
+    found = inspect_handle(handle, provider, platform=platform)
+    return Evidence("unknown", "provider_unavailable", found.pid)
+
+
+def _one_running(repo: Repository) -> FakeProcessTable:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    make_candidate(
+        repo, "run-1", "at-1", handle=capture_handle(pid, table, platform="linux"), pid=pid
+    )
+    return table
+
+
+def test_row_9_changed_in_a_copy_is_what_the_pass_and_its_dry_run_decide(
+    repo: Repository, conn: Any, store: FileReceiptStore, row_9_unresolved: DecisionTable
+) -> None:
+    procs = _one_running(repo)
+    for dry_run in (True, False):
+        summary = reconcile(
+            conn,
+            store,
+            procs,
+            FakeClock(T0),
+            platform="linux",
+            probe=_unavailable,
+            dry_run=dry_run,
+        )
+        assert decisions(summary) == [("run-1", "at-1", "9", "unresolved", "provider_unavailable")]
+
+
+def test_row_9_changed_in_a_copy_is_what_the_final_verifier_revokes_with(
+    repo: Repository, conn: Any, store: FileReceiptStore, request: pytest.FixtureRequest
+) -> None:
+    # Retained by row 12, then the verifier's probe finds /proc unreadable: the table's row 9
+    # says how the candidate is revoked, before the change and after it.
+    procs = _one_running(repo)
+    calls: list[int] = []
+
+    def second_unavailable(handle: str, provider: Any, *, platform: str) -> Evidence:
+        calls.append(1)
+        if len(calls) % 2 == 0:
+            return _unavailable(handle, provider, platform=platform)
+        return inspect_handle(handle, provider, platform=platform)
+
+    def verified() -> list[tuple[Any, ...]]:
+        summary = reconcile(
+            conn, store, procs, FakeClock(T0), platform="linux", probe=second_unavailable
+        )
+        return decisions(summary)
+
+    assert verified() == [("run-1", "at-1", "12", "failed", "verifier:provider_unavailable")]
+    request.getfixturevalue("row_9_unresolved")
+    assert verified() == [
+        ("run-1", "at-1", "12", "unresolved", "verifier:process_unknown:provider_unavailable")
+    ]
+
+
+def test_row_9_changed_in_a_copy_is_what_explain_predicts(
+    repo: Repository,
+    db_path: Path,
+    store: FileReceiptStore,
+    monkeypatch: pytest.MonkeyPatch,
+    row_9_unresolved: DecisionTable,
+) -> None:
+    from reconciler.cli._explain import _primary_now
+
+    _one_running(repo)
+    monkeypatch.setattr(primary_pass_module, "inspect_handle", _unavailable)
+    now = _primary_now(str(db_path), str(store.root), "standalone", "run-1")
+    assert (now["row"], now["outcome"], now["reason"]) == (
+        "9",
+        "unresolved",
+        "provider_unavailable",
+    )
+    assert now["row_facts"] == "probe: `unknown / provider_unavailable`"
+
+
+def test_row_9_changed_in_a_copy_fails_the_diagram_check_against_the_record() -> None:
+    # The table's diagram is checked against ADR-0068's transcription: the same check reads
+    # the changed copy's drawing and names the row both ways.
+    def problems(table: DecisionTable) -> list[str]:
+        drawing = parse_mermaid(mermaid_source(drawn_spec(table)))
+        return compare(PRIMARY_DECISION_RECORD, drawing)
+
+    assert problems(PRIMARY_TABLE) == []
+    assert problems(_row_9_unresolved()) == [
+        "edge not in any table: probe -> unresolved [provider_unavailable] "
+        "(drawn as 'row 9 [provider_unavailable]')",
+        "missing edge probe -> failed [provider_unavailable] (ADR-0068 row 9)",
+    ]

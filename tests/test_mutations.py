@@ -31,7 +31,7 @@ from test_orderings_stateful import NodeOrderings
 import reconciler.primary._pass as primary_mod
 import reconciler.primary._writes as writes_mod
 from reconciler.node import Evidence
-from reconciler.primary import RECEIPT_EXECUTOR
+from reconciler.primary import EFFECTS, RECEIPT_EXECUTOR
 from storage import AttemptChange
 
 pytestmark = pytest.mark.orderings
@@ -70,10 +70,10 @@ def skip_second_read(mp: pytest.MonkeyPatch) -> None:
 def delete_before_commit(mp: pytest.MonkeyPatch) -> None:
     original = primary_mod.PrimaryReconciler._commit
 
-    def commit(self: Any, cand: Any, make: Any) -> Any:
-        if make(cand.decision.facts).actor == RECEIPT_EXECUTOR:
+    def commit(self: Any, cand: Any) -> Any:
+        if EFFECTS[cand.decision.write].actor == RECEIPT_EXECUTOR:
             self.store.delete(cand.attempt.id)  # the bug: the file goes first
-        return original(self, cand, make)
+        return original(self, cand)
 
     mp.setattr(primary_mod.PrimaryReconciler, "_commit", commit)
 
@@ -99,8 +99,8 @@ def attempt_without_run(mp: pytest.MonkeyPatch) -> None:
 
         return plan
 
-    mp.setattr(writes_mod, "lose_attempt", attempt_only(writes_mod.lose_attempt))
-    mp.setattr(writes_mod, "completion", attempt_only(writes_mod.completion))
+    for write in ("lose", "complete"):
+        mp.setitem(writes_mod.PLANS, write, attempt_only(writes_mod.PLANS[write]))
 
 
 # --- the named scenarios: a few fixed steps on a fresh world, then start-up passes -----------

@@ -18,6 +18,7 @@ from test_primary_support import (
     T0,
     dead_handle,
     decisions,
+    insert_bare_runs,
     linux_only,
     make_candidate,
     make_run,
@@ -28,8 +29,9 @@ from test_primary_support import (
 )
 
 from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
+from reconciler.node._identity import FakeProcessTable, ProcProvider, capture_handle, inspect_handle
 from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.primary import predict
 from reconciler.primary._pass import reconcile
 from storage import Repository, connect
 
@@ -228,3 +230,63 @@ def test_a_dry_run_of_zero_candidates_says_so_and_is_safe(db_path: Path, tmp_pat
     assert json.loads(done.stdout)["dry_run"] is True
     plain = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(root), "--json")
     assert "dry_run" not in json.loads(plain.stdout)
+
+
+# --- one candidate predicted alone (``qlfsm explain --receipt-root``) ------------------------
+
+
+def _fake_candidates(repo: Repository) -> tuple[FakeProcessTable, list[str]]:
+    """run-1 whose process runs, run-2 whose process is gone (row 13 needs the grace)."""
+    procs = FakeProcessTable()
+    handles = []
+    for n, alive in ((1, True), (2, False)):
+        pid = procs.spawn()
+        handle = capture_handle(pid, procs, platform="linux")
+        if not alive:
+            procs.reap(pid)
+        make_candidate(repo, f"run-{n}", f"at-{n}", handle=handle, pid=pid)
+        handles.append(handle)
+    return procs, handles
+
+
+def test_one_candidate_is_predicted_alone_probing_only_it_and_paying_no_grace_it_does_not_need(
+    repo: Repository, conn: Any, store: FileReceiptStore, db_path: Path
+) -> None:
+    procs, handles = _fake_candidates(repo)
+    clock = FakeClock(T0)
+    probed: list[str] = []
+
+    def probe(handle: str, provider: Any, *, platform: str) -> Any:
+        probed.append(handle)
+        return inspect_handle(handle, provider, platform=platform)
+
+    before = snapshot(db_path, store.root)
+    entry, truncated = predict(conn, store, procs, clock, "run-1", platform="linux", probe=probe)
+    assert (entry, truncated) == (
+        {
+            "run_id": "run-1",
+            "attempt_id": "at-1",
+            "row": "12",
+            "outcome": "remaining",
+            "reason": "process_running",
+        },
+        False,
+    )
+    assert probed == [handles[0]] * 2  # phase 1 and the final verifier; run-2 never
+    assert clock.sleeps == []
+    # run-2 needs the grace: paid for it, once; the prediction is the whole pass's entry.
+    entry, _ = predict(conn, store, procs, clock, "run-2", platform="linux", probe=probe)
+    assert entry is not None and (entry["row"], entry["outcome"]) == ("13", "recovered")
+    assert len(clock.sleeps) == 1
+    whole = reconcile(conn, store, procs, FakeClock(T0), platform="linux", dry_run=True)
+    assert [c for c in whole["candidates"] if c["run_id"] == "run-2"] == [entry]
+    assert snapshot(db_path, store.root) == before  # nothing written
+
+
+def test_a_run_that_is_not_a_candidate_or_beyond_a_truncated_page_is_predicted_as_none(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    procs, _ = _fake_candidates(repo)
+    assert predict(conn, store, procs, FakeClock(T0), "run-9", platform="linux") == (None, False)
+    insert_bare_runs(conn, 257)
+    assert predict(conn, store, procs, FakeClock(T0), "run-1", platform="linux") == (None, True)

@@ -145,19 +145,48 @@ def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
 
 
 def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
-    """ADR-0068's row for this run now: a dry run of the whole pass (the grace is paid once
-    per pass, and the final verifier looks at every candidate), this run's entry kept."""
-    from reconciler._reconcile import default_profile, primary_pass
-    from reconciler.ops._explain import ADR0068, ROW_FACTS
-
-    summary = primary_pass(
-        db, root, profile if profile is not None else default_profile(), dry_run=True
+    """ADR-0068's row for this run now: what a dry run decides for this one candidate (only it
+    is read and probed, the grace paid only when it needs it; retained, the final verifier
+    proves it again). Checked and opened as a dry run of the pass is."""
+    from reconciler._reconcile import (
+        check_profile,
+        check_receipt_root,
+        default_profile,
+        inspect_receipt_root,
+        lock_budget_s,
+        open_database,
     )
-    entry = next((c for c in summary.get("candidates", []) if c["run_id"] == run_id), None)
+    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
+    from reconciler.node._receipt_store import ReceiptRootError
+    from reconciler.ops._explain import ADR0068, ROW_FACTS
+    from reconciler.primary import predict
+    from storage import check_schema
+
+    root = check_receipt_root(root)
+    profile = check_profile(profile if profile is not None else default_profile())
+    inspect_receipt_root(root)
+    conn = open_database(db, read_only=True)
+    try:
+        conn.execute("PRAGMA query_only = ON")  # nothing may be written
+        check_schema(conn, path=db)
+        try:
+            entry, truncated = predict(
+                conn,
+                FileReceiptStore(root),
+                ProcProvider(),
+                SystemClock(),
+                run_id,
+                profile=profile,
+                budget=lock_budget_s(),
+            )
+        except ReceiptRootError as exc:
+            raise UsageError(f"{exc}; nothing was written") from exc
+    finally:
+        conn.close()
     if entry is None:
         why = (
             "the candidate page was truncated before it"
-            if summary.get("truncated")
+            if truncated
             else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
         )
         return {"record": ADR0068, "row": None, "outcome": None, "reason": why}

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, DecisionTable, MachineSpec
+from reconciler.primary import EFFECTS
 from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
 from reconciler.shadow import RECONCILER as LEGACY_RECONCILER
 from reconciler.shadow import WRITES as LEGACY_WRITE_EFFECTS
@@ -40,20 +41,26 @@ from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journa
 
 DECISION_KEY = "decision"
 RESOLUTION_KEY = "resolution"
-# spec 04 "Writes": the actors of the ADR-0068 pass.
-RECONCILER_ACTOR = ("reconciler", "local-startup")
-RECEIPT_ACTOR = ("executor", "completion-receipt")
-# spec 04: the error code each `lost` row writes, and the evidence word the chain edges carry
-# (docs/decisions.md D-3: `completion_receipt`; spec 04 row 12: `durable_process_identity`).
+# spec 04 "Writes": the actors of the ADR-0068 pass, and the row an event of it that predates
+# the `decision` key is read as, by the error code each `lost` row writes or the evidence word
+# the chain edges carry (docs/decisions.md D-3: `completion_receipt`; spec 04 row 12:
+# `durable_process_identity`): all from the pass's registry of effects.
+RECONCILER_ACTOR = (EFFECTS["lose"].actor.type, EFFECTS["lose"].actor.id)
+RECEIPT_ACTOR = (EFFECTS["complete"].actor.type, EFFECTS["complete"].actor.id)
 ROW_BY_ERROR_CODE: Mapping[str, str] = {
-    "RECOVERY_ATTEMPT_MISSING_BEFORE_START": "3",
-    "RECOVERY_UNSTARTED_CLAIM": "7",
-    "RECOVERY_PROCESS_NOT_RUNNING": "13",
+    code: row
+    for effect in EFFECTS.values()
+    for code, row in effect.read_as.items()
+    if code in {e.code for e in effect.errors.values()}
 }
 ROW_BY_EVIDENCE: Mapping[str, str] = {
-    "completion_receipt": "5",
-    "durable_process_identity": "12",
+    word: row
+    for effect in EFFECTS.values()
+    for word, row in effect.read_as.items()
+    if word == effect.evidence
 }
+# A receipt's edge without its evidence word: the completion's own row (spec 04 row 5).
+RECEIPT_ROW = ROW_BY_EVIDENCE[EFFECTS["complete"].evidence or ""]
 # ADR-0448 (spec 05, docs/decisions.md D-6): the legacy shadow's writes, read back through the
 # pass's own registry (``reconciler.shadow.WRITES``: actor, error code, dedupe template and
 # payload of each write kind) and the table's row of each write kind. Rows 9/10 are the
@@ -367,7 +374,7 @@ def _row(
     if isinstance(evidence, str) and evidence in ROW_BY_EVIDENCE and ours:
         return ADR0068, ROW_BY_EVIDENCE[evidence], False
     if actor == RECEIPT_ACTOR:
-        return ADR0068, "5", False
+        return ADR0068, RECEIPT_ROW, False
     return None, None, False
 
 

@@ -10,10 +10,12 @@ from reconciler._lazy import lazy_exports
 # No `typing` at run time (see reconciler/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from reconciler.primary._edges import EFFECTS as EFFECTS
     from reconciler.primary._edges import RECEIPT_EXECUTOR as RECEIPT_EXECUTOR
     from reconciler.primary._empty import empty_summary as empty_summary
     from reconciler.primary._pass import GRACE_MS as GRACE_MS
     from reconciler.primary._pass import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
+    from reconciler.primary._pass import predict as predict
     from reconciler.primary._pass import reconcile as reconcile
     from reconciler.primary._summary import CandidateResult as CandidateResult
     from reconciler.primary._summary import summarize as summarize
@@ -21,7 +23,9 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "GRACE_MS": "reconciler.primary._pass",
     "QUARANTINE_KEEP_MS": "reconciler.primary._pass",
+    "predict": "reconciler.primary._pass",
     "reconcile": "reconciler.primary._pass",
+    "EFFECTS": "reconciler.primary._edges",
     "RECEIPT_EXECUTOR": "reconciler.primary._edges",
     "CandidateResult": "reconciler.primary._summary",
     "summarize": "reconciler.primary._summary",

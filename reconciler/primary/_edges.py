@@ -11,10 +11,10 @@ edges through `running`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from fsm import RECEIPT_TRIGGERS, PrimaryDecision, PrimaryFacts, receipt_terminal
+from fsm import PrimaryDecision, PrimaryFacts
 from reconciler.node._receipt import Receipt
 from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
 
@@ -22,36 +22,93 @@ from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange,
 RECONCILER = Actor("reconciler", "local-startup")
 RECEIPT_EXECUTOR = Actor("executor", "completion-receipt")
 
-LOST_REASONS: dict[str, tuple[str, str, str]] = {
-    # The decision's trigger -> (dedupe reason, error code, error summary), as QingLong's
-    # coordinator writes them.
-    "lose_unstarted_claim": (
-        "unstarted_claim",
-        "RECOVERY_UNSTARTED_CLAIM",
-        "Claimed Attempt never crossed the start barrier",
-    ),
-    # Row 4b: the same unstarted claim, of an Attempt that is not a local process.
-    "lose_nonlocal_claim": (
-        "unstarted_claim",
-        "RECOVERY_UNSTARTED_CLAIM",
-        "Claimed Attempt never crossed the start barrier",
-    ),
-    "lose_after_grace": (
-        "process_not_running",
-        "RECOVERY_PROCESS_NOT_RUNNING",
-        "Durable process identity proves the execution is not running",
-    ),
-}
-MISSING_ATTEMPT = (
-    "RECOVERY_ATTEMPT_MISSING_BEFORE_START",
-    "Dispatching Run has no durable Attempt",
-)
 
-# spec 04 "Terminal mapping from a trusted receipt".
-_TERMINAL_ERRORS: dict[str, tuple[str, str]] = {
-    "timed_out": ("EXECUTION_TIMED_OUT", "Execution exceeded its configured timeout"),
-    "cancelled": ("EXECUTION_CANCELLED", "Execution was cancelled"),
-    "failed": ("EXECUTION_FAILED", "Execution completed without success"),
+class Error:
+    """An error code and summary an edge sets, and the dedupe key's reason word (lost)."""
+
+    __slots__ = ("code", "reason", "summary")
+
+    def __init__(self, code: str, summary: str, reason: str = "") -> None:
+        self.code, self.summary, self.reason = code, summary, reason
+
+
+class Effect:
+    """What one write of the table (``Case.write``) commits, as QingLong writes it.
+
+    ``errors``: by the trigger (a `lost` edge) or the receipt's terminal (a completion);
+    ``dedupe``: the prefix of its dedupe keys; ``evidence``: the word its chain edges carry;
+    ``read_as``: the row an event of it that predates the ``decision`` key is read as
+    (``qlfsm explain``), by its error code or evidence word."""
+
+    __slots__ = ("actor", "dedupe", "errors", "evidence", "read_as")
+
+    def __init__(
+        self,
+        actor: Actor,
+        dedupe: str,
+        errors: Mapping[str, Error] | None = None,
+        *,
+        evidence: str | None = None,
+        read_as: Mapping[str, str] | None = None,
+    ) -> None:
+        self.actor = actor
+        self.dedupe = dedupe
+        self.errors: Mapping[str, Error] = errors or {}
+        self.evidence = evidence
+        self.read_as: Mapping[str, str] = read_as or {}
+
+
+_UNSTARTED = Error(
+    "RECOVERY_UNSTARTED_CLAIM", "Claimed Attempt never crossed the start barrier", "unstarted_claim"
+)
+# The one registry of ADR-0068's effects, by the write the table names (fsm/_primary_table.py).
+EFFECTS: Mapping[str, Effect] = {
+    "complete": Effect(
+        RECEIPT_EXECUTOR,
+        "local-completion:",
+        # spec 04 "Terminal mapping from a trusted receipt".
+        {
+            "timed_out": Error("EXECUTION_TIMED_OUT", "Execution exceeded its configured timeout"),
+            "cancelled": Error("EXECUTION_CANCELLED", "Execution was cancelled"),
+            "failed": Error("EXECUTION_FAILED", "Execution completed without success"),
+        },
+        evidence="completion_receipt",  # docs/decisions.md D-3
+        read_as={"completion_receipt": "5"},
+    ),
+    "lose": Effect(
+        RECONCILER,
+        "local-recovery:",
+        {
+            "lose_unstarted_claim": _UNSTARTED,
+            # Row 4b: the same unstarted claim, of an Attempt that is not a local process.
+            "lose_nonlocal_claim": _UNSTARTED,
+            "lose_after_grace": Error(
+                "RECOVERY_PROCESS_NOT_RUNNING",
+                "Durable process identity proves the execution is not running",
+                "process_not_running",
+            ),
+        },
+        # Row 4b writes row 7's code: an event without its decision key is read as row 7.
+        read_as={"RECOVERY_UNSTARTED_CLAIM": "7", "RECOVERY_PROCESS_NOT_RUNNING": "13"},
+    ),
+    "lose_missing_attempt": Effect(
+        RECONCILER,
+        "local-recovery:",
+        {
+            "lose_missing_attempt": Error(
+                "RECOVERY_ATTEMPT_MISSING_BEFORE_START", "Dispatching Run has no durable Attempt"
+            )
+        },
+        read_as={"RECOVERY_ATTEMPT_MISSING_BEFORE_START": "3"},
+    ),
+    "adopt_running": Effect(
+        RECONCILER,
+        "local-recovery:",
+        evidence="durable_process_identity",  # spec 04 row 12
+        read_as={"durable_process_identity": "12"},
+    ),
+    # spec 03: the journal intent, then the move; no Run/Attempt edge.
+    "quarantine": Effect(RECONCILER, ""),
 }
 Note = Mapping[str, object]  # the "decision" key every event of the pass carries
 
@@ -125,8 +182,9 @@ def decision_payload(decision: PrimaryDecision) -> Note:
 
 def completion(
     run: RunRow,
-    attempt: AttemptRow,
-    receipt: Receipt,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
     note: Note | None = None,
@@ -137,12 +195,15 @@ def completion(
     still `dispatching` goes to `running` first, each edge its own event, all in this one
     transaction (QingLong writes the direct, ADR-0001-illegal edge).
     """
+    assert attempt is not None and receipt is not None
     at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
-    # spec 04 "Terminal mapping", decided from the observed facts (fsm.receipt_terminal).
-    terminal = receipt_terminal(facts)
+    # spec 04 "Terminal mapping": the decision's terminal and its trigger (fsm.receipt_terminal).
+    terminal, trigger = decision.terminal, decision.trigger
+    assert terminal is not None and trigger is not None
+    effect = EFFECTS["complete"]
     note = note or {}
-    base = f"local-completion:{attempt.id}:{receipt.callback_sequence}"
-    chain = {"evidence": "completion_receipt", **note}
+    base = f"{effect.dedupe}{attempt.id}:{receipt.callback_sequence}"
+    chain = {"evidence": effect.evidence, **note}
     changes: list[Change] = []
     if attempt.status == "claimed":
         changes.append(
@@ -182,9 +243,8 @@ def completion(
                 attempt_id=attempt.id,
             )
         )
-    error = _TERMINAL_ERRORS.get(terminal)
-    errors = {"error_code": error[0], "error_summary": error[1]} if error else {}
-    trigger = RECEIPT_TRIGGERS[terminal]
+    error = effect.errors.get(terminal)
+    errors = {"error_code": error.code, "error_summary": error.summary} if error else {}
     changes.append(
         AttemptChange(
             attempt.id,
@@ -213,7 +273,7 @@ def completion(
             attempt_id=attempt.id,
         )
     )
-    return Plan(tuple(changes), RECEIPT_EXECUTOR, at, expect_for(run, attempt), terminal)
+    return Plan(tuple(changes), effect.actor, at, expect_for(run, attempt), terminal)
 
 
 def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
@@ -222,8 +282,9 @@ def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
 
 def lose_attempt(
     run: RunRow,
-    attempt: AttemptRow,
-    trigger: str,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
     note: Note | None = None,
@@ -231,7 +292,11 @@ def lose_attempt(
     """Rows 4b (``lose_nonlocal_claim``), 7 (``lose_unstarted_claim``) and 13
     (``lose_after_grace``): Attempt and Run to `lost` (the Run gets no finished time: not
     terminal)."""
-    reason, code, summary = LOST_REASONS[trigger]
+    trigger = decision.trigger
+    assert attempt is not None and trigger is not None
+    effect = EFFECTS["lose"]
+    error = effect.errors[trigger]
+    code, summary, reason = error.code, error.summary, error.reason
     note = note or {}
     at = at_or_after(now_ms, run, attempt)
     errors = {"error_code": code, "error_summary": summary}
@@ -242,48 +307,62 @@ def lose_attempt(
             facts,
             set=errors,
             payload=note,
-            dedupe_key=f"local-recovery:attempt:{attempt.id}:{attempt.callback_sequence}:{reason}",
+            dedupe_key=f"{effect.dedupe}attempt:{attempt.id}:{attempt.callback_sequence}:{reason}",
         ),
         RunChange(
             trigger,
             facts,
             set=errors,
             payload={"error_code": code, **note},
-            dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{run.version}:{reason}",
+            dedupe_key=f"{effect.dedupe}run:{run.id}:{attempt.id}:{run.version}:{reason}",
             attempt_id=attempt.id,
         ),
     )
-    return Plan(changes, RECONCILER, at, expect_for(run, attempt), "lost")
+    return Plan(changes, effect.actor, at, expect_for(run, attempt), "lost")
 
 
 def lose_missing_attempt(
-    run: RunRow, facts: PrimaryFacts, now_ms: int, note: Note | None = None
+    run: RunRow,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
+    facts: PrimaryFacts,
+    now_ms: int,
+    note: Note | None = None,
 ) -> Plan:
     """Row 3: a dispatching Run without any Attempt; one `run.lost` event."""
-    code, summary = MISSING_ATTEMPT
+    trigger = decision.trigger
+    assert trigger is not None
+    effect = EFFECTS["lose_missing_attempt"]
+    code, summary = effect.errors[trigger].code, effect.errors[trigger].summary
     note = note or {}
     change = RunChange(
-        "lose_missing_attempt",
+        trigger,
         facts,
         set={"error_code": code, "error_summary": summary},
         payload={"error_code": code, **note},
-        dedupe_key=f"local-recovery:run:{run.id}:{run.version}:missing-attempt",
+        dedupe_key=f"{effect.dedupe}run:{run.id}:{run.version}:missing-attempt",
     )
     return Plan(
-        (change,), RECONCILER, at_or_after(now_ms, run, None), expect_for(run, None), "lost"
+        (change,), effect.actor, at_or_after(now_ms, run, None), expect_for(run, None), "lost"
     )
 
 
 def adopt_running(
     run: RunRow,
-    attempt: AttemptRow,
+    attempt: AttemptRow | None,
+    receipt: Receipt | None,
+    decision: PrimaryDecision,
     facts: PrimaryFacts,
     now_ms: int,
     note: Note | None = None,
 ) -> Plan | None:
     """Row 12: `starting -> running` and/or `dispatching -> running`; None when both run."""
+    trigger = decision.trigger
+    assert attempt is not None and trigger is not None
+    effect = EFFECTS["adopt_running"]
     at = at_or_after(now_ms, run, attempt)
-    evidence = {"evidence": "durable_process_identity", **(note or {})}
+    evidence = {"evidence": effect.evidence, **(note or {})}
     changes: list[Change] = []
     version = run.version
     if attempt.status == "starting":
@@ -291,12 +370,12 @@ def adopt_running(
         changes.append(
             AttemptChange(
                 attempt.id,
-                "adopt_running",
+                trigger,
                 facts,
                 set=started,
                 payload=evidence,
                 dedupe_key=(
-                    f"local-recovery:attempt:{attempt.id}:{attempt.callback_sequence}:running"
+                    f"{effect.dedupe}attempt:{attempt.id}:{attempt.callback_sequence}:running"
                 ),
             )
         )
@@ -306,14 +385,33 @@ def adopt_running(
         # QingLong keys the Run edge on the version AFTER the Attempt edge.
         changes.append(
             RunChange(
-                "adopt_running",
+                trigger,
                 facts,
                 set=started,
                 payload=evidence,
-                dedupe_key=f"local-recovery:run:{run.id}:{attempt.id}:{version}:running",
+                dedupe_key=f"{effect.dedupe}run:{run.id}:{attempt.id}:{version}:running",
                 attempt_id=attempt.id,
             )
         )
     if not changes:
         return None
-    return Plan(tuple(changes), RECONCILER, at, expect_for(run, attempt), "running")
+    return Plan(tuple(changes), effect.actor, at, expect_for(run, attempt), "running")
+
+
+# The plan builder of each write; each takes the Run and latest Attempt decided on, the trusted
+# receipt (a completion), the decision, the facts its edges' guards see (with the re-read
+# inside the transaction), the time and the decision's note.
+TYPE_CHECKING = False  # the builders' type, for the type checker only
+if TYPE_CHECKING:
+    Builder = Callable[
+        [RunRow, AttemptRow | None, Receipt | None, PrimaryDecision, PrimaryFacts, int, Note],
+        Plan | None,
+    ]
+
+
+PLANS: dict[str, Builder] = {
+    "complete": completion,
+    "lose": lose_attempt,
+    "lose_missing_attempt": lose_missing_attempt,
+    "adopt_running": adopt_running,
+}

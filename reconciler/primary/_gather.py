@@ -7,11 +7,16 @@ phase 2 drives each again from the second receipt read on.
 
 from __future__ import annotations
 
-from fsm import Need
+from fsm import PRIMARY_PASS_ROWS, Need
 from reconciler.node._attempt_lock import lock_evidence, needs_lock
 from reconciler.node._receipt import authenticate_receipt
 from reconciler.node._receipt_store import Found, Invalid, Missing, RootMissing
-from reconciler.primary._state import ROOT_ROW, PassCandidate, PassState, read_run_fields
+from reconciler.primary._state import (
+    PassCandidate,
+    PassState,
+    probe_fields,
+    read_run_fields,
+)
 from storage import AttemptRow, JournalRow, journal_withdraw_quarantine, run_with_attempts
 
 
@@ -60,7 +65,7 @@ class Gathering(PassState):
         cand.run, cand.attempts, cand.journal = run, attempts, journal
         cand.core = cand.core.observe("read_run", **read_run_fields(run, attempts))
         step = cand.after_read_run = cand.core.next()
-        if attempts and (isinstance(step, Need) or step.row in ("4", "4b")):
+        if attempts and (isinstance(step, Need) or step.row in PRIMARY_PASS_ROWS.name_attempt):
             # The summary names the latest Attempt once a row looks at it (row 4 on).
             cand.attempt = attempts[-1]  # attempts are ordered by attempt number
 
@@ -74,7 +79,8 @@ class Gathering(PassState):
         unusable = self._root_problem(read, att)
         if unusable is not None:
             # Configuration, not a receipt: no quarantine, no journal row, no probe (D-3c).
-            cand.result = self._result(cand, ROOT_ROW, "unresolved", unusable)
+            row = PRIMARY_PASS_ROWS.receipt_root
+            cand.result = self._result(cand, row, "unresolved", unusable)
             return None
         if isinstance(read, RootMissing):
             read = Missing()  # a `claimed` Attempt: nothing was launched, so nothing published
@@ -139,12 +145,8 @@ class Gathering(PassState):
             # never `not_running` (row 10, unresolved, the reason says where to run qlfsm).
             # Asked after /proc, so healthy running candidates cost nothing more; no SQL.
             evidence = lock_evidence(evidence, self.store.lock_state(att.id))
-        cand.core = cand.core.observe(
-            "probe",
-            process=evidence.verdict,
-            probe_reason=evidence.reason,
-            handle_pid_matches=evidence.pid == att.pid,
-        )
+        cand.before_probe = cand.core
+        cand.core = cand.core.observe("probe", **probe_fields(evidence, att))
         cand.probed_at = self.clock.monotonic()
 
     # --- the grace, once ----------------------------------------------------------------------

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from fsm import PrimaryDecision
+from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node._clock import Clock
@@ -133,6 +133,30 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         truncated = self._verify(todo, results, page)
         return summarize(results, truncated)
 
+    def one(self, run_id: str) -> tuple[dict[str, Any] | None, bool]:
+        """What a dry run would decide for the Run ``run_id`` alone: its summary entry (None
+        when it is not a candidate on the page), and whether the page was truncated (then no
+        candidate is decided, as in a whole pass). Only this candidate is read and probed,
+        and the grace is paid only when it needs it; a retained one is proven again by the
+        final verifier, as in a whole pass."""
+        assert self.dry_run
+        page, truncated = primary_candidates(self.conn)
+        mine = [c for c in page if c.run_id == run_id]
+        if truncated or not mine:
+            return None, truncated
+        with lock_budget(self.conn, self.budget):
+            self._check_root(mine)
+            [cand] = todo = [PassCandidate(c) for c in mine]
+            self._guarded(cand, self._phase1)
+            if cand.result is None:
+                self._pay_grace(todo)
+                self._guarded(cand, self._phase2)
+            results = [c.result for c in todo if c.result is not None]
+            if cand.result is not None and cand.result.outcome == "remaining":
+                self._verify(todo, results, page)
+        assert cand.result is not None
+        return cand.result.as_dict(), False
+
     def _check_root(self, page: list[PrimaryCandidate]) -> None:
         """The receipt root is checked as a root, once, before anything is written (D-3c).
 
@@ -183,7 +207,8 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         if self.stopped is not None:
             # The database cannot be written any more (locked past the lock budget, read-only,
             # or its filesystem full): no further write is attempted, nothing more waited for.
-            cand.result = self._result(cand, "14", "failed", f"{self.stopped}:not_attempted")
+            row = PRIMARY_PASS_ROWS.exception
+            cand.result = self._result(cand, row, "failed", f"{self.stopped}:not_attempted")
             return
         try:
             step(cand)
@@ -229,6 +254,34 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
             return exc
         # A read that found the database locked waited the connection's busy timeout.
         return database_error(path, exc, waited_s=busy_wait_s(self.conn))
+
+
+def predict(
+    conn: sqlite3.Connection,
+    store: ReceiptStore,
+    provider: ProcessProvider,
+    clock: Clock,
+    run_id: str,
+    *,
+    profile: str = "standalone",
+    platform: str = sys.platform,
+    budget: LockBudget | None = None,
+    probe: Probe | None = None,
+) -> tuple[dict[str, Any] | None, bool]:
+    """What a dry run decides now for the one candidate ``run_id`` (``qlfsm explain``): its
+    summary entry or None, and whether the candidate page was truncated (see
+    :meth:`PrimaryReconciler.one`). Nothing is written."""
+    return PrimaryReconciler(
+        conn,
+        store,
+        provider,
+        clock,
+        profile=profile,
+        platform=platform,
+        budget=budget,
+        probe=probe,
+        dry_run=True,
+    ).one(run_id)
 
 
 def _failed(cand: PassCandidate, error: str) -> PrimaryDecision:

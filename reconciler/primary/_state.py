@@ -21,10 +21,6 @@ from reconciler.primary._summary import CandidateResult, Fingerprint
 from storage import AttemptRow, JournalRow, LockBudget, PrimaryCandidate, Repository, RunRow
 
 TYPE_CHECKING = False  # the mixins' calls into each other, for the type checker only
-# The summary's `row` for a candidate whose receipt root or shard is not a usable directory:
-# no row of spec 04's table decides it (it is configuration, D-3c), so it stays pass logic,
-# taken before the receipt read is observed.
-ROOT_ROW = "receipt_root"
 
 # The probe port: spec 03 "Inspection" of a stored handle (tests plug a gated one in).
 Probe = Callable[..., Evidence]
@@ -35,6 +31,7 @@ class PassCandidate:
         "after_read_run",
         "attempt",
         "attempts",
+        "before_probe",
         "core",
         "decision",
         "fingerprint",
@@ -49,6 +46,8 @@ class PassCandidate:
     def __init__(self, page: PrimaryCandidate) -> None:
         self.page = page
         self.core = PrimaryCore(page.status)
+        # The core as it asked for the probe: the final verifier's probe is observed on it.
+        self.before_probe: PrimaryCore | None = None
         self.run: RunRow | None = None
         self.attempts: list[AttemptRow] = []
         self.attempt: AttemptRow | None = None  # the latest, once the core looks at it
@@ -84,6 +83,16 @@ def read_run_fields(run: RunRow | None, attempts: list[AttemptRow]) -> dict[str,
             if latest is not None
             else None
         ),
+    }
+
+
+def probe_fields(evidence: Evidence, att: AttemptRow) -> dict[str, object]:
+    """The `probe` observation (ADR-0068 §2 step 5): the verdict, its reason, and whether the
+    handle's pid is `RunAttempts.pid` (row 11)."""
+    return {
+        "process": evidence.verdict,
+        "probe_reason": evidence.reason,
+        "handle_pid_matches": evidence.pid == att.pid,
     }
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fsm import ATTEMPT_ACTIVE
+from fsm import ATTEMPT_ACTIVE, PrimaryDecision
 from reconciler.node._receipt_store import Missing
-from reconciler.primary._state import PassCandidate, PassState
+from reconciler.primary._state import PassCandidate, PassState, probe_fields
 from reconciler.primary._summary import CandidateResult, describe, fingerprint
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
@@ -54,9 +54,18 @@ class Verifying(PassState):
             if not isinstance(read, Missing):
                 return self._revoke(cand, "receipt_appeared")
             evidence = self.probe(att.executor_handle, self.provider, platform=self.platform)
-            if evidence.reason == "provider_unavailable":
-                return self._revoke(cand, "provider_unavailable", outcome="failed")  # as row 9
-            if evidence.verdict != "running" or evidence.pid != att.pid:
+            # The second probe is decided by the table as the first was (rows 9-13), on the
+            # core as it asked for the probe: only the row that retained it proves it again.
+            assert cand.before_probe is not None
+            retained = cand.core.next()
+            proof = cand.before_probe.observe("probe", **probe_fields(evidence, att)).next()
+            if isinstance(proof, PrimaryDecision) and proof.outcome == "failed":
+                return self._revoke(cand, proof.reason, outcome="failed")  # row 9
+            assert isinstance(retained, PrimaryDecision)
+            if not isinstance(proof, PrimaryDecision) or (proof.row, proof.state) != (
+                retained.row,
+                retained.state,
+            ):
                 return self._revoke(cand, f"process_{evidence.verdict}:{evidence.reason}")
             run, attempts, _ = run_with_attempts(self.conn, now.run_id)
             if (

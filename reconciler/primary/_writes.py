@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from fsm import (
     ATTEMPT_ACTIVE,
+    PRIMARY_TABLE,
+    MachineDefinitionError,
     Need,
     PrimaryCore,
     PrimaryDecision,
@@ -17,15 +19,7 @@ from fsm import (
 )
 from reconciler.node._clock import witness_ms
 from reconciler.node._receipt_store import QuarantineNotDone, directory_at
-from reconciler.primary._edges import (
-    Plan,
-    adopt_running,
-    completion,
-    decision_payload,
-    expect_for,
-    lose_attempt,
-    lose_missing_attempt,
-)
+from reconciler.primary._edges import EFFECTS, PLANS, decision_payload, expect_for
 from reconciler.primary._state import PassCandidate, PassState, read_run_fields
 from reconciler.primary._summary import Fingerprint, describe, fingerprint
 from storage import (
@@ -58,60 +52,28 @@ class Writing(PassState):
     def _decided(self, cand: PassCandidate, decision: PrimaryDecision) -> None:
         write = decision.write
         if write is None or self.dry_run:
-            if write == "adopt_running" or decision.state == "retained":
+            if decision.outcome == "remaining":  # the verifier proves it against this
                 run, att = cand.run, cand.attempt
                 assert run is not None and att is not None
                 cand.fingerprint = fingerprint(run, att)
             cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
             return
-        run, att = cand.run, cand.attempt
-        assert run is not None
         cand.decision = decision
-        now = self.clock.now_ms()
-        note = decision_payload(decision)
-        if write == "complete":
-            assert att is not None and cand.receipt is not None
-            receipt = cand.receipt
-            self._commit(cand, lambda facts: completion(run, att, receipt, facts, now, note))
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-            self._after_completion(cand)
-        elif write == "quarantine":
-            assert att is not None
-            # D-16: a directory cannot be moved into the quarantine; nothing is written and
-            # row 6 stays unresolved (as its dry run says) until the operator removes it.
-            if directory_at(decision.facts.receipt_problem) is None:
-                self._quarantine(run, att)
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-        elif write == "lose_missing_attempt":
-            self._commit(cand, lambda facts: lose_missing_attempt(run, facts, now, note))
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-        elif write == "lose":
-            trigger = decision.trigger
-            assert att is not None and trigger is not None
-            self._commit(cand, lambda facts: lose_attempt(run, att, trigger, facts, now, note))
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-        else:  # adopt_running (row 12): only the aggregate not yet running moves
-            assert att is not None
-            if run.status == "running" and att.status == "running":
-                cand.fingerprint = fingerprint(run, att)  # nothing to adopt, nothing written
-            else:
-                version = self._commit(
-                    cand, lambda facts: adopt_running(run, att, facts, now, note)
-                )
-                cand.fingerprint = _adopted(run, att, version)
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
+        WRITES[write](self, cand, decision)
 
-    def _commit(self, cand: PassCandidate, make: Callable[[PrimaryFacts], Plan | None]) -> int:
+    def _commit(self, cand: PassCandidate) -> int:
         """The decided edge in ONE transaction (ADR-0068 §4): the Run and Attempts are re-read
         inside it and must take the core the same way again; the plan is made from the facts
         with that re-read, so every edge's guard is evaluated on them; every UPDATE
         compare-and-sets in its WHERE (row count checked)."""
         run, decision = cand.run, cand.decision
-        assert run is not None and decision is not None
+        assert run is not None and decision is not None and decision.write is not None
+        build = PLANS[decision.write]
+        now, note = self.clock.now_ms(), decision_payload(decision)
 
         def work(c: sqlite3.Connection) -> int:
             facts, run_now, attempts = self._check_again(c, cand, decision)
-            plan = make(facts)
+            plan = build(run, cand.attempt, cand.receipt, decision, facts, now, note)
             assert plan is not None
             done = advance_read(
                 self.repo,
@@ -187,16 +149,17 @@ class Writing(PassState):
             after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
             decision = after.next()
             assert isinstance(decision, PrimaryDecision)
-            if decision.write == "lose":
-                assert decision.trigger is not None
-                plan = lose_attempt(
+            if decision.write is not None:
+                plan = PLANS[decision.write](
                     run,
                     att,
-                    decision.trigger,
+                    cand.receipt,
+                    decision,
                     decision.facts,
                     self.clock.now_ms(),
                     decision_payload(decision),
                 )
+                assert plan is not None
                 advance_read(
                     self.repo,
                     c,
@@ -280,4 +243,58 @@ def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
         att.callback_sequence,
         att.executor_handle,
         att.pid,
+    )
+
+
+# --- each write the table names, committed (one per entry of _edges.EFFECTS) ---------------
+
+
+def _complete(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+    # Row 5 (and row 13 after the grace): the completion, then the receipt's cleanup.
+    w._commit(cand)
+    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+    w._after_completion(cand)
+
+
+def _quarantine(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+    run, att = cand.run, cand.attempt
+    assert run is not None and att is not None
+    # D-16: a directory cannot be moved into the quarantine; nothing is written and row 6
+    # stays unresolved (as its dry run says) until the operator removes it.
+    if directory_at(decision.facts.receipt_problem) is None:
+        w._quarantine(run, att)
+    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+
+
+def _lose(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+    w._commit(cand)
+    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+
+
+def _adopt(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+    # Row 12: only the aggregate not yet running moves.
+    run, att = cand.run, cand.attempt
+    assert run is not None and att is not None
+    if run.status == "running" and att.status == "running":
+        cand.fingerprint = fingerprint(run, att)  # nothing to adopt, nothing written
+    else:
+        cand.fingerprint = _adopted(run, att, w._commit(cand))
+    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+
+
+WRITES: dict[str, Callable[[Writing, PassCandidate, PrimaryDecision], None]] = {
+    "complete": _complete,
+    "quarantine": _quarantine,
+    "lose": _lose,
+    "lose_missing_attempt": _lose,
+    "adopt_running": _adopt,
+}
+# Every write the table names is one effect, committed here: a write without both fails the
+# import, not a candidate (fsm/_primary_table.py, _edges.EFFECTS).
+_NAMED = {c.write for r in PRIMARY_TABLE.rows for c in r.cases if c.write is not None}
+if not (_NAMED == set(WRITES) == set(EFFECTS)):
+    raise MachineDefinitionError(
+        PRIMARY_TABLE.name,
+        f"writes without their effect: table {sorted(_NAMED)}, committed {sorted(WRITES)}, "
+        f"effects {sorted(EFFECTS)}",
     )

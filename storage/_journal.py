@@ -4,18 +4,13 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from ._record import record
 
-
-@record(frozen=True)
+@dataclass(frozen=True)
 class JournalRow:
     attempt_id: str
     run_id: str

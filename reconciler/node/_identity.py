@@ -13,14 +13,8 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-    from dataclasses import field
-else:
-    from storage._record import field, record
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -50,7 +44,7 @@ class CaptureFailed(Exception):
     """The launcher could not prove the spawned process's identity; the launch must fail."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessHandle:
     handle_id: str
     boot_id: str
@@ -59,7 +53,7 @@ class ProcessHandle:
     start_ticks: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcStat:
     pid: int
     state: str
@@ -67,7 +61,7 @@ class ProcStat:
     start_ticks: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Evidence:
     verdict: Verdict
     reason: str
@@ -309,7 +303,7 @@ class PassProvider:
         return text
 
 
-@record
+@dataclass
 class _FakeProcess:
     pgid: int
     start_ticks: str
@@ -317,7 +311,7 @@ class _FakeProcess:
     comm: str = "fake (worker) x"
 
 
-@record
+@dataclass
 class FakeProcessTable:
     """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
 

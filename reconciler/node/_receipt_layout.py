@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -15,12 +16,6 @@ from reconciler.node._receipt import (
     validate_id,
 )
 from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from storage._record import record
 
 MAX_ROOT_BYTES: Final = 4096
 QUARANTINE_DIR: Final = ".quarantine"
@@ -47,30 +42,30 @@ class ReceiptExists(Exception):
         self.attempt_id = attempt_id
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Missing:
     """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     receipt: Receipt
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Invalid:
     """Something is at the path but it is not a trusted-format receipt; quarantine it."""
 
     reason: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RootMissing:
     """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
     launched one it is a configuration error (the launcher creates the root before spawning)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Unusable:
     """The root or the Attempt's shard exists but is not a real directory: a configuration
     problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,

@@ -276,3 +276,11 @@ if TYPE_CHECKING:
     from ._errors import ForeignDatabase as ForeignDatabase
     from ._errors import HotJournal as HotJournal
     from ._errors import RowNotInserted as RowNotInserted
+
+# --- the light records (see _record.py): for the node's and the pass's data classes ----------
+_EXPORTS.update({"record": "_record", "record_field": "_record"})
+__all__ += ["record", "record_field"]
+
+if TYPE_CHECKING:
+    from ._record import record as record
+    from ._record import record_field as record_field

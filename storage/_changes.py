@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import Step
 
 from ._errors import Conflict, InvalidField
+from ._record import field, record
 
 ACTORS = frozenset(
     {
@@ -62,13 +62,13 @@ _ATTEMPT_SETTABLE = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Actor:
     type: str
     id: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunChange:
     """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
 
@@ -90,7 +90,7 @@ ATTEMPT_EVENT_FIELDS = frozenset({"attempt", "exit_code", "callback_sequence", "
 DEFAULT_ATTEMPT_EVENT_FIELDS: tuple[str, ...] = ("exit_code", "callback_sequence", "error_code")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttemptChange:
     """One Attempt edge of the Run's Attempt ``attempt_id``."""
 
@@ -109,7 +109,7 @@ class AttemptChange:
 Change = RunChange | AttemptChange
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expect:
     """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
 
@@ -117,7 +117,7 @@ class Expect:
     attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Advanced:
     run_id: str
     version: int

@@ -6,8 +6,9 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from ._record import record
 
 RUN_COLUMNS = (
     "id, project_id, task_id, task_name, legacy_cron_id, execution_origin, execution_owner, "
@@ -25,7 +26,7 @@ EVENT_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunRow:
     id: str
     project_id: str
@@ -51,7 +52,7 @@ class RunRow:
         return cls(**{k: row[k] for k in row.keys()})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttemptRow:
     id: str
     run_id: str
@@ -75,7 +76,7 @@ class AttemptRow:
         return cls(**{k: row[k] for k in row.keys()})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EventRow:
     id: str
     run_id: str

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -16,6 +15,7 @@ from reconciler.node._receipt import (
     validate_id,
 )
 from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
+from storage import record
 
 MAX_ROOT_BYTES: Final = 4096
 QUARANTINE_DIR: Final = ".quarantine"
@@ -42,30 +42,30 @@ class ReceiptExists(Exception):
         self.attempt_id = attempt_id
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Missing:
     """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Found:
     receipt: Receipt
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Invalid:
     """Something is at the path but it is not a trusted-format receipt; quarantine it."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RootMissing:
     """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
     launched one it is a configuration error (the launcher creates the root before spawning)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Unusable:
     """The root or the Attempt's shard exists but is not a real directory: a configuration
     problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,

@@ -3,17 +3,16 @@ error is named in a reason (never a token, a command or an environment)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 # Re-exported for the full pass; defined in the light module the fast path uses.
 from reconciler.primary._empty import empty_summary as empty_summary
-from storage import AttemptRow, RunRow
+from storage import AttemptRow, RunRow, record
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 
 
-@dataclass
+@record
 class CandidateResult:
     run_id: str
     attempt_id: str | None

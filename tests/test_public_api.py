@@ -14,6 +14,7 @@ PACKAGES = (
     "reconciler.node",
     "reconciler.primary",
     "reconciler.shadow",
+    "reconciler.ops",
     "reconciler.diagrams",
     "reconciler.cli",
 )

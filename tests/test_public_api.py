@@ -66,3 +66,23 @@ def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
     assert reconciler.encode_receipt is _receipt.encode_receipt
     assert reconciler.parse_handle is _identity.parse_handle
     assert issubclass(reconciler.ProfileError, ValueError)
+
+
+def test_fsm_exports_every_public_name_lazily_and_its_tables_without_transitions() -> None:
+    import fsm
+
+    assert sorted(fsm.__all__) == sorted(fsm._EXPORTS)
+    for name, module in fsm._EXPORTS.items():
+        assert getattr(fsm, name) is getattr(importlib.import_module(f"fsm.{module}"), name)
+    # `qlfsm inspect` names the Run statuses from fsm's table: that loads the lifecycle
+    # tables alone, not `transitions` (nor any machine, guard or decision module).
+    code = (
+        "import sys\n"
+        "from fsm import RUN_STATES\n"
+        "print(len(RUN_STATES), sorted(m for m in sys.modules if m.startswith(('fsm', "
+        "'transitions'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "11 ['fsm', 'fsm._tables']"

@@ -6,10 +6,9 @@ or ``json``: the usual command line is parsed by hand, argparse serves help and 
 empty summary is written by hand), ``reconciler.cli._exit`` and, when called, the two light
 storage modules (``storage._connection``: open without SQL; ``storage._candidates``:
 the candidate statement). Only when there ARE candidates does it import the reconciler (``fsm``,
-``transitions``, the repository, receipts, identity). The receipt root is checked here with the
-rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test keeps them equal):
-importing the store costs ~16 ms, about half of the whole zero-candidate start-up
-(benchmarks/README.md).
+``transitions``, the repository, receipts, identity). The receipt root is checked with the
+store's own rules from ``reconciler.node._root_check`` (``os`` and ``stat`` only): importing
+the store costs ~16 ms, about half of the whole zero-candidate start-up (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
 
     from storage._connection import LockBudget
 
-MAX_ROOT_BYTES = 4096
-
-
 def default_profile() -> str:
     """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone` (checked by
     :func:`check_profile`, with the rules of ``reconciler._profiles``)."""
@@ -48,22 +44,16 @@ def check_profile(profile: str) -> str:
 
 
 def check_receipt_root(path: str) -> str:
-    """spec 03 "Root", checked before anything is touched; the same rules (and message) as
-    ``reconciler.node._receipt_store.validate_receipt_root``, without importing the store."""
-    if not path:
-        raise UsageError("receipt root is empty: set --receipt-root to an absolute directory")
-    if "\0" in path:
-        raise UsageError("receipt root contains a NUL byte: remove it")
-    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
-        raise UsageError(
-            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+    """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
+    the light module that imports ``os`` alone (not the store)."""
+    from reconciler.node import ReceiptRootError, validate_receipt_root
+
+    try:
+        return validate_receipt_root(
+            path, empty="receipt root is empty: set --receipt-root to an absolute directory"
         )
-    if not path.startswith("/"):
-        raise UsageError(f"receipt root {path!r} is relative: use an absolute path")
-    normalised = os.path.normpath(path)
-    if normalised.strip("/") == "":
-        raise UsageError("receipt root is '/': use a dedicated directory below it")
-    return normalised
+    except ReceiptRootError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def inspect_receipt_root(root: str) -> bool:

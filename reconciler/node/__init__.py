@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from reconciler.node._receipt_store import QuarantineNotDone as QuarantineNotDone
     from reconciler.node._receipt_store import ReadResult as ReadResult
     from reconciler.node._receipt_store import ReceiptExists as ReceiptExists
-    from reconciler.node._receipt_store import ReceiptRootError as ReceiptRootError
     from reconciler.node._receipt_store import ReceiptStore as ReceiptStore
     from reconciler.node._receipt_store import RootMissing as RootMissing
     from reconciler.node._receipt_store import Unusable as Unusable
@@ -62,8 +61,9 @@ if TYPE_CHECKING:
     from reconciler.node._receipt_store import parse_quarantine_ref as parse_quarantine_ref
     from reconciler.node._receipt_store import quarantine_ref as quarantine_ref
     from reconciler.node._receipt_store import receipt_path as receipt_path
-    from reconciler.node._receipt_store import validate_receipt_root as validate_receipt_root
+    from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
     from reconciler.node._root_check import check_root_dir as check_root_dir
+    from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
 
 _EXPORTS: dict[str, str] = {
     "Clock": "reconciler.node._clock",
@@ -86,14 +86,14 @@ _EXPORTS: dict[str, str] = {
     "QuarantineNotDone": "reconciler.node._receipt_store",
     "ReadResult": "reconciler.node._receipt_store",
     "ReceiptExists": "reconciler.node._receipt_store",
-    "ReceiptRootError": "reconciler.node._receipt_store",
+    "ReceiptRootError": "reconciler.node._root_check",
     "ReceiptStore": "reconciler.node._receipt_store",
     "RootMissing": "reconciler.node._receipt_store",
     "Unusable": "reconciler.node._receipt_store",
     "parse_quarantine_ref": "reconciler.node._receipt_store",
     "quarantine_ref": "reconciler.node._receipt_store",
     "receipt_path": "reconciler.node._receipt_store",
-    "validate_receipt_root": "reconciler.node._receipt_store",
+    "validate_receipt_root": "reconciler.node._root_check",
     "CaptureFailed": "reconciler.node._identity",
     "Evidence": "reconciler.node._identity",
     "FakeProcessTable": "reconciler.node._identity",

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from reconciler.primary._state import Probe
     from storage._connection import LockBudget
 
-MAX_ROOT_BYTES = 4096
 
 
 def default_profile() -> str:
@@ -52,22 +51,16 @@ def check_profile(profile: str) -> str:
 
 
 def check_receipt_root(path: str) -> str:
-    """spec 03 "Root", checked before anything is touched; the same rules (and message) as
-    ``reconciler.node._receipt_store.validate_receipt_root``, without importing the store."""
-    if not path:
-        raise UsageError("receipt root is empty: set --receipt-root to an absolute directory")
-    if "\0" in path:
-        raise UsageError("receipt root contains a NUL byte: remove it")
-    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
-        raise UsageError(
-            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+    """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
+    the light module that imports ``os`` alone (not the store)."""
+    from reconciler.node import ReceiptRootError, validate_receipt_root
+
+    try:
+        return validate_receipt_root(
+            path, empty="receipt root is empty: set --receipt-root to an absolute directory"
         )
-    if not path.startswith("/"):
-        raise UsageError(f"receipt root {path!r} is relative: use an absolute path")
-    normalised = os.path.normpath(path)
-    if normalised.strip("/") == "":
-        raise UsageError("receipt root is '/': use a dedicated directory below it")
-    return normalised
+    except ReceiptRootError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def inspect_receipt_root(root: str) -> bool:

@@ -276,3 +276,51 @@ if TYPE_CHECKING:
     from ._errors import ForeignDatabase as ForeignDatabase
     from ._errors import HotJournal as HotJournal
     from ._errors import RowNotInserted as RowNotInserted
+
+# --- the light records (see _record.py): for the node's and the pass's data classes ----------
+_EXPORTS.update({"record": "_record", "record_field": "_record"})
+__all__ += ["record", "record_field"]
+
+if TYPE_CHECKING:
+    from ._record import record as record
+    from ._record import record_field as record_field
+
+# --- the operator's reads and cleanups (inspect, sweep); lazy like the rest --------------------
+_EXPORTS.update(
+    {
+        "FIRST": "_operator",
+        "PendingRow": "_operator",
+        "QuarantinedRow": "_operator",
+        "delete_pending_of_ended": "_operator",
+        "delete_quarantined_of_ended": "_operator",
+        "journal_shards": "_operator",
+        "pending_page": "_operator",
+        "quarantined_page": "_operator",
+        "run_position": "_operator",
+        "runs_page": "_operator",
+    }
+)
+__all__ += [
+    "FIRST",
+    "PendingRow",
+    "QuarantinedRow",
+    "delete_pending_of_ended",
+    "delete_quarantined_of_ended",
+    "journal_shards",
+    "pending_page",
+    "quarantined_page",
+    "run_position",
+    "runs_page",
+]
+
+if TYPE_CHECKING:
+    from ._operator import FIRST as FIRST
+    from ._operator import PendingRow as PendingRow
+    from ._operator import QuarantinedRow as QuarantinedRow
+    from ._operator import delete_pending_of_ended as delete_pending_of_ended
+    from ._operator import delete_quarantined_of_ended as delete_quarantined_of_ended
+    from ._operator import journal_shards as journal_shards
+    from ._operator import pending_page as pending_page
+    from ._operator import quarantined_page as quarantined_page
+    from ._operator import run_position as run_position
+    from ._operator import runs_page as runs_page

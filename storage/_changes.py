@@ -10,13 +10,7 @@ from typing import Any
 from fsm import Step
 
 from ._errors import Conflict, InvalidField
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-    from dataclasses import field
-else:
-    from ._record import field, record
+from ._record import field, record
 
 ACTORS = frozenset(
     {

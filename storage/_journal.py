@@ -7,12 +7,7 @@ import sqlite3
 
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from ._record import record
+from ._record import record
 
 
 @record(frozen=True)

@@ -1,28 +1,31 @@
 """Light records: the data classes of the start-up pass without `dataclasses`' import cost.
 
 ``@dataclass`` writes the source of every class's methods and compiles it when the module is
-imported (0.5-1 ms a class); the ADR-0068 pass imports some twenty of them before its first
-candidate. ``@record`` gives those classes the same constructor (positional or keyword, with
-defaults and default factories), equality (same class, same field values), hash (frozen
-classes), repr, immutability (frozen) and ``__slots__`` (``slots=True``) from ONE shared
+imported; the ADR-0068 pass imports some twenty of them before its first candidate, and as
+standard dataclasses they cost the 256-candidate pass 8 % more instructions
+(``benchmarks/README.md``). ``@record`` gives those classes the same constructor (positional or
+keyword, with defaults and default factories), equality (same class, same field values), hash
+(frozen classes), repr, immutability (frozen) and ``__slots__`` (``slots=True``) from ONE shared
 implementation, compiled once into this module's bytecode.
 
-The type checker sees ``dataclasses.dataclass`` instead (the modules using ``record`` import it
-under ``TYPE_CHECKING``), so every constructor call is checked as before. What a record is not:
-a ``dataclasses`` class (``dataclasses.replace``/``fields``/``asdict`` do not apply; the
-classes that need those stay dataclasses).
+The type checker reads ``record`` itself: it is declared a dataclass transform (PEP 681), so
+every constructor call and every assignment to a frozen field is checked against THIS
+decorator, not against a stand-in. What a record is not: a ``dataclasses`` class
+(``dataclasses.replace``/``fields``/``asdict`` do not apply; the classes that need those stay
+dataclasses).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 
-TYPE_CHECKING = False  # no `typing` at run time: the wrapper and the launcher import this too
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from typing import Any, TypeVar
+# `typing` is loaded before any record is: the pass imports `transitions`, the wrapper and the
+# launcher their lock module; the zero-candidate start-up imports no record at all.
+from typing import Any, TypeVar, cast, dataclass_transform, overload
 
-    C = TypeVar("C", bound=type)
+C = TypeVar("C", bound=type)
+T = TypeVar("T")
 
 _MISSING = object()
 _set = object.__setattr__
@@ -39,11 +42,25 @@ class _Factory:
         self.make = make
 
 
-def field(*, default_factory: Callable[[], object]) -> Any:
+def field(*, default_factory: Callable[[], T]) -> T:
     """A field whose default is made anew for each record (``dataclasses.field``'s form)."""
-    return _Factory(default_factory)
+    # The class body holds the marker; the record makes the value (the type is the value's).
+    return cast(T, _Factory(default_factory))
 
 
+# The public name of ``field`` outside ``storage`` (``storage.record_field``).
+record_field = field
+
+
+@overload
+def record(cls: C, /) -> C: ...
+
+
+@overload
+def record(*, frozen: bool = False, slots: bool = False) -> Callable[[C], C]: ...
+
+
+@dataclass_transform(field_specifiers=(field,))
 def record(cls: C | None = None, /, *, frozen: bool = False, slots: bool = False) -> Any:
     """``@record``, ``@record(frozen=True)``, ``@record(frozen=True, slots=True)``."""
 

@@ -8,11 +8,7 @@ import sqlite3
 import time
 from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from ._record import record
+from ._record import record
 
 RUN_COLUMNS = (
     "id, project_id, task_id, task_name, legacy_cron_id, execution_origin, execution_owner, "

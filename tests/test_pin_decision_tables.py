@@ -2,7 +2,8 @@
 
 mutmut does not mutate module-level data, so a wrong guard, next state, reason, write or trigger
 in a table would survive every mutant run. Here each table is compared with an expectation
-written from its spec (row by row, in "first matching row wins" order); for ADR-0068's, every
+written from its spec (row by row, in "first matching row wins" order): ADR-0068's with the
+records' transcription, by the data-level check of `qlfsm diagrams check`; for ADR-0068's, every
 single-case change of the table (deleted, or any one field changed) is also shown to change
 some decision over a fact space, so that no case is dead weight the expectation could hide.
 """
@@ -15,6 +16,7 @@ import importlib
 import pytest
 
 from fsm import (
+    ATTEMPT_SPEC,
     LEGACY_ROW_FACTS,
     LEGACY_SPEC,
     LEGACY_TABLE,
@@ -22,104 +24,15 @@ from fsm import (
     PRIMARY_EVIDENCE,
     PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_TABLE,
+    RUN_SPEC,
     DecisionTable,
     LegacyFacts,
     MachineDefinitionError,
 )
 from fsm._legacy import LEGACY_STEP_GUARDS, check_one_trigger_per_outcome
+from reconciler.diagrams._check_tables import ADR_0068, compare_table
 
-# (row, evidence state, guard, then, reason, write, trigger), spec 04 order. Rows not in spec
-# 04's table are ADR-0068 §2's evidence steps 2 (read the receipt) and 5 (probe).
-R, Q, P, G, RR, RC = (
-    "read_run",
-    "read_receipt",
-    "probe",
-    "pay_grace",
-    "reread_receipt",
-    "recheck_run",
-)
-EXPECTED: list[tuple[str, str, str, str, str, str | None, str | None]] = [
-    ("1", R, "several_active_attempts", "unresolved", "multiple_active_attempts", None, None),
-    ("2", R, "run_gone", "unresolved", "run_gone", None, None),
-    ("2", R, "not_runtime_owned", "unresolved", "not_runtime_owned", None, None),
-    ("2", R, "status_changed", "unresolved", "status_changed", None, None),
-    (
-        "3",
-        R,
-        "attempt_missing_before_start",
-        "lost",
-        "attempt_missing_before_start",
-        "lose_missing_attempt",
-        "lose_missing_attempt",
-    ),
-    ("3b", R, "no_active_attempt_otherwise", "unresolved", "no_active_attempt", None, None),
-    ("4", R, "latest_attempt_not_active", "unresolved", "latest_attempt_not_active", None, None),
-    (
-        "4b",
-        R,
-        "claimed_not_local_process",
-        "lost",
-        "unstarted_claim",
-        "lose",
-        "lose_nonlocal_claim",
-    ),
-    ("4b", R, "executor_not_local_process", "unresolved", "executor_not_local_process", None, None),
-    ("step 2.2", R, "one_active_latest_attempt", Q, "", None, None),
-    ("5", Q, "trusted_receipt", "completed", "receipt_{terminal}", "complete", None),
-    (
-        "6",
-        Q,
-        "invalid_receipt",
-        "quarantined",
-        "invalid_receipt:{receipt_problem}",
-        "quarantine",
-        None,
-    ),
-    ("6", Q, "quarantined_earlier", "unresolved", "receipt_quarantined_earlier", None, None),
-    ("7", Q, "unstarted_claim", "lost", "unstarted_claim", "lose", "lose_unstarted_claim"),
-    ("8", Q, "handle_missing", "unresolved", "handle_missing", None, None),
-    ("8", Q, "pid_invalid", "unresolved", "pid_invalid", None, None),
-    ("step 2.5", Q, "durable_identity_stored", P, "", None, None),
-    ("9", P, "provider_unavailable", "failed", "provider_unavailable", None, None),
-    ("10", P, "identity_unknown", "unresolved", "{probe_reason}", None, None),
-    ("11", P, "handle_pid_mismatch", "unresolved", "handle_pid_mismatch", None, None),
-    (
-        "12",
-        P,
-        "exact_process_running",
-        "retained",
-        "process_running",
-        "adopt_running",
-        "adopt_running",
-    ),
-    ("13", P, "trusted_not_running", G, "", None, None),
-    ("13", G, "grace_elapsed", RR, "", None, None),
-    ("13", RR, "trusted_receipt", "completed", "receipt_{terminal}_after_grace", "complete", None),
-    (
-        "13",
-        RR,
-        "invalid_receipt",
-        "quarantined",
-        "invalid_receipt:{receipt_problem}",
-        "quarantine",
-        None,
-    ),
-    ("13", RR, "receipt_still_missing", RC, "", None, None),
-    ("13", RC, "changed_on_recheck", "unresolved", "changed_before_lost", None, None),
-    (
-        "13",
-        RC,
-        "not_running_after_grace",
-        "lost",
-        "process_not_running:{probe_reason}",
-        "lose",
-        "lose_after_grace",
-    ),
-    *(
-        ("14", s, "error_raised", "failed", "error:{error}", None, None)
-        for s in (R, Q, P, G, RR, RC)
-    ),
-]
+R, Q, P, G, RR, RC = PRIMARY_EVIDENCE
 
 
 def _cases(table: DecisionTable) -> list[tuple[str, str, str, str, str, str | None, str | None]]:
@@ -127,18 +40,13 @@ def _cases(table: DecisionTable) -> list[tuple[str, str, str, str, str, str | No
 
 
 def test_every_case_of_the_adr_0068_table_is_the_one_spec_04_gives() -> None:
-    assert _cases(PRIMARY_TABLE) == EXPECTED
-    assert PRIMARY_TABLE.name == "primary_decision"
-    assert PRIMARY_EVIDENCE == (R, Q, P, G, RR, RC)
-    assert PRIMARY_TABLE.evidence == PRIMARY_EVIDENCE
-    assert dict(PRIMARY_DECISIONS) == {
-        "completed": "recovered",
-        "lost": "recovered",
-        "retained": "remaining",
-        "quarantined": "unresolved",
-        "unresolved": "unresolved",
-        "failed": "failed",
-    }
+    # Row by row, case by case (state, guard, what follows, reason, write, trigger), in spec 04
+    # order with its citation, facts and exception row, against the records' transcription
+    # (reconciler/diagrams/_record_adr0068.py): the data-level check `qlfsm diagrams check`
+    # runs (tests/test_diagrams_tables.py shows each comparison failing, naming the row).
+    assert compare_table(ADR_0068, PRIMARY_TABLE, (RUN_SPEC, ATTEMPT_SPEC)) == []
+    assert PRIMARY_TABLE.evidence is PRIMARY_EVIDENCE
+    assert PRIMARY_TABLE.decisions is PRIMARY_DECISIONS
     # What each gather observes (ADR-0068 §2; the pass's adapter fills exactly these).
     assert {
         R: {
@@ -160,19 +68,13 @@ def test_every_case_of_the_adr_0068_table_is_the_one_spec_04_gives() -> None:
         RR: {"second_receipt", "receipt_exit_code", "receipt_problem"},
         RC: {"unchanged_on_recheck"},
     } == PRIMARY_EVIDENCE_FIELDS
-    # Only row 14 answers an exception; every row cites its record.
-    assert [r.row for r in PRIMARY_TABLE.rows if r.on_exception] == ["14"]
-    for r in PRIMARY_TABLE.rows:
-        section = {"step 2.2": "§2 step 2", "step 2.5": "§2 step 5"}.get(r.row, f"row {r.row}")
-        assert r.cites == f"ADR-0068 {section}"
-        assert r.facts
 
 
 def test_the_table_module_built_again_gives_the_same_table() -> None:
     # The table is built once, when fsm is imported; building it again runs the same helpers
     # (so a wrong helper is seen here, not only in the first import).
     module = importlib.reload(importlib.import_module("fsm._primary_table"))
-    assert _cases(module.PRIMARY_TABLE) == EXPECTED
+    assert compare_table(ADR_0068, module.PRIMARY_TABLE, (RUN_SPEC, ATTEMPT_SPEC)) == []
     assert module.PRIMARY_TABLE == PRIMARY_TABLE
     assert module.PRIMARY_EVIDENCE_FIELDS == PRIMARY_EVIDENCE_FIELDS
 

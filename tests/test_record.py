@@ -12,14 +12,7 @@ from reconciler.node._identity import Evidence, FakeProcessTable
 from reconciler.node._receipt_layout import Missing, Unusable
 from reconciler.primary._summary import CandidateResult
 from storage import Actor, RunChange
-from storage._record import FrozenRecordError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # as the modules using records: the type checker sees a dataclass
-    from dataclasses import dataclass as record
-    from dataclasses import field
-else:
-    from storage._record import field, record
+from storage._record import FrozenRecordError, field, record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,3 +102,13 @@ def test_a_slots_record_has_slots_and_no_instance_dict() -> None:
     assert Evidence.__qualname__ == "Evidence" and Evidence.__init__.__qualname__ == (
         "Evidence.__init__"
     )
+
+
+def test_the_type_checker_reads_the_record_decorator_itself() -> None:
+    # PEP 681: `record` is declared a dataclass transform with its own `field`, so mypy checks
+    # each record's constructor and frozen fields against this decorator (no stand-in).
+    marker: dict[str, Any] = getattr(record, "__dataclass_transform__", {})
+    assert marker.get("field_specifiers") == (field,)
+    import storage
+
+    assert storage.record is record and storage.record_field is field

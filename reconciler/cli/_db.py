@@ -8,6 +8,7 @@ import sqlite3
 import sys
 from typing import Any
 
+from fsm import RUN_STATES
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import UsageError, parser, print_json, table
 
@@ -55,20 +56,9 @@ def db_command(argv: list[str]) -> int:
     return 0
 
 
-# The Run statuses (spec 01), for --status; kept here so that `--help` needs no storage import.
-RUN_STATUSES = (
-    "created",
-    "queued",
-    "dispatching",
-    "running",
-    "waiting_approval",
-    "retry_wait",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "lost",
-)
+# The Run statuses (spec 01), for --status: the table's own (fsm loads only its lifecycle tables
+# for this name, not `transitions`).
+RUN_STATUSES = RUN_STATES
 
 
 def inspect_command(argv: list[str]) -> int:

@@ -17,11 +17,16 @@ if TYPE_CHECKING:
     from reconciler.diagrams._check import compare as compare
     from reconciler.diagrams._check import parse_mermaid as parse_mermaid
     from reconciler.diagrams._check import parse_svg as parse_svg
+    from reconciler.diagrams._check_tables import check_tables as check_tables
+    from reconciler.diagrams._check_tables import compare_table as compare_table
     from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
     from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER
     from reconciler.diagrams._dot import DiagramsError as DiagramsError
     from reconciler.diagrams._dot import find_dot as find_dot
     from reconciler.diagrams._dot import source_digest as source_digest
+
+    # the path of an explained run, the README, the data-level check
+    from reconciler.diagrams._path import path_svg as path_svg
     from reconciler.diagrams._records import ADR_0001_ATTEMPT_TABLE as ADR_0001_ATTEMPT_TABLE
     from reconciler.diagrams._records import ADR_0001_RUN_TABLE as ADR_0001_RUN_TABLE
     from reconciler.diagrams._records import ADR_0068_TABLE as ADR_0068_TABLE
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
     from reconciler.diagrams._records import MachineRecord as MachineRecord
     from reconciler.diagrams._render import dot_source as dot_source
     from reconciler.diagrams._render import mermaid_source as mermaid_source
+    from reconciler.diagrams._render import readme as readme
     from reconciler.diagrams._render import render as render
     from reconciler.diagrams._render import render_sources as render_sources
 
@@ -63,6 +69,11 @@ _EXPORTS: dict[str, str] = {
     "DiagramsError": "reconciler.diagrams._dot",
     "find_dot": "reconciler.diagrams._dot",
     "source_digest": "reconciler.diagrams._dot",
+    # the path of an explained run, the README, the data-level check
+    "path_svg": "reconciler.diagrams._path",
+    "readme": "reconciler.diagrams._render",
+    "check_tables": "reconciler.diagrams._check_tables",
+    "compare_table": "reconciler.diagrams._check_tables",
 }
 
 __all__ = sorted(_EXPORTS)

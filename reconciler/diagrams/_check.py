@@ -1,4 +1,5 @@
-"""Checking for `qlfsm diagrams check` (spec 07): the rendered files against the records.
+"""Checking for `qlfsm diagrams check` (spec 07): the rendered files against the records, and
+``fsm``'s decision tables against the records' transcription (``_check_tables.py``).
 
 Reads the RENDERED files back (the SVG that ``dot`` drew and the Mermaid text, never the
 Python objects) and compares each with the records' tables of ``reconciler/diagrams/_records.py`` in
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
@@ -179,8 +180,21 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     return out
 
 
-def check(directory: Path, records: Sequence[MachineRecord] = RECORDS) -> list[str]:
-    """All differences between the rendered files in ``directory`` and the records."""
+def _tables() -> list[str]:
+    from reconciler.diagrams._check_tables import check_tables
+
+    return check_tables()
+
+
+def check(
+    directory: Path,
+    records: Sequence[MachineRecord] = RECORDS,
+    *,
+    tables: Callable[[], list[str]] = _tables,
+) -> list[str]:
+    """All differences between the rendered files in ``directory`` and the records, then
+    between ``fsm``'s decision tables and the records' transcription (``tables``, the
+    data-level check of ``_check_tables.py``)."""
     differences: list[str] = []
     for record in records:
         for suffix, parse in ((".svg", parse_svg), (".mmd", parse_mermaid)):
@@ -205,4 +219,5 @@ def check(directory: Path, records: Sequence[MachineRecord] = RECORDS) -> list[s
     for path in sorted([*directory.glob("*.svg"), *directory.glob("*.mmd")]):
         if path.stem not in known:
             differences.append(f"{path.name}: machine {path.stem!r} has no record table")
+    differences.extend(tables())
     return differences

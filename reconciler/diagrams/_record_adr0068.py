@@ -53,8 +53,16 @@ PRIMARY_DECISION_OUTCOMES: dict[str, str] = {
 }
 
 
-def _p(source: str, dest: str, guard: str) -> EdgeRef:
-    return EdgeRef("primary_decision", source, dest, guard)
+def _p(
+    source: str,
+    dest: str,
+    guard: str,
+    *,
+    reason: str = "",
+    write: str | None = None,
+    trigger: str | None = None,
+) -> EdgeRef:
+    return EdgeRef("primary_decision", source, dest, guard, reason, write, trigger)
 
 
 ADR_0068_TABLE: tuple[DecisionRow, ...] = (
@@ -62,16 +70,23 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "1",
         "more than one active Attempt",
         "unresolved",
-        decides=(_p("read_run", "unresolved", "several_active_attempts"),),
+        decides=(
+            _p(
+                "read_run",
+                "unresolved",
+                "several_active_attempts",
+                reason="multiple_active_attempts",
+            ),
+        ),
     ),
     DecisionRow(
         "2",
         "Run gone, not runtime-owned, or status changed since the page",
         "unresolved",
         decides=(
-            _p("read_run", "unresolved", "run_gone"),
-            _p("read_run", "unresolved", "not_runtime_owned"),
-            _p("read_run", "unresolved", "status_changed"),
+            _p("read_run", "unresolved", "run_gone", reason="run_gone"),
+            _p("read_run", "unresolved", "not_runtime_owned", reason="not_runtime_owned"),
+            _p("read_run", "unresolved", "status_changed", reason="status_changed"),
         ),
     ),
     DecisionRow(
@@ -79,19 +94,38 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "no Attempt at all and Run `dispatching`",
         "Run → `lost` (`RECOVERY_ATTEMPT_MISSING_BEFORE_START`), one `run.lost` event → recovered",
         (EdgeRef("run", "dispatching", "lost", "attempt_missing_before_start"),),
-        decides=(_p("read_run", "lost", "attempt_missing_before_start"),),
+        error_code="RECOVERY_ATTEMPT_MISSING_BEFORE_START",
+        decides=(
+            _p(
+                "read_run",
+                "lost",
+                "attempt_missing_before_start",
+                reason="attempt_missing_before_start",
+                write="lose_missing_attempt",
+                trigger="lose_missing_attempt",
+            ),
+        ),
     ),
     DecisionRow(
         "3b",
         "no active Attempt otherwise",
         "unresolved",
-        decides=(_p("read_run", "unresolved", "no_active_attempt_otherwise"),),
+        decides=(
+            _p("read_run", "unresolved", "no_active_attempt_otherwise", reason="no_active_attempt"),
+        ),
     ),
     DecisionRow(
         "4",
         "latest Attempt not `claimed/starting/running`",
         "unresolved",
-        decides=(_p("read_run", "unresolved", "latest_attempt_not_active"),),
+        decides=(
+            _p(
+                "read_run",
+                "unresolved",
+                "latest_attempt_not_active",
+                reason="latest_attempt_not_active",
+            ),
+        ),
     ),
     DecisionRow(
         "4b",
@@ -108,9 +142,22 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         note="The `claimed` case: the claim never crossed the start barrier (ADR-0068 §2 step "
         "5), a fact of the database, not local evidence; its receipt is never read. QingLong's "
         "coordinator does the same (docs/decisions.md D-18).",
+        error_code="RECOVERY_UNSTARTED_CLAIM",
         decides=(
-            _p("read_run", "lost", "claimed_not_local_process"),
-            _p("read_run", "unresolved", "executor_not_local_process"),
+            _p(
+                "read_run",
+                "lost",
+                "claimed_not_local_process",
+                reason="unstarted_claim",
+                write="lose",
+                trigger="lose_nonlocal_claim",
+            ),
+            _p(
+                "read_run",
+                "unresolved",
+                "executor_not_local_process",
+                reason="executor_not_local_process",
+            ),
         ),
     ),
     DecisionRow(
@@ -122,7 +169,15 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         note="A Run still `dispatching` (Attempt `claimed`/`starting`) walks the legal edges "
         "through `running`, each guarded `trusted_receipt`: ADR-0001 has no "
         "`dispatching -> succeeded` edge.",
-        decides=(_p("read_receipt", "completed", "trusted_receipt"),),
+        decides=(
+            _p(
+                "read_receipt",
+                "completed",
+                "trusted_receipt",
+                reason="receipt_{terminal}",
+                write="complete",
+            ),
+        ),
     ),
     DecisionRow(
         "6",
@@ -131,8 +186,19 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         note="A receipt an earlier pass quarantined (its journal row says so) stays invalid: "
         "unresolved, nothing written again (docs/decisions.md D-3a).",
         decides=(
-            _p("read_receipt", "quarantined", "invalid_receipt"),
-            _p("read_receipt", "unresolved", "quarantined_earlier"),
+            _p(
+                "read_receipt",
+                "quarantined",
+                "invalid_receipt",
+                reason="invalid_receipt:{receipt_problem}",
+                write="quarantine",
+            ),
+            _p(
+                "read_receipt",
+                "unresolved",
+                "quarantined_earlier",
+                reason="receipt_quarantined_earlier",
+            ),
         ),
     ),
     DecisionRow(
@@ -147,34 +213,44 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         ),
         note="The candidate Run is `dispatching` or `running` (spec 04 §Candidates), so "
         "both Run edges exist.",
-        decides=(_p("read_receipt", "lost", "unstarted_claim"),),
+        error_code="RECOVERY_UNSTARTED_CLAIM",
+        decides=(
+            _p(
+                "read_receipt",
+                "lost",
+                "unstarted_claim",
+                reason="unstarted_claim",
+                write="lose",
+                trigger="lose_unstarted_claim",
+            ),
+        ),
     ),
     DecisionRow(
         "8",
         "no handle, or pid not a positive integer (executor type: row 4b)",
         "unresolved",
         decides=(
-            _p("read_receipt", "unresolved", "handle_missing"),
-            _p("read_receipt", "unresolved", "pid_invalid"),
+            _p("read_receipt", "unresolved", "handle_missing", reason="handle_missing"),
+            _p("read_receipt", "unresolved", "pid_invalid", reason="pid_invalid"),
         ),
     ),
     DecisionRow(
         "9",
         "probe: `unknown / provider_unavailable`",
         "failed",
-        decides=(_p("probe", "failed", "provider_unavailable"),),
+        decides=(_p("probe", "failed", "provider_unavailable", reason="provider_unavailable"),),
     ),
     DecisionRow(
         "10",
         "probe: `unknown / invalid_handle` or `unsupported_platform`",
         "unresolved",
-        decides=(_p("probe", "unresolved", "identity_unknown"),),
+        decides=(_p("probe", "unresolved", "identity_unknown", reason="{probe_reason}"),),
     ),
     DecisionRow(
         "11",
         "handle pid ≠ `RunAttempts.pid`",
         "unresolved",
-        decides=(_p("probe", "unresolved", "handle_pid_mismatch"),),
+        decides=(_p("probe", "unresolved", "handle_pid_mismatch", reason="handle_pid_mismatch"),),
     ),
     DecisionRow(
         "12",
@@ -185,7 +261,16 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
             EdgeRef("run", "dispatching", "running", "exact_process_running"),
             EdgeRef("attempt", "starting", "running", "exact_process_running"),
         ),
-        decides=(_p("probe", "retained", "exact_process_running"),),
+        decides=(
+            _p(
+                "probe",
+                "retained",
+                "exact_process_running",
+                reason="process_running",
+                write="adopt_running",
+                trigger="adopt_running",
+            ),
+        ),
     ),
     DecisionRow(
         "13",
@@ -200,22 +285,45 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
             EdgeRef("attempt", "running", "lost", "not_running_after_grace"),
         ),
         note="A receipt found on the second read takes row 5's edges (listed under row 5).",
+        error_code="RECOVERY_PROCESS_NOT_RUNNING",
         decides=(
             _p("probe", "pay_grace", "trusted_not_running"),
             _p("pay_grace", "reread_receipt", "grace_elapsed"),
-            _p("reread_receipt", "completed", "trusted_receipt"),
-            _p("reread_receipt", "quarantined", "invalid_receipt"),
+            _p(
+                "reread_receipt",
+                "completed",
+                "trusted_receipt",
+                reason="receipt_{terminal}_after_grace",
+                write="complete",
+            ),
+            _p(
+                "reread_receipt",
+                "quarantined",
+                "invalid_receipt",
+                reason="invalid_receipt:{receipt_problem}",
+                write="quarantine",
+            ),
             _p("reread_receipt", "recheck_run", "receipt_still_missing"),
-            _p("recheck_run", "unresolved", "changed_on_recheck"),
-            _p("recheck_run", "lost", "not_running_after_grace"),
+            _p("recheck_run", "unresolved", "changed_on_recheck", reason="changed_before_lost"),
+            _p(
+                "recheck_run",
+                "lost",
+                "not_running_after_grace",
+                reason="process_not_running:{probe_reason}",
+                write="lose",
+                trigger="lose_after_grace",
+            ),
         ),
     ),
     DecisionRow(
         "14",
         "any exception while handling the candidate",
         "failed (the transaction rolls back)",
+        on_exception=True,
         # "any exception while handling the candidate": in whichever evidence state.
-        decides=tuple(_p(s, "failed", "error_raised") for s in PRIMARY_EVIDENCE_STATES),
+        decides=tuple(
+            _p(s, "failed", "error_raised", reason="error:{error}") for s in PRIMARY_EVIDENCE_STATES
+        ),
     ),
 )
 
@@ -227,6 +335,7 @@ ADR_0068_STEPS: tuple[EvidenceStep, ...] = (
         "exactly one active Attempt, the latest: read its one receipt path",
         "ADR-0068 §2 step 2",
         _p("read_run", "read_receipt", "one_active_latest_attempt"),
+        after="4b",
     ),
     EvidenceStep(
         "step 2.5",
@@ -234,5 +343,6 @@ ADR_0068_STEPS: tuple[EvidenceStep, ...] = (
         "the exact durable identity",
         "ADR-0068 §2 step 5",
         _p("read_receipt", "probe", "durable_identity_stored"),
+        after="8",
     ),
 )

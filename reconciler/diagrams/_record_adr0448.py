@@ -36,14 +36,24 @@ LEGACY_EVIDENCE_STATES: tuple[str, ...] = ("read_run", "read_attempts", "read_ev
 
 
 def _legacy(
-    row: str, facts: str, outcome: str, dest: str, guard: str, tried_in: str
+    row: str,
+    facts: str,
+    outcome: str,
+    dest: str,
+    guard: str,
+    tried_in: str,
+    *,
+    trigger: str,
+    write: str | None = None,
 ) -> DecisionRow:
+    # ``trigger``: the row's edge on the legacy_shadow lifecycle; ``write``: what the pass
+    # commits for it (spec 05's outcome column; None: "no write").
     return DecisionRow(
         row,
         facts,
         outcome,
         (EdgeRef("legacy_shadow", "candidate", dest, guard),),
-        decides=(EdgeRef("legacy_decision", tried_in, dest, guard),),
+        decides=(EdgeRef("legacy_decision", tried_in, dest, guard, write=write, trigger=trigger),),
     )
 
 
@@ -55,6 +65,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "skipped",
         "not_eligible",
         "read_run",
+        trigger="skip",
     ),
     _legacy(
         "2",
@@ -63,6 +74,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "repaired",
         "unique_terminal_attempt",
         "read_attempts",
+        trigger="repair",
+        write="repair",
     ),
     _legacy(
         "2b",
@@ -71,6 +84,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "ambiguous",
         "no_active_attempt",
         "read_attempts",
+        trigger="hold",
     ),
     _legacy(
         "3",
@@ -79,6 +93,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "ambiguous",
         "multiple_active_attempts",
         "read_attempts",
+        trigger="hold",
     ),
     _legacy(
         "4",
@@ -87,6 +102,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "ambiguous",
         "evidence_truncated",
         "read_evidence",
+        trigger="hold",
     ),
     _legacy(
         "5",
@@ -95,6 +111,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "ambiguous",
         "ambiguous_selection",
         "read_evidence",
+        trigger="hold",
     ),
     _legacy(
         "6",
@@ -103,6 +120,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "cancelled",
         "stopped_with_finished",
         "read_evidence",
+        trigger="cancel",
+        write="cancel",
     ),
     _legacy(
         "7",
@@ -111,6 +130,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "completed",
         "unique_finished_evidence",
         "read_evidence",
+        trigger="complete",
+        write="complete",
     ),
     _legacy(
         "8",
@@ -119,6 +140,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "pending",
         "awaiting_system_crond",
         "read_evidence",
+        trigger="wait",
     ),
     _legacy(
         "9",
@@ -127,6 +149,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "abandoned",
         "no_spawn_evidence",
         "read_evidence",
+        trigger="abandon",
+        write="abandon",
     ),
     _legacy(
         "10",
@@ -135,6 +159,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "marked_lost",
         "no_terminal_evidence",
         "read_evidence",
+        trigger="mark_lost",
+        write="mark_lost",
     ),
     _legacy(
         "11",
@@ -143,15 +169,18 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "ambiguous",
         "illegal_combination",
         "read_evidence",
+        trigger="hold",
     ),
     DecisionRow(
         "12",
         "exception",
         "failed",
         (EdgeRef("legacy_shadow", "candidate", "failed", "error_raised"),),
+        on_exception=True,
         # An exception fails the candidate whichever evidence was being read.
         decides=tuple(
-            EdgeRef("legacy_decision", s, "failed", "error_raised") for s in LEGACY_EVIDENCE_STATES
+            EdgeRef("legacy_decision", s, "failed", "error_raised", trigger="fail")
+            for s in LEGACY_EVIDENCE_STATES
         ),
     ),
 )
@@ -164,11 +193,13 @@ ADR_0448_STEPS: tuple[EvidenceStep, ...] = (
         "an eligible legacy candidate: read its active Attempts",
         "ADR-0448 §3",
         EdgeRef("legacy_decision", "read_run", "read_attempts", "eligible_candidate"),
+        after="1",
     ),
     EvidenceStep(
         "step 4",
         "exactly one active Attempt: read the cron's RunningInstances and select",
         "ADR-0448 §4",
         EdgeRef("legacy_decision", "read_attempts", "read_evidence", "one_active_attempt"),
+        after="3",
     ),
 )

@@ -3,7 +3,7 @@ per-record modules are made of."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,12 @@ class EdgeRef:
     source: str
     dest: str
     guard: str
+    # On a decision machine, what a decision reached by this edge carries (spec 04 "Summary",
+    # spec 05 "Per candidate"): the reason code (``{field}`` filled from the facts), what the
+    # pass writes, and the lifecycle trigger of that write. Never part of a diagram's label.
+    reason: str = field(default="", compare=False)
+    write: str | None = field(default=None, compare=False)
+    trigger: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,11 @@ class DecisionRow:
     # The row on its record's decision machine (spec 07): one edge per place the row decides,
     # from the evidence state it is tried in to what follows (more evidence or the decision).
     decides: tuple[EdgeRef, ...] = ()
+    # The error code the row's write stores on the Run and Attempt (spec 04's outcome column).
+    error_code: str | None = None
+    # The exception row (spec 04 row 14, spec 05 row 12): it fails the candidate in every
+    # evidence state, wherever handling it raised.
+    on_exception: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,9 @@ class EvidenceStep:
     facts: str
     cites: str
     edge: EdgeRef
+    # The row after which the step is tried (first matching row wins): the rows before it
+    # did not decide.
+    after: str = ""
 
 
 @dataclass(frozen=True)

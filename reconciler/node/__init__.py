@@ -11,9 +11,14 @@ from reconciler._lazy import lazy_exports
 # No `typing` at run time (see reconciler/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from reconciler.node._attempt_lock import lock_evidence as lock_evidence
+    from reconciler.node._attempt_lock import needs_lock as needs_lock
     from reconciler.node._clock import Clock as Clock
     from reconciler.node._clock import FakeClock as FakeClock
     from reconciler.node._clock import SystemClock as SystemClock
+
+    # used by the passes and the command line
+    from reconciler.node._clock import witness_ms as witness_ms
     from reconciler.node._identity import CaptureFailed as CaptureFailed
     from reconciler.node._identity import Evidence as Evidence
     from reconciler.node._identity import FakeProcessTable as FakeProcessTable
@@ -49,14 +54,16 @@ if TYPE_CHECKING:
     from reconciler.node._receipt_store import QuarantineNotDone as QuarantineNotDone
     from reconciler.node._receipt_store import ReadResult as ReadResult
     from reconciler.node._receipt_store import ReceiptExists as ReceiptExists
-    from reconciler.node._receipt_store import ReceiptRootError as ReceiptRootError
     from reconciler.node._receipt_store import ReceiptStore as ReceiptStore
     from reconciler.node._receipt_store import RootMissing as RootMissing
     from reconciler.node._receipt_store import Unusable as Unusable
+    from reconciler.node._receipt_store import directory_at as directory_at
     from reconciler.node._receipt_store import parse_quarantine_ref as parse_quarantine_ref
     from reconciler.node._receipt_store import quarantine_ref as quarantine_ref
     from reconciler.node._receipt_store import receipt_path as receipt_path
-    from reconciler.node._receipt_store import validate_receipt_root as validate_receipt_root
+    from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
+    from reconciler.node._root_check import check_root_dir as check_root_dir
+    from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
 
 _EXPORTS: dict[str, str] = {
     "Clock": "reconciler.node._clock",
@@ -79,14 +86,14 @@ _EXPORTS: dict[str, str] = {
     "QuarantineNotDone": "reconciler.node._receipt_store",
     "ReadResult": "reconciler.node._receipt_store",
     "ReceiptExists": "reconciler.node._receipt_store",
-    "ReceiptRootError": "reconciler.node._receipt_store",
+    "ReceiptRootError": "reconciler.node._root_check",
     "ReceiptStore": "reconciler.node._receipt_store",
     "RootMissing": "reconciler.node._receipt_store",
     "Unusable": "reconciler.node._receipt_store",
     "parse_quarantine_ref": "reconciler.node._receipt_store",
     "quarantine_ref": "reconciler.node._receipt_store",
     "receipt_path": "reconciler.node._receipt_store",
-    "validate_receipt_root": "reconciler.node._receipt_store",
+    "validate_receipt_root": "reconciler.node._root_check",
     "CaptureFailed": "reconciler.node._identity",
     "Evidence": "reconciler.node._identity",
     "FakeProcessTable": "reconciler.node._identity",
@@ -105,6 +112,12 @@ _EXPORTS: dict[str, str] = {
     "Launched": "reconciler.node._launcher",
     "launch": "reconciler.node._launcher",
     "new_token": "reconciler.node._launcher",
+    # used by the passes and the command line
+    "witness_ms": "reconciler.node._clock",
+    "directory_at": "reconciler.node._receipt_store",
+    "check_root_dir": "reconciler.node._root_check",
+    "lock_evidence": "reconciler.node._attempt_lock",
+    "needs_lock": "reconciler.node._attempt_lock",
 }
 
 __all__ = sorted(_EXPORTS)

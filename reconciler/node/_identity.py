@@ -15,12 +15,7 @@ import re
 import sys
 from typing import Final, Literal, Protocol
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-    from dataclasses import field
-else:
-    from storage._record import field, record
+from storage import record, record_field
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -322,7 +317,7 @@ class FakeProcessTable:
     """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
 
     boot: str = "00000000-0000-4000-8000-000000000001"
-    processes: dict[int, _FakeProcess] = field(default_factory=dict)
+    processes: dict[int, _FakeProcess] = record_field(default_factory=dict)
     unavailable: bool = False
     clock_ticks: int = 1000
     next_pid: int = 4000

@@ -14,15 +14,11 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
+from reconciler.node._root_check import MAX_ROOT_BYTES as MAX_ROOT_BYTES
 from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
+from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
+from storage import record
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from storage._record import record
-
-MAX_ROOT_BYTES: Final = 4096
 QUARANTINE_DIR: Final = ".quarantine"
 # Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in
 # the execution-id alphabet, so a name maps back to exactly one Attempt and slot). Bounded so
@@ -81,24 +77,6 @@ class Unusable:
 
 
 ReadResult = Missing | Found | Invalid | RootMissing | Unusable
-
-
-def validate_receipt_root(path: str) -> str:
-    """The normalised root, or ReceiptRootError. Pure: never touches the filesystem."""
-    if not isinstance(path, str) or not path:
-        raise ReceiptRootError("receipt root is empty: set it to an absolute directory path")
-    if "\0" in path:
-        raise ReceiptRootError("receipt root contains a NUL byte: remove it")
-    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
-        raise ReceiptRootError(
-            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
-        )
-    if not path.startswith("/"):
-        raise ReceiptRootError(f"receipt root {path!r} is relative: use an absolute path")
-    normalised = os.path.normpath(path)
-    if normalised.strip("/") == "":
-        raise ReceiptRootError("receipt root is '/': use a dedicated directory below it")
-    return normalised
 
 
 # D-16: a directory at a receipt path is neither a receipt nor movable (a directory cannot be

@@ -20,6 +20,31 @@ class ReceiptRootError(ValueError):
     """The configured receipt root is unusable; the message says what to fix (one line)."""
 
 
+# spec 03 "Root": the longest receipt root accepted, in bytes of its file-system encoding.
+MAX_ROOT_BYTES = 4096
+_EMPTY = "receipt root is empty: set it to an absolute directory path"
+
+
+def validate_receipt_root(path: str, *, empty: str = _EMPTY) -> str:
+    """The normalised root, or ReceiptRootError. Pure: never touches the filesystem. Here,
+    not in the store, so that the zero-candidate start-up checks it with ``os`` alone;
+    ``empty`` is the message for an empty root (the command line names its option)."""
+    if not isinstance(path, str) or not path:
+        raise ReceiptRootError(empty)
+    if "\0" in path:
+        raise ReceiptRootError("receipt root contains a NUL byte: remove it")
+    if len(os.fsencode(path)) > MAX_ROOT_BYTES:
+        raise ReceiptRootError(
+            f"receipt root is longer than {MAX_ROOT_BYTES} bytes: use a shorter absolute path"
+        )
+    if not path.startswith("/"):
+        raise ReceiptRootError(f"receipt root {path!r} is relative: use an absolute path")
+    normalised = os.path.normpath(path)
+    if normalised.strip("/") == "":
+        raise ReceiptRootError("receipt root is '/': use a dedicated directory below it")
+    return normalised
+
+
 def shell_word(path: str) -> str:
     """``path`` as one POSIX shell word (``shlex.quote``'s rule, without importing shlex)."""
     if path and all(c in _SAFE_SHELL for c in path):

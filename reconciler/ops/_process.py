@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.node._identity import (
+from reconciler.node import (
     ProcessProvider,
     inspect_handle,
     parse_handle,

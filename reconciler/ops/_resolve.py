@@ -34,8 +34,7 @@ from typing import Any
 
 from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
 from reconciler._escape import clean
-from reconciler.node._clock import Clock
-from reconciler.node._identity import Evidence, ProcessProvider, inspect_handle, parse_handle
+from reconciler.node import Clock, Evidence, ProcessProvider, inspect_handle, parse_handle
 from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun
 from storage import (
     Actor,

@@ -32,10 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.node._clock import Clock, witness_ms
-from reconciler.node._identity import ProcessProvider, inspect_handle
-from reconciler.node._receipt import validate_id
-from storage._operator import (
+from reconciler.node import Clock, ProcessProvider, inspect_handle, validate_id, witness_ms
+from storage import (
     FIRST,
     PendingRow,
     QuarantinedRow,

@@ -7,13 +7,7 @@ from typing import Any
 
 # Re-exported for the full pass; defined in the light module the fast path uses.
 from reconciler.primary._empty import empty_summary as empty_summary
-from storage import AttemptRow, RunRow
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the type checker sees dataclasses; the run time, the light records
-    from dataclasses import dataclass as record
-else:
-    from storage._record import record
+from storage import AttemptRow, RunRow, record
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 

@@ -1,0 +1,227 @@
+"""The data-level half of `qlfsm diagrams check` (spec 07 "The tables"): ``fsm``'s decision
+tables, and the lifecycle edges and error codes their writes name, against the records'
+transcription (``_record_adr0068.py``, ``_record_adr0448.py``), column by column.
+
+The diagram check reads the drawn files back; this one reads the data the pass decides with.
+A row changed on either side is named (``ADR-0068 row 9: ...``): the record and the table
+cannot drift apart unseen, so no test keeps a third copy of either table.
+
+Compared, per record: the machine's name, its evidence order and its decisions (with the
+summary outcome each counts as); the rows and evidence steps in their order (first matching row
+wins, ADR-0068 §2, spec 05 "Candidates"); for each row its citation, whether it is the
+exception row, its facts (word for word), every case (evidence state, guard, what follows,
+reason code, write, trigger), the lifecycle edges that cite it, and the error code its write
+stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fsm import (
+    ATTEMPT_SPEC,
+    LEGACY_SPEC,
+    LEGACY_TABLE,
+    PRIMARY_TABLE,
+    RUN_SPEC,
+    DecisionTable,
+    MachineSpec,
+)
+from reconciler.diagrams._record_adr0068 import (
+    ADR_0068_STEPS,
+    ADR_0068_TABLE,
+    PRIMARY_DECISION_OUTCOMES,
+    PRIMARY_EVIDENCE_STATES,
+)
+from reconciler.diagrams._record_adr0448 import (
+    ADR_0448_STEPS,
+    ADR_0448_TABLE,
+    LEGACY_EVIDENCE_STATES,
+    LEGACY_OUTCOMES,
+)
+from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep
+
+# ADR-0068 rows whose facts `fsm` words differently from spec 04 (a paraphrase of the same
+# condition): compared for presence only, until the table takes the record's words.
+PARAPHRASED_FACTS: frozenset[str] = frozenset({"4b", "13", "step 2.2", "step 2.5"})
+
+# One case as compared: evidence state, guard, what follows, reason code, write, trigger.
+_Case = tuple[str, str, str, str, str | None, str | None]
+# One lifecycle edge as compared: machine, source, dest, guard.
+_Edge = tuple[str, str, str, str | None]
+
+
+@dataclass(frozen=True)
+class RecordTable:
+    """One record's transcription: what its decision table must be."""
+
+    cite: str  # "ADR-0068"
+    machine: str  # the decision machine's name
+    evidence: tuple[str, ...]
+    decisions: Mapping[str, str]  # decision state -> summary outcome
+    rows: tuple[DecisionRow, ...]
+    steps: tuple[EvidenceStep, ...]
+    # The lifecycle machines whose edges the rows' writes fire ("run", "attempt", ...).
+    lifecycles: tuple[str, ...]
+    paraphrased: frozenset[str] = frozenset()
+
+
+ADR_0068 = RecordTable(
+    cite="ADR-0068",
+    machine="primary_decision",
+    evidence=PRIMARY_EVIDENCE_STATES,
+    decisions=PRIMARY_DECISION_OUTCOMES,
+    rows=ADR_0068_TABLE,
+    steps=ADR_0068_STEPS,
+    lifecycles=("run", "attempt"),
+    paraphrased=PARAPHRASED_FACTS,
+)
+ADR_0448 = RecordTable(
+    cite="ADR-0448",
+    machine="legacy_decision",
+    evidence=LEGACY_EVIDENCE_STATES,
+    decisions={o: o for o in LEGACY_OUTCOMES},  # each outcome its own decision state
+    rows=ADR_0448_TABLE,
+    steps=ADR_0448_STEPS,
+    lifecycles=("legacy_shadow",),
+)
+
+
+def primary_error_codes() -> dict[str, str]:
+    """The error code each ADR-0068 `lost` trigger stores (spec 04 rows 3, 4b, 7, 13), from
+    the registry the pass writes with."""
+    from reconciler.primary import EFFECTS
+
+    codes = {
+        trigger: error.code
+        for write in ("lose", "lose_missing_attempt")
+        for trigger, error in EFFECTS[write].errors.items()
+    }
+    return codes
+
+
+def _ordered(record: RecordTable) -> list[str]:
+    # The record's rows with each evidence step after the row it follows.
+    order: list[str] = []
+    for row in record.rows:
+        order.append(row.row)
+        order.extend(s.step for s in record.steps if s.after == row.row)
+    order[:0] = [s.step for s in record.steps if s.after == ""]
+    return order
+
+
+def _record_cases(edges: Iterable[EdgeRef]) -> list[_Case]:
+    return [(e.source, e.guard, e.dest, e.reason, e.write, e.trigger) for e in edges]
+
+
+def compare_table(
+    record: RecordTable,
+    table: DecisionTable,
+    lifecycles: Sequence[MachineSpec],
+    error_codes: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every difference between one record's transcription and ``fsm``'s table, each naming
+    the row (``ADR-0068 row 9: ...``) or the table-wide column it is in."""
+    out: list[str] = []
+    cite = record.cite
+    if table.name != record.machine:
+        out.append(f"{cite}: the table is named {table.name!r}, the record {record.machine!r}")
+    if tuple(table.evidence) != record.evidence:
+        out.append(
+            f"{cite}: evidence order {list(table.evidence)} in fsm, "
+            f"{list(record.evidence)} in the record"
+        )
+    if dict(table.decisions) != dict(record.decisions):
+        out.append(
+            f"{cite}: decisions {dict(table.decisions)} in fsm, {dict(record.decisions)} "
+            "in the record"
+        )
+    order = [r.row for r in table.rows]
+    if order != _ordered(record):
+        out.append(f"{cite}: rows in the order {order} in fsm, {_ordered(record)} in the record")
+
+    rows = {r.row: r for r in record.rows}
+    steps = {s.step: s for s in record.steps}
+    edges_of: dict[str, set[_Edge]] = {}
+    triggers: dict[str, set[str]] = {}  # lifecycle trigger -> the rows its edges cite
+    for spec in lifecycles:
+        for e in spec.edges:
+            if e.cites.startswith(f"{cite} "):
+                edges_of.setdefault(e.cites, set()).add((spec.name, e.source, e.dest, e.guard))
+                triggers.setdefault(e.trigger, set()).add(e.cites)
+
+    for fsm_row in table.rows:
+        cases = [tuple(c) for c in fsm_row.cases]
+        row, step = rows.get(fsm_row.row), steps.get(fsm_row.row)
+        if row is None and step is None:
+            out.append(f"{fsm_row.cites or cite}: row {fsm_row.row!r} is in no record")
+            continue
+        name = f"{cite} row {fsm_row.row}" if row is not None else f"{cite} {fsm_row.row}"
+        expected_cite = f"{cite} row {fsm_row.row}" if step is None else step.cites
+        if fsm_row.cites != expected_cite:
+            out.append(f"{name}: cites {fsm_row.cites!r}, the record {expected_cite!r}")
+        facts = row.facts if row is not None else step.facts if step is not None else ""
+        if not fsm_row.facts:
+            out.append(f"{name}: no facts in fsm")
+        elif fsm_row.row not in record.paraphrased and fsm_row.facts != facts:
+            out.append(f"{name}: facts {fsm_row.facts!r} in fsm, {facts!r} in the record")
+        on_exception = row is not None and row.on_exception
+        if fsm_row.on_exception != on_exception:
+            out.append(
+                f"{name}: {'is' if fsm_row.on_exception else 'is not'} the exception row in "
+                f"fsm, {'is' if on_exception else 'is not'} in the record"
+            )
+        wanted = _record_cases(row.decides if row is not None else (step.edge,) if step else ())
+        for i in range(max(len(cases), len(wanted))):
+            got = cases[i] if i < len(cases) else None
+            want = wanted[i] if i < len(wanted) else None
+            if got != want:
+                out.append(f"{name}: case {i + 1} is {got} in fsm, {want} in the record")
+        if row is None:
+            continue
+        # The lifecycle edges the row moves: those citing it, each named by the row's trigger.
+        drawn = edges_of.get(f"{cite} row {fsm_row.row}", set())
+        moved: set[_Edge] = {(e.machine, e.source, e.dest, e.guard) for e in row.edges}
+        for edge in sorted(moved - drawn, key=str):
+            out.append(f"{name}: the record's edge {edge} is not in fsm's lifecycles")
+        for edge in sorted(drawn - moved, key=str):
+            out.append(f"{name}: fsm's edge {edge} is not in the record")
+        for c in fsm_row.cases:
+            cited = triggers.get(c.trigger or "", set())
+            if c.trigger is not None and f"{cite} row {fsm_row.row}" not in cited:
+                out.append(f"{name}: trigger {c.trigger!r} fires no edge citing the row")
+        if error_codes is not None:
+            codes = {
+                error_codes[c.trigger]
+                for c in fsm_row.cases
+                if c.trigger is not None and c.trigger in error_codes
+            }
+            want_codes = {row.error_code} if row.error_code is not None else set()
+            if codes != want_codes:
+                out.append(
+                    f"{name}: error code {sorted(codes)} by the pass, {sorted(want_codes)} "
+                    "in the record"
+                )
+    for missing in [r for r in _ordered(record) if r not in {x.row for x in table.rows}]:
+        out.append(f"{cite} {'row ' if missing[:1].isdigit() else ''}{missing}: not in fsm")
+    return out
+
+
+def check_tables(
+    primary: DecisionTable = PRIMARY_TABLE,
+    legacy: DecisionTable = LEGACY_TABLE,
+    *,
+    run: MachineSpec = RUN_SPEC,
+    attempt: MachineSpec = ATTEMPT_SPEC,
+    legacy_shadow: MachineSpec = LEGACY_SPEC,
+    error_codes: Mapping[str, str] | None = None,
+    records: tuple[RecordTable, RecordTable] = (ADR_0068, ADR_0448),
+) -> list[str]:
+    """All differences between ``fsm``'s two decision tables and the records' transcription."""
+    codes = primary_error_codes() if error_codes is None else error_codes
+    adr_0068, adr_0448 = records
+    return [
+        *compare_table(adr_0068, primary, (run, attempt), codes),
+        *compare_table(adr_0448, legacy, (legacy_shadow,)),
+    ]

@@ -1,5 +1,5 @@
 """`python -m reconciler` is `qlfsm`."""
 
-from reconciler.cli._main import main
+from reconciler.cli import main
 
 raise SystemExit(main())

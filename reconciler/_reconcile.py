@@ -22,18 +22,16 @@ import time
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.primary._empty import empty_summary
+from reconciler.primary import empty_summary
 
 TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-    from reconciler.node._clock import Clock
-    from reconciler.node._identity import ProcessProvider
+    from reconciler.node import Clock, ProcessProvider
     from reconciler.primary._state import Probe
-    from storage._connection import LockBudget
-
+    from storage import LockBudget
 
 
 def default_profile() -> str:
@@ -67,7 +65,7 @@ def inspect_receipt_root(root: str) -> bool:
     """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
     True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
     else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
-    from reconciler.node._root_check import ReceiptRootError, check_root_dir
+    from reconciler.node import ReceiptRootError, check_root_dir
 
     try:
         return check_root_dir(root)
@@ -78,8 +76,7 @@ def inspect_receipt_root(root: str) -> bool:
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
-    from storage._connection import connect
-    from storage._errors import DatabaseMissing, StorageError
+    from storage import DatabaseMissing, StorageError, connect
 
     try:
         return connect(db, read_only=read_only)
@@ -98,7 +95,7 @@ def check_database(db: str) -> None:
     """The check a writing command makes before its first write (docs/decisions.md D-15):
     ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
     closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    from storage._schema import check_schema
+    from storage import check_schema
 
     conn = open_database(db)
     try:
@@ -120,9 +117,7 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
     """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
     flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
     only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
-    from storage._candidates import primary_candidates
-    from storage._connection import database_error
-    from storage._errors import Busy
+    from storage import Busy, database_error, primary_candidates
 
     started = time.monotonic()
     try:
@@ -137,7 +132,7 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    from storage._connection import lock_budget_from_env
+    from storage import lock_budget_from_env
 
     try:
         return lock_budget_from_env(environ)
@@ -262,9 +257,7 @@ def _pass(
             summary["dry_run"] = True
         return summary
     # There are candidates: now, and only now, pay for the machines and the repository.
-    from reconciler.node._clock import SystemClock
-    from reconciler.node._identity import ProcProvider
-    from reconciler.node._receipt_store import FileReceiptStore, ReceiptRootError
+    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
     from reconciler.primary._pass import PrimaryReconciler
     from storage import check_schema
 

@@ -81,7 +81,7 @@ def _would_open(origins: str | None, profile: str | None) -> bool:
     """Whether ``run_shadow`` would open the database: at least one reviewed origin enabled
     and a local profile (otherwise it is disabled or refused without a database, and takes
     no lock)."""
-    from reconciler.shadow._entry import parse_origins
+    from reconciler.shadow import parse_origins
 
     if not parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV)).enabled:
         return False

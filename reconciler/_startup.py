@@ -38,8 +38,7 @@ from reconciler._shadow_run import shadow_with_cursor
 from reconciler.shadow._entry import PROFILE_ENV, ProfileError, failed, resolve_profile, run_shadow
 
 if TYPE_CHECKING:
-    from reconciler.node._clock import Clock
-    from reconciler.node._identity import ProcessProvider
+    from reconciler.node import Clock, ProcessProvider
     from reconciler.primary._state import Probe
     from storage import LockBudget
 
@@ -229,7 +228,7 @@ def _dry_startup(
     prediction is the primary pass's on the database as it is now (docs/decisions.md); the
     sweep writes too, so it is `skipped`, as after a blocked pass."""
     if first_boot:
-        from reconciler.primary._empty import empty_summary
+        from reconciler.primary import empty_summary
 
         summary = {**empty_summary(False), "dry_run": True}
     else:
@@ -269,7 +268,7 @@ def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
 
 
 def _empty_sweep(state: str, error: str | None = None) -> dict[str, Any]:
-    from reconciler.ops._sweep import SweepResult
+    from reconciler.ops import SweepResult
 
     out = SweepResult(state=state).as_dict()
     if error is not None:
@@ -282,10 +281,8 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
     own, so the whole start-up waits at most one budget for other writers). Raises the
     storage and receipt-root errors for the caller to name."""
-    from reconciler.node._clock import SystemClock
-    from reconciler.node._identity import ProcProvider
-    from reconciler.node._receipt_store import FileReceiptStore
-    from reconciler.ops._sweep import sweep
+    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
+    from reconciler.ops import sweep
     from storage import check_schema, connect, lock_budget
 
     conn = connect(db)

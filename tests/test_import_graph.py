@@ -140,7 +140,7 @@ def test_the_node_adapters_import_no_pass_and_the_passes_not_each_other() -> Non
     assert offenders == set()
     # The test reads the real graph: the node's modules are in it, and a pass imports them.
     graph = _graph()
-    assert "reconciler.node._clock" in graph["reconciler.shadow._pass"]
+    assert "reconciler.node" in graph["reconciler.shadow._pass"]
 
 
 # --- cross-package use goes through each package's public names ---------------------------------
@@ -156,71 +156,21 @@ SUBPACKAGES = (
     "reconciler.diagrams",
 )
 
-# Imports that still reach into another subpackage's private module, each in a module whose
-# subpackage is being reworked at the same time; they go through the target's public names
-# next, and leave this list with them (the test below fails on a stale entry as on a new one).
+# Imports that still reach into another subpackage's private module: names the shadow and
+# primary packages do not export yet (the pass class, the probe port, the resume cursor, the
+# profile rules of the shadow entry). Each leaves this list when its name is exported (the
+# test below fails on a stale entry as on a new one).
 REACHING_IN_STILL: frozenset[tuple[str, str]] = frozenset(
     {
-        ("reconciler.__main__", "reconciler.cli._main"),
-        ("reconciler.cli._db", "storage._operator"),
-        ("reconciler.cli._diagrams", "reconciler.diagrams._check"),
-        ("reconciler.cli._diagrams", "reconciler.diagrams._records"),
-        ("reconciler.cli._diagrams", "reconciler.diagrams._render"),
-        ("reconciler.cli._explain", "reconciler.diagrams._path"),
-        ("reconciler.cli._explain", "reconciler.diagrams._render"),
-        ("reconciler.cli._explain", "reconciler.node._identity"),
-        ("reconciler.cli._explain", "reconciler.ops._explain"),
-        ("reconciler.cli._explain", "reconciler.ops._now"),
-        ("reconciler.cli._explain", "reconciler.ops._process"),
-        ("reconciler.cli._explain", "reconciler.ops._resolve"),
-        ("reconciler.cli._flight", "storage._connection"),
-        ("reconciler.cli._flight", "storage._errors"),
-        ("reconciler.cli._launch", "reconciler.node._clock"),
-        ("reconciler.cli._launch", "reconciler.node._launcher"),
-        ("reconciler.cli._launch", "reconciler.node._receipt"),
-        ("reconciler.cli._launch", "reconciler.node._receipt_store"),
-        ("reconciler.cli._launch", "reconciler.ops._resolve"),
-        ("reconciler.cli._metrics", "storage._connection"),
-        ("reconciler.cli._reconcile", "reconciler.node._clock"),
-        ("reconciler.cli._reconcile", "reconciler.node._identity"),
-        ("reconciler.cli._reconcile", "reconciler.node._receipt_store"),
-        ("reconciler.cli._reconcile", "reconciler.node._root_check"),
-        ("reconciler.cli._reconcile", "reconciler.primary._empty"),
-        ("reconciler.cli._reconcile", "reconciler.primary._pass"),
-        ("reconciler.cli._reconcile", "storage._candidates"),
-        ("reconciler.cli._reconcile", "storage._connection"),
-        ("reconciler.cli._reconcile", "storage._errors"),
-        ("reconciler.cli._reconcile", "storage._schema"),
-        ("reconciler.cli._resolve", "reconciler.node._clock"),
-        ("reconciler.cli._resolve", "reconciler.node._identity"),
-        ("reconciler.cli._resolve", "reconciler.ops._explain"),
-        ("reconciler.cli._resolve", "reconciler.ops._resolve"),
-        ("reconciler.cli._shadow", "reconciler.primary._empty"),
+        ("reconciler._cursor", "reconciler.shadow._entry"),
+        ("reconciler._reconcile", "reconciler.primary._pass"),
+        ("reconciler._reconcile", "reconciler.primary._state"),
+        ("reconciler._shadow_run", "reconciler.shadow._entry"),
+        ("reconciler._startup", "reconciler.primary._state"),
+        ("reconciler._startup", "reconciler.shadow._entry"),
         ("reconciler.cli._shadow", "reconciler.shadow._entry"),
         ("reconciler.cli._shadow", "reconciler.shadow._report"),
-        ("reconciler.cli._sweep", "reconciler.node._clock"),
-        ("reconciler.cli._sweep", "reconciler.node._identity"),
-        ("reconciler.cli._sweep", "reconciler.node._receipt_store"),
-        ("reconciler.cli._sweep", "reconciler.ops._sweep"),
-        ("reconciler.diagrams._check_tables", "reconciler.primary._edges"),
         ("reconciler.ops._now", "reconciler.shadow._pass"),
-        ("reconciler.primary._edges", "reconciler.node._receipt"),
-        ("reconciler.primary._gather", "reconciler.node._attempt_lock"),
-        ("reconciler.primary._gather", "reconciler.node._receipt"),
-        ("reconciler.primary._gather", "reconciler.node._receipt_store"),
-        ("reconciler.primary._pass", "reconciler.node._clock"),
-        ("reconciler.primary._pass", "reconciler.node._identity"),
-        ("reconciler.primary._pass", "reconciler.node._receipt_store"),
-        ("reconciler.primary._state", "reconciler.node._clock"),
-        ("reconciler.primary._state", "reconciler.node._identity"),
-        ("reconciler.primary._state", "reconciler.node._receipt"),
-        ("reconciler.primary._state", "reconciler.node._receipt_store"),
-        ("reconciler.primary._verify", "reconciler.node._receipt_store"),
-        ("reconciler.primary._writes", "reconciler.node._clock"),
-        ("reconciler.primary._writes", "reconciler.node._receipt_store"),
-        ("reconciler.shadow._entry", "reconciler.node._clock"),
-        ("reconciler.shadow._pass", "reconciler.node._clock"),
-        ("reconciler.shadow._writes", "reconciler.node._clock"),
     }
 )
 
@@ -273,6 +223,7 @@ def test_the_private_import_finder_sees_a_reach_in_and_its_public_form_passes() 
     # Guards the test above against reading nothing: the allow-list's entries are found, and
     # the converted modules import through the public names.
     found = _reaching_in()
-    assert ("reconciler.primary._pass", "reconciler.node._clock") in found
+    assert ("reconciler.ops._now", "reconciler.shadow._pass") in found
+    assert not {pair for pair in found if pair[0].startswith("reconciler.primary.")}
     assert not {pair for pair in found if pair[0].startswith("reconciler.ops._sweep")}
     assert not {pair for pair in found if pair[0].startswith("reconciler.node.")}

@@ -81,8 +81,15 @@ def inspect_command(argv: list[str]) -> int:
         raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
     if args.run and (args.after or args.status):
         raise UsageError("qlfsm inspect: --run shows one run; --after and --status page the list")
-    from storage import Repository, busy_wait_s, check_schema, connect, database_error
-    from storage._operator import run_position, runs_page
+    from storage import (
+        Repository,
+        busy_wait_s,
+        check_schema,
+        connect,
+        database_error,
+        run_position,
+        runs_page,
+    )
 
     conn = connect(args.db)
     truncated = False

@@ -31,22 +31,20 @@ from reconciler.cli._text import clean
 # The rendering lives in ._diagrams_render, the reading back and comparing in
 # ._diagrams_check; their public names are re-exported here, where tests and callers import
 # them from.
-from reconciler.diagrams._check import (
+from reconciler.diagrams import (
+    INSTALL_HINT,
+    PINNED_RENDERER,
+    RECORDS,
+    DiagramsError,
     Drawing,
     DrawnEdge,
     check,
     compare,
-    parse_mermaid,
-    parse_svg,
-)
-from reconciler.diagrams._records import RECORDS
-from reconciler.diagrams._render import (
-    INSTALL_HINT,
-    PINNED_RENDERER,
-    DiagramsError,
     dot_source,
     find_dot,
     mermaid_source,
+    parse_mermaid,
+    parse_svg,
     readme,
     render,
     render_sources,

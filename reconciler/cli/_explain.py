@@ -13,7 +13,7 @@ from typing import Any
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser, print_json, table
-from reconciler.ops._explain import iso_time
+from reconciler.ops import iso_time
 
 _ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
@@ -65,8 +65,7 @@ def explain_command(argv: list[str]) -> int:
 
         inspect_receipt_root(check_receipt_root(args.receipt_root))
     from reconciler._reconcile import open_database
-    from reconciler.ops._explain import UnknownRun, explain
-    from reconciler.ops._now import ACTIVE_RUN
+    from reconciler.ops import ACTIVE_RUN, UnknownRun, explain
     from storage import check_schema
 
     conn = open_database(args.db)
@@ -111,9 +110,8 @@ def _decide(found: Any, db: str) -> None:
     """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
     with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
     from fsm import ATTEMPT_ACTIVE
-    from reconciler.node._identity import ProcProvider
-    from reconciler.ops._process import process_view, stop_command
-    from reconciler.ops._resolve import legal_targets
+    from reconciler.node import ProcProvider
+    from reconciler.ops import legal_targets, process_view, stop_command
 
     active = [a for a in found.attempts if a.status in ATTEMPT_ACTIVE]
     provider = ProcProvider()
@@ -137,7 +135,7 @@ def _decide(found: Any, db: str) -> None:
 
 def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
     """ADR-0448's row for this run now, with the origins `startup` would enable."""
-    from reconciler.ops._now import legacy_now
+    from reconciler.ops import legacy_now
     from reconciler.shadow import ORIGINS_ENV, parse_origins
 
     chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
@@ -156,9 +154,8 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
         lock_budget_s,
         open_database,
     )
-    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-    from reconciler.node._receipt_store import ReceiptRootError
-    from reconciler.ops._explain import ADR0068, ROW_FACTS
+    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
+    from reconciler.ops import ADR0068, ROW_FACTS
     from reconciler.primary import predict
     from storage import check_schema
 
@@ -201,8 +198,7 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
 
 
 def _write_svg(path: str, found: Any, dot: str | None) -> None:
-    from reconciler.diagrams._path import path_svg
-    from reconciler.diagrams._render import DiagramsError
+    from reconciler.diagrams import DiagramsError, path_svg
 
     title = f"run {found.run.id}: the edges it took, numbered by event sequence"
     taken = {"run": found.taken("run"), "attempt": found.taken("attempt")}

@@ -7,8 +7,7 @@ from typing import IO, Any
 
 from reconciler.cli._text import shell_word
 from reconciler.cli._util import FatalError, UsageError, clean, parser, print_json
-from reconciler.node._launcher import LaunchFailed, LaunchRefused, launch
-from reconciler.node._receipt_store import validate_receipt_root
+from reconciler.node import LaunchFailed, LaunchRefused, launch, validate_receipt_root
 
 
 def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -> None:
@@ -16,9 +15,8 @@ def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -
     ``storage.Repository.create_primary_run``), in one transaction; D-23."""
     import os
 
-    from reconciler.node._clock import SystemClock
-    from reconciler.node._receipt import validate_id
-    from reconciler.ops._resolve import operator_actor
+    from reconciler.node import SystemClock, validate_id
+    from reconciler.ops import operator_actor
     from storage import InvalidField, Repository, uuid7
 
     attempt = attempt_id if attempt_id is not None else uuid7()

@@ -74,7 +74,7 @@ def executors(db: str, summary: Mapping[str, Any]) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     with contextlib.suppress(Exception):
-        from storage._connection import connect
+        from storage import connect
 
         conn = connect(db, read_only=True)
         try:

@@ -56,16 +56,15 @@ def resolve_command(argv: list[str]) -> int:
     )
     p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
     args = p.parse_args(argv)
-    from reconciler.ops._resolve import InvalidReason, check_reason
+    from reconciler.ops import InvalidReason, check_reason
 
     try:
         reason = check_reason(args.reason)
     except InvalidReason as exc:
         raise UsageError(str(exc)) from exc
     from reconciler._reconcile import lock_budget_s, open_database
-    from reconciler.node._clock import SystemClock
-    from reconciler.node._identity import ProcProvider
-    from reconciler.ops._resolve import ResolveRefused, UnknownRun, operator_actor, resolve
+    from reconciler.node import ProcProvider, SystemClock
+    from reconciler.ops import ResolveRefused, UnknownRun, operator_actor, resolve
     from storage import check_schema, lock_budget
 
     login = args.operator
@@ -105,7 +104,7 @@ def resolve_command(argv: list[str]) -> int:
 
 def render(data: dict[str, Any], db: str, run: str) -> list[str]:
     """The decision in plain lines: what moved (or would), who and why, what stays running."""
-    from reconciler.ops._explain import iso_time
+    from reconciler.ops import iso_time
 
     moved = ", ".join(
         f"attempt {clean(a['id'])} {a['from']} -> {a['to']}" for a in data["attempts"]

@@ -69,7 +69,7 @@ def sweep_command(argv: list[str]) -> int:
     inspect_receipt_root(root)  # D-16: refused before anything is opened
     lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     open_database(args.db).close()  # missing or foreign: exit 1, before anything is touched
-    from reconciler.node._receipt_store import ReceiptRootError
+    from reconciler.node import ReceiptRootError
 
     try:
         result = run_sweep(args.db, root, lock)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fsm import PrimaryDecision, PrimaryFacts
-from reconciler.node._receipt import Receipt
+from reconciler.node import Receipt
 from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
 
 # spec 04 "Writes": who writes what.

@@ -8,9 +8,15 @@ phase 2 drives each again from the second receipt read on.
 from __future__ import annotations
 
 from fsm import PRIMARY_PASS_ROWS, Need
-from reconciler.node._attempt_lock import lock_evidence, needs_lock
-from reconciler.node._receipt import authenticate_receipt
-from reconciler.node._receipt_store import Found, Invalid, Missing, RootMissing
+from reconciler.node import (
+    Found,
+    Invalid,
+    Missing,
+    RootMissing,
+    authenticate_receipt,
+    lock_evidence,
+    needs_lock,
+)
 from reconciler.primary._state import (
     PassCandidate,
     PassState,

@@ -34,9 +34,14 @@ from typing import Any
 from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
-from reconciler.node._clock import Clock
-from reconciler.node._identity import PassProvider, ProcessProvider, inspect_handle
-from reconciler.node._receipt_store import ReceiptRootError, ReceiptStore
+from reconciler.node import (
+    Clock,
+    PassProvider,
+    ProcessProvider,
+    ReceiptRootError,
+    ReceiptStore,
+    inspect_handle,
+)
 from reconciler.primary._gather import Gathering
 from reconciler.primary._state import PassCandidate, Probe
 from reconciler.primary._summary import describe, empty_summary, summarize

@@ -13,10 +13,16 @@ import sqlite3
 from collections.abc import Callable
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
-from reconciler.node._clock import Clock
-from reconciler.node._identity import Evidence, PassProvider
-from reconciler.node._receipt import Receipt
-from reconciler.node._receipt_store import ReadResult, ReceiptStore, RootMissing, Unusable
+from reconciler.node import (
+    Clock,
+    Evidence,
+    PassProvider,
+    ReadResult,
+    Receipt,
+    ReceiptStore,
+    RootMissing,
+    Unusable,
+)
 from reconciler.primary._summary import CandidateResult, Fingerprint
 from storage import AttemptRow, JournalRow, LockBudget, PrimaryCandidate, Repository, RunRow
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fsm import ATTEMPT_ACTIVE, PrimaryDecision
-from reconciler.node._receipt_store import Missing
+from reconciler.node import Missing
 from reconciler.primary._state import PassCandidate, PassState, probe_fields
 from reconciler.primary._summary import CandidateResult, describe, fingerprint
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts

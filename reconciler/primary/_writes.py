@@ -17,8 +17,7 @@ from fsm import (
     PrimaryFacts,
     observed_facts,
 )
-from reconciler.node._clock import witness_ms
-from reconciler.node._receipt_store import QuarantineNotDone, directory_at
+from reconciler.node import QuarantineNotDone, directory_at, witness_ms
 from reconciler.primary._edges import EFFECTS, PLANS, decision_payload, expect_for
 from reconciler.primary._state import PassCandidate, PassState, read_run_fields
 from reconciler.primary._summary import Fingerprint, describe, fingerprint

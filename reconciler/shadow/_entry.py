@@ -19,7 +19,7 @@ from reconciler._profiles import PROFILE_ENV as PROFILE_ENV
 from reconciler._profiles import PROFILES as PROFILES
 from reconciler._profiles import ProfileError as ProfileError
 from reconciler._profiles import resolve_profile as resolve_profile
-from reconciler.node._clock import Clock
+from reconciler.node import Clock
 from reconciler.shadow._report import (
     BUDGETS,
     Budget,

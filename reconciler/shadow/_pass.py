@@ -27,7 +27,7 @@ from fsm import (
     legacy_machine,
     select_evidence,
 )
-from reconciler.node._clock import Clock, SystemClock
+from reconciler.node import Clock, SystemClock
 from reconciler.shadow._ports import Cursor, PassHooks, PassPorts
 from reconciler.shadow._report import KEY_OF_STATE, Budget, PassCounts
 from reconciler.shadow._writes import Context, write

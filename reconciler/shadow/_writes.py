@@ -23,7 +23,7 @@ from fsm import (
     legacy_machine,
     run_machine,
 )
-from reconciler.node._clock import Clock
+from reconciler.node import Clock
 from reconciler.shadow._ports import PassHooks
 from storage import (
     ActiveAttempt,

@@ -316,13 +316,14 @@ def test_the_core_is_asked_once_per_observation_never_walking_again_from_the_sta
 ) -> None:
     engine = LegacyEngine()
     asked: list[str] = []
-    choose = engine.machine.choose
+    # The machine itself is fired once per observation (a fresh engine: its memo is empty).
+    choose = engine.machine._choose
 
     def counted(state: str, facts: object, event: str = "decide") -> Any:
         asked.append(state)
         return choose(state, facts, event)
 
-    monkeypatch.setattr(engine.machine, "choose", counted)
+    monkeypatch.setattr(engine.machine, "_choose", counted)
     core = engine.start().observe("read_run", **RUN_READ)
     core = core.observe("read_attempts", active_attempts=1, attempt_status="claimed")
     core = core.observe("read_evidence", selection="none")

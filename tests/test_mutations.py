@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from test_orderings_stateful import NodeOrderings
 
+import reconciler.primary._gather as gather_mod
 import reconciler.primary._pass as primary_mod
 import reconciler.primary._writes as writes_mod
 from reconciler.node import Evidence
@@ -40,42 +41,45 @@ Mutation = Callable[[pytest.MonkeyPatch], None]
 
 
 def swap_evidence_order(mp: pytest.MonkeyPatch) -> None:
-    original = primary_mod.PrimaryReconciler._gather_receipt
+    original = gather_mod.gather_receipt
 
-    def gather(self: Any, cand: Any, *, first: bool) -> Any:
+    def gather(ctx: Any, cand: Any, *, first: bool) -> Any:
         if first:
             att = cand.attempt
             # The bug: process identity first; a live process needs no receipt read.
             probe = primary_mod.inspect_handle(
-                att.executor_handle, self.provider, platform=self.platform
+                att.executor_handle, ctx.provider, platform=ctx.platform
             )
             if probe.verdict == "running":
-                return {"first_receipt": "missing"}
-        return original(self, cand, first=first)
+                seen = cand.core.observe("read_receipt", first_receipt="missing")
+                return dataclasses.replace(cand, core=seen)
+        return original(ctx, cand, first=first)
 
-    mp.setattr(primary_mod.PrimaryReconciler, "_gather_receipt", gather)
+    mp.setattr(gather_mod, "gather_receipt", gather)
 
 
 def skip_second_read(mp: pytest.MonkeyPatch) -> None:
-    original = primary_mod.PrimaryReconciler._gather_receipt
+    original = gather_mod.gather_receipt
 
-    def gather(self: Any, cand: Any, *, first: bool) -> Any:
+    def gather(ctx: Any, cand: Any, *, first: bool) -> Any:
         if not first:
-            return {"second_receipt": "missing"}  # the bug: "nothing there", without looking
-        return original(self, cand, first=first)
+            # The bug: "nothing there", without looking.
+            seen = cand.core.observe("reread_receipt", second_receipt="missing")
+            return dataclasses.replace(cand, core=seen)
+        return original(ctx, cand, first=first)
 
-    mp.setattr(primary_mod.PrimaryReconciler, "_gather_receipt", gather)
+    mp.setattr(gather_mod, "gather_receipt", gather)
 
 
 def delete_before_commit(mp: pytest.MonkeyPatch) -> None:
-    original = primary_mod.PrimaryReconciler._commit
+    original = writes_mod.write_edge
 
-    def commit(self: Any, cand: Any) -> Any:
-        if EFFECTS[cand.decision.write].actor == RECEIPT_EXECUTOR:
-            self.store.delete(cand.attempt.id)  # the bug: the file goes first
-        return original(self, cand)
+    def commit(ctx: Any, cand: Any, decision: Any) -> Any:
+        if EFFECTS[decision.write].actor == RECEIPT_EXECUTOR:
+            ctx.store.delete(cand.attempt.id)  # the bug: the file goes first
+        return original(ctx, cand, decision)
 
-    mp.setattr(primary_mod.PrimaryReconciler, "_commit", commit)
+    mp.setattr(writes_mod, "write_edge", commit)
 
 
 def unknown_as_not_running(mp: pytest.MonkeyPatch) -> None:

@@ -19,9 +19,12 @@ candidate a second time. ``dry_run``: the same reads, probes and grace, and noth
 
 Ports are injected: the connection, a ReceiptStore, a ProcessProvider, a Clock and the probe.
 
-The pass is assembled from its parts: the evidence loop and the grace (``_gather.py``), the
-write transactions (``_writes.py``) and the final verifier (``_verify.py``), over the shared
-state (``_state.py``).
+The pass is functions over immutable records (``_state.py``): gather (the evidence loop and
+the grace, ``_gather.py``) → decide (the core) → commit (``_writes.py``) → verify
+(``_verify.py``) → summarize (``_summary.py``). Each step returns a new candidate record; the
+ports and settings are one frozen :class:`PassContext`; the one mutable thing is the pass's
+own :class:`PassStatus` (why it stopped writing, and its warnings), owned by :func:`run_pass`'s
+caller.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
@@ -42,12 +46,22 @@ from reconciler.node import (
     ReceiptStore,
     inspect_handle,
 )
-from reconciler.primary._gather import Gathering
-from reconciler.primary._state import PassCandidate, Probe
-from reconciler.primary._summary import describe, empty_summary, summarize
-from reconciler.primary._verify import Verifying
+from reconciler.primary._gather import pay_grace, phase1, phase2
+from reconciler.primary._state import (
+    Candidate,
+    Interrupted,
+    PassContext,
+    PassStatus,
+    Probe,
+    decided,
+    result_of,
+    revised,
+    revoked,
+    start,
+)
+from reconciler.primary._summary import CandidateResult, describe, empty_summary, summarize
+from reconciler.primary._verify import verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
-from reconciler.primary._writes import Writing
 from storage import (
     Conflict,
     LockBudget,
@@ -66,9 +80,17 @@ CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
 # The reasons of a Run that changed between two reads of this pass (rows 2 and 13).
 CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
+Step = Callable[[PassContext, PassStatus, Candidate], Candidate]
 
-class PrimaryReconciler(Gathering, Writing, Verifying):
-    """One ADR-0068 pass; see the module docstring. Use :func:`reconcile`."""
+
+class PrimaryReconciler:
+    """One ADR-0068 pass; see the module docstring. Use :func:`reconcile`.
+
+    The ports and settings are fixed when it is made; ``stopped`` and ``warnings`` are what
+    the pass found as it ran (``stopped``: database_locked / database_read_only / …, or None).
+    """
+
+    __slots__ = ("context", "status")
 
     def __init__(
         self,
@@ -83,182 +105,215 @@ class PrimaryReconciler(Gathering, Writing, Verifying):
         probe: Probe | None = None,
         dry_run: bool = False,
     ) -> None:
-        self.grace = grace_seconds(profile)
-        self.conn = conn
-        self.repo = Repository(conn)
-        self.store = store
-        # The boot id once per pass; an absent stat confirmed before it counts (D-13).
-        self.provider = PassProvider(provider)
-        self.clock = clock
-        self.platform = platform
-        self.budget = budget if budget is not None else lock_budget_from_env()
-        # The real inspection unless a port is given (read when the pass is made).
-        self.probe: Probe = probe if probe is not None else inspect_handle
-        self.dry_run = dry_run
-        # Why the pass stopped writing (database_locked / database_read_only), once it has.
-        self.stopped: str | None = None
-        # One line each, for the operator (stderr, and the summary's `warnings`): D-16.
-        self.warnings: list[str] = []
+        self.context = PassContext(
+            conn=conn,
+            repo=Repository(conn),
+            store=store,
+            # The boot id once per pass; an absent stat confirmed before it counts (D-13).
+            provider=PassProvider(provider),
+            clock=clock,
+            platform=platform,
+            grace=grace_seconds(profile),
+            budget=budget if budget is not None else lock_budget_from_env(),
+            # The real inspection unless a port is given (read when the pass is made).
+            probe=probe if probe is not None else inspect_handle,
+            dry_run=dry_run,
+        )
+        self.status = PassStatus()
 
-    # --- the pass ---------------------------------------------------------------------------
+    @property
+    def stopped(self) -> str | None:
+        """Why the pass stopped writing, once it has."""
+        return self.status.stopped
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line each, for the operator (stderr, and the summary's `warnings`): D-16."""
+        return self.status.warnings
 
     def run(self) -> dict[str, Any]:
-        page, truncated = primary_candidates(self.conn)
+        ctx, status = self.context, self.status
+        page, truncated = primary_candidates(ctx.conn)
         if truncated or not page:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
             summary = empty_summary(truncated, len(page))
         else:
-            with lock_budget(self.conn, self.budget):
-                summary = self._run(page)
-        if self.dry_run:
+            with lock_budget(ctx.conn, ctx.budget):
+                summary = run_pass(ctx, status, page)
+        if ctx.dry_run:
             summary["dry_run"] = True
-        if self.warnings:
-            summary["warnings"] = list(dict.fromkeys(self.warnings))
+        if status.warnings:
+            summary["warnings"] = list(dict.fromkeys(status.warnings))
         return summary
 
-    def _run(self, page: list[PrimaryCandidate]) -> dict[str, Any]:
-        self._check_root(page)
-        todo = [PassCandidate(c) for c in page]
-        waiting: list[PassCandidate] = []
-        for cand in todo:
-            self._guarded(cand, self._phase1)
-            if cand.result is None:
-                waiting.append(cand)
-        if waiting and self.stopped is None:
-            self._pay_grace(waiting)
-        for cand in waiting:
-            self._guarded(cand, self._phase2)
-        results = [c.result for c in todo if c.result is not None]
-        if self.stopped is not None:
-            # The verifier's reads could wait on the same lock; the pass is blocked anyway.
-            for cand in todo:
-                if cand.result is not None and cand.result.outcome == "remaining":
-                    self._revoke(cand, f"not_run:{self.stopped}", outcome="failed")
-            return summarize(results, False)
-        truncated = self._verify(todo, results, page)
-        return summarize(results, truncated)
-
     def one(self, run_id: str) -> tuple[dict[str, Any] | None, bool]:
-        """What a dry run would decide for the Run ``run_id`` alone: its summary entry (None
-        when it is not a candidate on the page), and whether the page was truncated (then no
-        candidate is decided, as in a whole pass). Only this candidate is read and probed,
-        and the grace is paid only when it needs it; a retained one is proven again by the
-        final verifier, as in a whole pass."""
-        assert self.dry_run
-        page, truncated = primary_candidates(self.conn)
-        mine = [c for c in page if c.run_id == run_id]
-        if truncated or not mine:
-            return None, truncated
-        with lock_budget(self.conn, self.budget):
-            self._check_root(mine)
-            [cand] = todo = [PassCandidate(c) for c in mine]
-            self._guarded(cand, self._phase1)
-            if cand.result is None:
-                self._pay_grace(todo)
-                self._guarded(cand, self._phase2)
-            results = [c.result for c in todo if c.result is not None]
-            if cand.result is not None and cand.result.outcome == "remaining":
-                self._verify(todo, results, page)
-        assert cand.result is not None
-        return cand.result.as_dict(), False
+        """See :func:`predict`."""
+        assert self.context.dry_run
+        return predict_one(self.context, self.status, run_id)
 
-    def _check_root(self, page: list[PrimaryCandidate]) -> None:
-        """The receipt root is checked as a root, once, before anything is written (D-3c).
 
-        One that exists but is not a real directory raises ReceiptRootError (a configuration
-        error: `qlfsm` exits 2). A missing root is "no receipt" only while no candidate was ever
-        launched: the launcher creates the root before its first commit, so a missing root
-        beside a `starting`/`running` Attempt means the wrong root (or a lost one), and reading
-        it as "no receipt" would turn a published completion into `lost`.
-        """
-        if self.store.check_root():
-            # D-16: a shard another user may write is refused like such a root, before any
-            # write; only the shards of these candidates' Attempts are looked at (no listing).
-            runs = [cand.run_id for cand in page if cand.problem is None]
-            try:
-                ids = self.repo.attempt_ids_of(runs)  # one statement for the page
-            except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
-                ids = [i for run in runs for i in self._attempt_ids_alone(run)]
-            self.store.check_shards(ids)
-            return
-        for cand in page:
-            try:
-                attempts = self.repo.attempts_of(cand.run_id)
-            except Exception:  # a bad row is that candidate's failure, reported in phase 1
-                continue
-            for att in attempts:
-                if att.status in ("starting", "running"):
-                    raise ReceiptRootError(
-                        f"receipt root {self.store.root!r} does not exist, yet Attempt {att.id} "
-                        f"of Run {cand.run_id} is {att.status} (the launcher creates the root "
-                        "before any spawn): point the receipt root at the launcher's receipt "
-                        "directory, or restore it"
-                    )
+# --- the pass: gather → decide → commit → verify → summarize ---------------------------------
 
-    def _attempt_ids_alone(self, run_id: str) -> list[str]:
+
+def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> dict[str, Any]:
+    """One pass over a non-empty, untruncated candidate page: spec 04's summary."""
+    check_root(ctx, page)
+    todo = [guarded(ctx, status, start(c), phase1) for c in page]
+    waiting = [c for c in todo if c.result is None]
+    if waiting and status.stopped is None:
+        pay_grace(ctx, waiting)
+    todo = [c if c.result is not None else guarded(ctx, status, c, phase2) for c in todo]
+    if status.stopped is not None:
+        # The verifier's reads could wait on the same lock; the pass is blocked anyway.
+        return summarize([_not_verified(c, status.stopped) for c in todo], False)
+    results, truncated = verify(ctx, todo)
+    return summarize(results, truncated)
+
+
+def predict_one(
+    ctx: PassContext, status: PassStatus, run_id: str
+) -> tuple[dict[str, Any] | None, bool]:
+    """The dry run of the Run ``run_id`` alone (see :func:`predict`)."""
+    page, truncated = primary_candidates(ctx.conn)
+    mine = [c for c in page if c.run_id == run_id]
+    if truncated or not mine:
+        return None, truncated
+    with lock_budget(ctx.conn, ctx.budget):
+        check_root(ctx, mine)
+        cand = guarded(ctx, status, start(mine[0]), phase1)
+        if cand.result is None:
+            pay_grace(ctx, [cand])
+            cand = guarded(ctx, status, cand, phase2)
+        result = cand.result
+        assert result is not None
+        if result.outcome == "remaining":
+            [result, *_] = verify(ctx, [cand])[0]
+    return result.as_dict(), False
+
+
+def _not_verified(cand: Candidate, stopped: str) -> CandidateResult:
+    result = cand.result
+    assert result is not None
+    if result.outcome == "remaining":
+        return revoked(result, f"not_run:{stopped}", outcome="failed")
+    return result
+
+
+def check_root(ctx: PassContext, page: list[PrimaryCandidate]) -> None:
+    """The receipt root is checked as a root, once, before anything is written (D-3c).
+
+    One that exists but is not a real directory raises ReceiptRootError (a configuration
+    error: `qlfsm` exits 2). A missing root is "no receipt" only while no candidate was ever
+    launched: the launcher creates the root before its first commit, so a missing root
+    beside a `starting`/`running` Attempt means the wrong root (or a lost one), and reading
+    it as "no receipt" would turn a published completion into `lost`.
+    """
+    store, repo = ctx.store, ctx.repo
+    if store.check_root():
+        # D-16: a shard another user may write is refused like such a root, before any
+        # write; only the shards of these candidates' Attempts are looked at (no listing).
+        runs = [cand.run_id for cand in page if cand.problem is None]
         try:
-            return [att.id for att in self.repo.attempts_of(run_id)]
+            ids = repo.attempt_ids_of(runs)  # one statement for the page
+        except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
+            ids = [i for run in runs for i in _attempt_ids_alone(repo, run)]
+        store.check_shards(ids)
+        return
+    for cand in page:
+        try:
+            attempts = repo.attempts_of(cand.run_id)
         except Exception:  # a bad row is that candidate's failure, reported in phase 1
-            return []
+            continue
+        for att in attempts:
+            if att.status in ("starting", "running"):
+                raise ReceiptRootError(
+                    f"receipt root {store.root!r} does not exist, yet Attempt {att.id} "
+                    f"of Run {cand.run_id} is {att.status} (the launcher creates the root "
+                    "before any spawn): point the receipt root at the launcher's receipt "
+                    "directory, or restore it"
+                )
 
-    def _guarded(self, cand: PassCandidate, step: Callable[[PassCandidate], None]) -> None:
-        # spec 04 row 14: any exception while handling the candidate -> failed. Each write is
-        # its own transaction, already rolled back by the time the exception reaches here.
-        if cand.page.problem is not None:
-            # A row the candidate query could not read (storage._text): this one fails alone.
-            decided = _failed(cand, f"BadRow: {cand.page.problem}")
-            cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
-            return
-        if self.stopped is not None:
-            # The database cannot be written any more (locked past the lock budget, read-only,
-            # or its filesystem full): no further write is attempted, nothing more waited for.
-            row = PRIMARY_PASS_ROWS.exception
-            cand.result = self._result(cand, row, "failed", f"{self.stopped}:not_attempted")
-            return
-        try:
-            step(cand)
-        except Exception as exc:
-            blocker = write_blocker(exc)
-            if blocker is not None:
-                self.stopped = blocker
-                exc = self._named(exc)
-            if cand.result is not None:
-                # Decided (and committed) before the error: keep the decision, name the error.
-                cand.result.reason += f";error:{describe(exc)}"
-                return
-            decided = _failed(cand, describe(exc))
-            cand.result = self._result(cand, decided.row, decided.outcome, decided.reason)
-            if isinstance(exc, Conflict):
-                self._decided_elsewhere(cand)  # the compare-and-set found the Run moved
-            return
-        if cand.result is not None and cand.result.reason in CHANGED_MEANWHILE:
-            self._decided_elsewhere(cand)
 
-    def _decided_elsewhere(self, cand: PassCandidate) -> None:
-        """D-20: the Run moved between this pass's reads (row 2 `status_changed`, row 13
-        `changed_before_lost`, or a row 14 compare-and-set Conflict). Read it once more: when
-        it is no longer a candidate (it left `dispatching`/`running`: another start-up, an
-        operator or QingLong itself decided it meanwhile, in its own atomic transaction),
-        it is decided elsewhere and blocks nothing (counted `recovered`, reason
-        `decided_elsewhere:<status now>`). Still a candidate, gone, or unreadable: the
-        decision taken stands (it blocks)."""
-        try:
-            run = self.repo.get_run(cand.page.run_id)
-        except Exception:
-            return
-        if run is None or run.status in CANDIDATE_STATUSES:
-            return
-        assert cand.result is not None
-        cand.result.outcome = "recovered"
-        cand.result.reason = f"decided_elsewhere:{run.status}"
+def _attempt_ids_alone(repo: Repository, run_id: str) -> list[str]:
+    try:
+        return [att.id for att in repo.attempts_of(run_id)]
+    except Exception:  # a bad row is that candidate's failure, reported in phase 1
+        return []
 
-    def _named(self, exc: Exception) -> Exception:
-        """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""
-        path = getattr(self.conn, "path", "")
-        if not path:
-            return exc
-        # A read that found the database locked waited the connection's busy timeout.
-        return database_error(path, exc, waited_s=busy_wait_s(self.conn))
+
+def guarded(ctx: PassContext, status: PassStatus, cand: Candidate, step: Step) -> Candidate:
+    # spec 04 row 14: any exception while handling the candidate -> failed. Each write is
+    # its own transaction, already rolled back by the time the exception reaches here.
+    if cand.page.problem is not None:
+        # A row the candidate query could not read (storage._text): this one fails alone.
+        return _failed(cand, f"BadRow: {cand.page.problem}")
+    if status.stopped is not None:
+        # The database cannot be written any more (locked past the lock budget, read-only,
+        # or its filesystem full): no further write is attempted, nothing more waited for.
+        row = PRIMARY_PASS_ROWS.exception
+        return decided(cand, row, "failed", f"{status.stopped}:not_attempted")
+    try:
+        cand = step(ctx, status, cand)
+    except Exception as escaped:
+        exc = escaped
+        if isinstance(escaped, Interrupted):
+            cand, exc = escaped.cand, escaped.error
+        blocker = write_blocker(exc)
+        if blocker is not None:
+            status.stop(blocker)
+            exc = _named(ctx.conn, exc)
+        if cand.result is not None:
+            # Decided (and committed) before the error: the decision stands, the error named.
+            kept = cand.result
+            return replace(
+                cand,
+                result=revised(kept, kept.outcome, f"{kept.reason};error:{describe(exc)}"),
+            )
+        cand = _failed(cand, describe(exc))
+        if isinstance(exc, Conflict):
+            return _decided_elsewhere(ctx, cand)  # the compare-and-set found the Run moved
+        return cand
+    if cand.result is not None and cand.result.reason in CHANGED_MEANWHILE:
+        return _decided_elsewhere(ctx, cand)
+    return cand
+
+
+def _decided_elsewhere(ctx: PassContext, cand: Candidate) -> Candidate:
+    """D-20: the Run moved between this pass's reads (row 2 `status_changed`, row 13
+    `changed_before_lost`, or a row 14 compare-and-set Conflict). Read it once more: when
+    it is no longer a candidate (it left `dispatching`/`running`: another start-up, an
+    operator or QingLong itself decided it meanwhile, in its own atomic transaction),
+    it is decided elsewhere and blocks nothing (counted `recovered`, reason
+    `decided_elsewhere:<status now>`). Still a candidate, gone, or unreadable: the
+    decision taken stands (it blocks)."""
+    try:
+        run = ctx.repo.get_run(cand.page.run_id)
+    except Exception:
+        return cand
+    if run is None or run.status in CANDIDATE_STATUSES:
+        return cand
+    assert cand.result is not None
+    elsewhere = revised(cand.result, "recovered", f"decided_elsewhere:{run.status}")
+    return replace(cand, result=elsewhere)
+
+
+def _named(conn: sqlite3.Connection, exc: Exception) -> Exception:
+    """A lock or read-only error under its storage name (Busy, DatabaseReadOnly)."""
+    path = getattr(conn, "path", "")
+    if not path:
+        return exc
+    # A read that found the database locked waited the connection's busy timeout.
+    return database_error(path, exc, waited_s=busy_wait_s(conn))
+
+
+def _failed(cand: Candidate, error: str) -> Candidate:
+    # spec 04 row 14, from wherever the candidate's core stands.
+    core = cand.core.fail(error)
+    decision = core.next()
+    assert isinstance(decision, PrimaryDecision)
+    return replace(
+        cand, core=core, result=result_of(cand, decision.row, decision.outcome, decision.reason)
+    )
 
 
 def predict(
@@ -274,8 +329,10 @@ def predict(
     probe: Probe | None = None,
 ) -> tuple[dict[str, Any] | None, bool]:
     """What a dry run decides now for the one candidate ``run_id`` (``qlfsm explain``): its
-    summary entry or None, and whether the candidate page was truncated (see
-    :meth:`PrimaryReconciler.one`). Nothing is written."""
+    summary entry (None when it is not a candidate on the page), and whether the page was
+    truncated (then no candidate is decided, as in a whole pass). Only this candidate is read
+    and probed, and the grace is paid only when it needs it; a retained one is proven again
+    by the final verifier, as in a whole pass. Nothing is written."""
     return PrimaryReconciler(
         conn,
         store,
@@ -287,14 +344,6 @@ def predict(
         probe=probe,
         dry_run=True,
     ).one(run_id)
-
-
-def _failed(cand: PassCandidate, error: str) -> PrimaryDecision:
-    # spec 04 row 14, from wherever the candidate's core stands.
-    cand.core = cand.core.fail(error)
-    decided = cand.core.next()
-    assert isinstance(decided, PrimaryDecision)
-    return decided
 
 
 def reconcile(

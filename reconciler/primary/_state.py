@@ -1,16 +1,17 @@
-"""The state one ADR-0068 pass keeps per candidate, and what every part of the pass shares.
+"""The records one ADR-0068 pass is made of, and what every step of it is handed.
 
-The pass is one class, :class:`reconciler.primary._pass.PrimaryReconciler`, assembled from the
-parts that are its natural seams: gathering the evidence the core asks for and the one grace
-(``_gather.py``), the decided edge's write transaction (``_writes.py``) and the final verifier
-(``_verify.py``). Each part is a mixin over :class:`PassState`, which holds the ports and
-declares (for the type checker only) the steps one part calls in another.
+The pass is functions over immutable records (gather → decide → commit → verify → summarize):
+each step takes a :class:`Candidate` and returns a new one (``dataclasses.replace``), over a
+:class:`PassContext` of ports and settings handed to it explicitly. The one thing that changes
+during a pass is the pass's own :class:`PassStatus`: why it stopped writing, once it has, and
+the operator's warnings (D-16, D-20).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
 from reconciler.node import (
@@ -26,45 +27,103 @@ from reconciler.node import (
 from reconciler.primary._summary import CandidateResult, Fingerprint
 from storage import AttemptRow, JournalRow, LockBudget, PrimaryCandidate, Repository, RunRow
 
-TYPE_CHECKING = False  # the mixins' calls into each other, for the type checker only
-
 # The probe port: spec 03 "Inspection" of a stored handle (tests plug a gated one in).
 Probe = Callable[..., Evidence]
 
 
-class PassCandidate:
-    __slots__ = (
-        "after_read_run",
-        "attempt",
-        "attempts",
-        "before_probe",
-        "core",
-        "decision",
-        "fingerprint",
-        "journal",
-        "page",
-        "probed_at",
-        "receipt",
-        "result",
-        "run",
-    )
+@dataclass(frozen=True, slots=True)
+class PassContext:
+    """The ports and settings of one pass: fixed for the whole pass."""
 
-    def __init__(self, page: PrimaryCandidate) -> None:
-        self.page = page
-        self.core = PrimaryCore(page.status)
-        # The core as it asked for the probe: the final verifier's probe is observed on it.
-        self.before_probe: PrimaryCore | None = None
-        self.run: RunRow | None = None
-        self.attempts: list[AttemptRow] = []
-        self.attempt: AttemptRow | None = None  # the latest, once the core looks at it
-        self.journal: JournalRow | None = None  # the latest Attempt's receipt journal row
-        self.receipt: Receipt | None = None  # the trusted receipt a completion commits
-        self.probed_at = 0.0
-        self.fingerprint: Fingerprint | None = None
-        self.result: CandidateResult | None = None
-        self.decision: PrimaryDecision | None = None  # what is being committed
-        # What the core answered right after the Run was read: the re-check must get it again.
-        self.after_read_run: Need | PrimaryDecision | None = None
+    conn: sqlite3.Connection
+    repo: Repository
+    store: ReceiptStore
+    provider: PassProvider
+    clock: Clock
+    platform: str
+    grace: float
+    budget: LockBudget
+    probe: Probe
+    dry_run: bool
+
+
+class PassStatus:
+    """What a pass learns as it goes, owned by the function that runs it: why it stopped
+    writing (database_locked / database_read_only / …, once it has) and one line per warning
+    for the operator (stderr, and the summary's ``warnings``: D-16)."""
+
+    __slots__ = ("stopped", "warnings")
+
+    def __init__(self) -> None:
+        self.stopped: str | None = None
+        self.warnings: list[str] = []
+
+    def stop(self, blocker: str | None) -> None:
+        # The first cause stands: a later one is a consequence of it.
+        if self.stopped is None:
+            self.stopped = blocker
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate as far as the pass has taken it; each step returns a new one."""
+
+    page: PrimaryCandidate
+    core: PrimaryCore
+    # The core as it asked for the probe: the final verifier's probe is observed on it.
+    before_probe: PrimaryCore | None = None
+    run: RunRow | None = None
+    attempt: AttemptRow | None = None  # the latest, once the core looks at it
+    journal: JournalRow | None = None  # the latest Attempt's receipt journal row
+    receipt: Receipt | None = None  # the trusted receipt a completion commits
+    probed_at: float = 0.0
+    fingerprint: Fingerprint | None = None  # what the verifier proves a retained one against
+    result: CandidateResult | None = None
+    # What the core answered right after the Run was read: the re-check must get it again.
+    after_read_run: Need | PrimaryDecision | None = None
+
+
+def start(page: PrimaryCandidate) -> Candidate:
+    return Candidate(page, PrimaryCore(page.status))
+
+
+def result_of(cand: Candidate, row: str, outcome: str, reason: str) -> CandidateResult:
+    attempt_id = cand.attempt.id if cand.attempt is not None else None
+    return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)
+
+
+def decided(cand: Candidate, row: str, outcome: str, reason: str) -> Candidate:
+    """``cand`` with its result."""
+    return replace(cand, result=result_of(cand, row, outcome, reason))
+
+
+def revised(result: CandidateResult, outcome: str, reason: str) -> CandidateResult:
+    """A new result for the same candidate (the verifier's, or D-20's decided elsewhere)."""
+    return CandidateResult(result.run_id, result.attempt_id, result.row, outcome, reason)
+
+
+def revoked(result: CandidateResult, why: str, outcome: str = "unresolved") -> CandidateResult:
+    # ADR-0068 §5: any difference revokes safety for that candidate.
+    return revised(result, outcome, f"verifier:{why}")
+
+
+class Interrupted(Exception):
+    """An error escaping a step, with the candidate as that step had taken it (its result
+    kept when it was decided, and committed, before the error: spec 04 row 14)."""
+
+    def __init__(self, cand: Candidate, error: Exception) -> None:
+        super().__init__(error)
+        self.cand = cand
+        self.error = error
+
+
+def root_problem(store: ReceiptStore, read: ReadResult, att: AttemptRow) -> str | None:
+    """The reason when the receipt could not be looked for at all, else None."""
+    if isinstance(read, Unusable):
+        return f"receipt_root_unusable:{read.reason}:{read.path}"
+    if isinstance(read, RootMissing) and att.status != "claimed":
+        return f"receipt_root_missing:{store.root}"
+    return None
 
 
 def read_run_fields(run: RunRow | None, attempts: list[AttemptRow]) -> dict[str, object]:
@@ -100,44 +159,3 @@ def probe_fields(evidence: Evidence, att: AttemptRow) -> dict[str, object]:
         "probe_reason": evidence.reason,
         "handle_pid_matches": evidence.pid == att.pid,
     }
-
-
-class PassState:
-    """The ports and settings of one pass (set by ``PrimaryReconciler.__init__``)."""
-
-    grace: float
-    conn: sqlite3.Connection
-    repo: Repository
-    store: ReceiptStore
-    provider: PassProvider
-    clock: Clock
-    platform: str
-    budget: LockBudget
-    probe: Probe
-    dry_run: bool
-    stopped: str | None
-    warnings: list[str]
-
-    if TYPE_CHECKING:
-        # Steps one part of the pass calls in another (defined by the mixins).
-        def _drive(self, cand: PassCandidate) -> None: ...
-        def _decided(self, cand: PassCandidate, decision: PrimaryDecision) -> None: ...
-        def _lose_after_grace(self, cand: PassCandidate) -> None: ...
-
-    def _result(self, cand: PassCandidate, row: str, outcome: str, reason: str) -> CandidateResult:
-        attempt_id = cand.attempt.id if cand.attempt is not None else None
-        return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)
-
-    def _root_problem(self, read: ReadResult, att: AttemptRow) -> str | None:
-        """The reason when the receipt could not be looked for at all, else None."""
-        if isinstance(read, Unusable):
-            return f"receipt_root_unusable:{read.reason}:{read.path}"
-        if isinstance(read, RootMissing) and att.status != "claimed":
-            return f"receipt_root_missing:{self.store.root}"
-        return None
-
-    def _revoke(self, cand: PassCandidate, why: str, outcome: str = "unresolved") -> None:
-        # ADR-0068 §5: any difference revokes safety for that candidate.
-        assert cand.result is not None
-        cand.result.outcome = outcome
-        cand.result.reason = f"verifier:{why}"

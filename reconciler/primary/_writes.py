@@ -1,11 +1,14 @@
 """ADR-0068 §4: the decided edge's effect, in ONE transaction that re-reads the Run and its
 Attempts and takes the decision again on them (every UPDATE compare-and-sets in its WHERE).
+
+Each write returns the candidate with its result, built once (no result is rewritten here).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import replace
 
 from fsm import (
     ATTEMPT_ACTIVE,
@@ -19,7 +22,15 @@ from fsm import (
 )
 from reconciler.node import QuarantineNotDone, directory_at, witness_ms
 from reconciler.primary._edges import EFFECTS, PLANS, decision_payload, expect_for
-from reconciler.primary._state import PassCandidate, PassState, read_run_fields
+from reconciler.primary._state import (
+    Candidate,
+    Interrupted,
+    PassContext,
+    PassStatus,
+    decided,
+    read_run_fields,
+    result_of,
+)
 from reconciler.primary._summary import Fingerprint, describe, fingerprint
 from storage import (
     AttemptRow,
@@ -43,41 +54,133 @@ QUARANTINE_KEEP_MS = 7 * 24 * 3600 * 1000
 CLOCK_BEHIND_WARN_MS = 60 * 1000
 
 
-class Writing(PassState):
-    """The write transactions of :class:`reconciler.primary._pass.PrimaryReconciler`."""
+# --- the decision's effect ------------------------------------------------------------------
 
-    # --- the decision's effect --------------------------------------------------------------
 
-    def _decided(self, cand: PassCandidate, decision: PrimaryDecision) -> None:
-        write = decision.write
-        if write is None or self.dry_run:
-            if decision.outcome == "remaining":  # the verifier proves it against this
-                run, att = cand.run, cand.attempt
-                assert run is not None and att is not None
-                cand.fingerprint = fingerprint(run, att)
-            cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-            return
-        cand.decision = decision
-        WRITES[write](self, cand, decision)
+def commit(
+    ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
+) -> Candidate:
+    """The decided candidate: its write committed (none in a dry run) and its result."""
+    write = decision.write
+    if write is None or ctx.dry_run:
+        if decision.outcome == "remaining":  # the verifier proves it against this
+            run, att = cand.run, cand.attempt
+            assert run is not None and att is not None
+            return replace(
+                cand,
+                fingerprint=fingerprint(run, att),
+                result=result_of(cand, decision.row, decision.outcome, decision.reason),
+            )
+        return decided(cand, decision.row, decision.outcome, decision.reason)
+    return WRITES[write](ctx, status, cand, decision)
 
-    def _commit(self, cand: PassCandidate) -> int:
-        """The decided edge in ONE transaction (ADR-0068 §4): the Run and Attempts are re-read
-        inside it and must take the core the same way again; the plan is made from the facts
-        with that re-read, so every edge's guard is evaluated on them; every UPDATE
-        compare-and-sets in its WHERE (row count checked)."""
-        run, decision = cand.run, cand.decision
-        assert run is not None and decision is not None and decision.write is not None
-        build = PLANS[decision.write]
-        now, note = self.clock.now_ms(), decision_payload(decision)
 
-        def work(c: sqlite3.Connection) -> int:
-            facts, run_now, attempts = self._check_again(c, cand, decision)
-            plan = build(run, cand.attempt, cand.receipt, decision, facts, now, note)
+def write_edge(ctx: PassContext, cand: Candidate, decision: PrimaryDecision) -> int:
+    """The decided edge in ONE transaction (ADR-0068 §4): the Run and Attempts are re-read
+    inside it and must take the core the same way again; the plan is made from the facts
+    with that re-read, so every edge's guard is evaluated on them; every UPDATE
+    compare-and-sets in its WHERE (row count checked)."""
+    run = cand.run
+    assert run is not None and decision.write is not None
+    build = PLANS[decision.write]
+    now, note = ctx.clock.now_ms(), decision_payload(decision)
+
+    def work(c: sqlite3.Connection) -> int:
+        facts, run_now, attempts = check_again(c, cand, decision)
+        plan = build(run, cand.attempt, cand.receipt, decision, facts, now, note)
+        assert plan is not None
+        done = advance_read(
+            ctx.repo,
+            c,
+            run_now,
+            attempts,
+            run.id,
+            run.version,
+            plan.changes,
+            actor=plan.actor,
+            at_ms=plan.at_ms,
+            expect=plan.expect,
+        )
+        return done.version
+
+    return in_transaction(ctx.conn, work)
+
+
+def check_again(
+    c: sqlite3.Connection, cand: Candidate, decision: PrimaryDecision
+) -> tuple[PrimaryFacts, RunRow | None, list[AttemptRow]]:
+    """The one re-read inside the write transaction: the core, fed it, must answer what it
+    answered on the first read (the same row 3 decision, or the same receipt step); the
+    decision's facts with the re-read are what the edges' guards are evaluated on."""
+    run, attempts, _ = run_with_attempts(c, cand.page.run_id)
+    # First what the compare-and-set will require (the same errors as ever), then the row.
+    decided_on, att = cand.run, cand.attempt
+    assert decided_on is not None
+    if decision.write == "lose_missing_attempt":
+        att = None  # row 3: the Run alone was decided on
+    check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
+    fields = read_run_fields(run, attempts)
+    again = PrimaryCore(cand.page.status).observe("read_run", **fields).next()
+    before = cand.after_read_run
+    if isinstance(again, Need) and isinstance(before, Need):
+        same = again.evidence == before.evidence
+    else:
+        same = (
+            isinstance(again, PrimaryDecision)
+            and isinstance(before, PrimaryDecision)
+            and (again.row, again.state) == (before.row, before.state)
+        )
+    if not same:
+        raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
+    return observed_facts(decision.facts, fields), run, attempts
+
+
+def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
+    """Row 13, last part: re-check the Run/Attempt (nothing may have changed since the
+    probe) and commit `lost` in the SAME transaction as that re-read. A dry run returns the
+    candidate with the re-check observed, for the loop to decide."""
+    run, att = cand.run, cand.attempt
+    assert run is not None and att is not None
+    before = fingerprint(run, att)
+    core = cand.core
+
+    def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
+        now_run, attempts, _ = run_with_attempts(c, run.id)
+        now_att = attempts[-1] if attempts else None
+        active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
+        unchanged = not (
+            now_run is None
+            or now_att is None
+            or active != 1
+            or fingerprint(now_run, now_att) != before
+        )
+        return unchanged, now_run, attempts
+
+    if ctx.dry_run:
+        observed = core.observe("recheck_run", unchanged_on_recheck=recheck(ctx.conn)[0])
+        return replace(cand, core=observed)
+
+    def work(c: sqlite3.Connection) -> PrimaryCore:
+        # Each try of the transaction observes on the core kept from before it.
+        unchanged, now_run, attempts = recheck(c)
+        after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
+        decision = after.next()
+        assert isinstance(decision, PrimaryDecision)
+        if decision.write is not None:
+            plan = PLANS[decision.write](
+                run,
+                att,
+                cand.receipt,
+                decision,
+                decision.facts,
+                ctx.clock.now_ms(),
+                decision_payload(decision),
+            )
             assert plan is not None
-            done = advance_read(
-                self.repo,
+            advance_read(
+                ctx.repo,
                 c,
-                run_now,
+                now_run,
                 attempts,
                 run.id,
                 run.version,
@@ -86,146 +189,71 @@ class Writing(PassState):
                 at_ms=plan.at_ms,
                 expect=plan.expect,
             )
-            return done.version
+        return after
 
-        return in_transaction(self.conn, work)
+    after = in_transaction(ctx.conn, work)
+    decision = after.next()
+    assert isinstance(decision, PrimaryDecision)
+    return replace(
+        cand,
+        core=after,
+        result=result_of(cand, decision.row, decision.outcome, decision.reason),
+    )
 
-    def _check_again(
-        self, c: sqlite3.Connection, cand: PassCandidate, decision: PrimaryDecision
-    ) -> tuple[PrimaryFacts, RunRow | None, list[AttemptRow]]:
-        """The one re-read inside the write transaction: the core, fed it, must answer what it
-        answered on the first read (the same row 3 decision, or the same receipt step); the
-        decision's facts with the re-read are what the edges' guards are evaluated on."""
-        run, attempts, _ = run_with_attempts(c, cand.page.run_id)
-        # First what the compare-and-set will require (the same errors as ever), then the row.
-        decided_on, att = cand.run, cand.attempt
-        assert decided_on is not None
-        if decision.write == "lose_missing_attempt":
-            att = None  # row 3: the Run alone was decided on
-        check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
-        fields = read_run_fields(run, attempts)
-        again = PrimaryCore(cand.page.status).observe("read_run", **fields).next()
-        before = cand.after_read_run
-        if isinstance(again, Need) and isinstance(before, Need):
-            same = again.evidence == before.evidence
-        else:
-            same = (
-                isinstance(again, PrimaryDecision)
-                and isinstance(before, PrimaryDecision)
-                and (again.row, again.state) == (before.row, before.state)
-            )
-        if not same:
-            raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
-        return observed_facts(decision.facts, fields), run, attempts
 
-    def _lose_after_grace(self, cand: PassCandidate) -> None:
-        """Row 13, last part: re-check the Run/Attempt (nothing may have changed since the
-        probe) and commit `lost` in the SAME transaction as that re-read."""
-        run, att = cand.run, cand.attempt
-        assert run is not None and att is not None
-        before = fingerprint(run, att)
-        core = cand.core
-
-        def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
-            now_run, attempts, _ = run_with_attempts(c, run.id)
-            now_att = attempts[-1] if attempts else None
-            active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
-            unchanged = not (
-                now_run is None
-                or now_att is None
-                or active != 1
-                or fingerprint(now_run, now_att) != before
-            )
-            return unchanged, now_run, attempts
-
-        if self.dry_run:
-            cand.core = core.observe("recheck_run", unchanged_on_recheck=recheck(self.conn)[0])
-            return self._drive(cand)
-
-        def work(c: sqlite3.Connection) -> PrimaryCore:
-            # Each try of the transaction observes on the core kept from before it.
-            unchanged, now_run, attempts = recheck(c)
-            after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
-            decision = after.next()
-            assert isinstance(decision, PrimaryDecision)
-            if decision.write is not None:
-                plan = PLANS[decision.write](
-                    run,
-                    att,
-                    cand.receipt,
-                    decision,
-                    decision.facts,
-                    self.clock.now_ms(),
-                    decision_payload(decision),
-                )
-                assert plan is not None
-                advance_read(
-                    self.repo,
-                    c,
-                    now_run,
-                    attempts,
-                    run.id,
-                    run.version,
-                    plan.changes,
-                    actor=plan.actor,
-                    at_ms=plan.at_ms,
-                    expect=plan.expect,
-                )
-            return after
-
-        cand.core = in_transaction(self.conn, work)
-        decision = cand.core.next()
-        assert isinstance(decision, PrimaryDecision)
-        cand.result = self._result(cand, decision.row, decision.outcome, decision.reason)
-        return None
-
-    def _after_completion(self, cand: PassCandidate) -> None:
-        # spec 03: delete the receipt only AFTER the commit, then resolve the journal. A failure
-        # here leaves a committed terminal Run: recovered, with the leftover named.
-        att = cand.attempt
-        assert att is not None and cand.result is not None
+def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
+    # spec 03: delete the receipt only AFTER the commit, then resolve the journal. A failure
+    # here leaves a committed terminal Run: recovered, with the leftover named.
+    att, result = cand.attempt, cand.result
+    assert att is not None and result is not None
+    try:
+        ctx.store.delete(att.id)
+        # D-17: the Attempt ended; its lock file goes too unless its wrapper still holds it
+        # (it removes the name itself right after publishing). Before the journal row, like
+        # the receipt: the row is what lets `sweep` find what is left.
+        ctx.store.remove_lock(att.id)
+        journal_resolve(ctx.conn, att.id)
+    except Exception as exc:
+        status.stop(write_blocker(exc))
         try:
-            self.store.delete(att.id)
-            # D-17: the Attempt ended; its lock file goes too unless its wrapper still holds it
-            # (it removes the name itself right after publishing). Before the journal row, like
-            # the receipt: the row is what lets `sweep` find what is left.
-            self.store.remove_lock(att.id)
-            journal_resolve(self.conn, att.id)
-        except Exception as exc:
-            self.stopped = self.stopped or write_blocker(exc)
-            cand.result.reason += f";cleanup_failed:{describe(exc)}"
+            reason = f"{result.reason};cleanup_failed:{describe(exc)}"
+        except Exception as err:  # the commit stands: the candidate keeps its decision
+            raise Interrupted(cand, err) from err
+        return replace(cand, result=result_of(cand, result.row, result.outcome, reason))
+    return cand
 
-    def _quarantine(self, run: RunRow, att: AttemptRow) -> None:
-        # spec 03: the journal intent is committed FIRST, then the file is moved. A second
-        # invalid receipt of the same Attempt gets its own slot (D-3c): the journal row then
-        # names the newest copy, and every copy stays until its purge time.
-        previous = journal_get(self.conn, att.id)
-        earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
-        ref = self.store.quarantine_target(att.id, earlier)
-        now = self.clock.now_ms()
-        # D-16: the retention runs from the latest moment by any clock in sight: this one, the
-        # kernel's (which `faketime` does not move), the database's newest time for the Run.
-        kernel = witness_ms(self.clock)
-        at = max(now, kernel) if kernel is not None else now
-        happened = journal_quarantine(self.conn, att.id, run.id, ref, at, at + QUARANTINE_KEEP_MS)
-        if happened - now > CLOCK_BEHIND_WARN_MS:
-            what = (
-                "the kernel's clock"
-                if happened == at
-                else f"the newest time the database recorded for run {ascii(run.id)[1:-1]}"
-            )
-            self.warnings.append(
-                f"the clock runs {(happened - now) // 1000} s behind {what}: the quarantined "
-                f"receipt of Attempt {ascii(att.id)[1:-1]} is kept for the retention counted "
-                "from that time; set the clock right (NTP)"
-            )
-        try:
-            self.store.quarantine(att.id, ref)
-        except QuarantineNotDone:
-            # Nothing was moved: no row may claim a quarantine that did not happen. Withdrawn
-            # in this same pass; the candidate is `failed` (row 14) and the receipt stays put.
-            journal_withdraw_quarantine(self.conn, att.id, ref, previous)
-            raise
+
+def quarantine(ctx: PassContext, status: PassStatus, run: RunRow, att: AttemptRow) -> None:
+    # spec 03: the journal intent is committed FIRST, then the file is moved. A second
+    # invalid receipt of the same Attempt gets its own slot (D-3c): the journal row then
+    # names the newest copy, and every copy stays until its purge time.
+    previous = journal_get(ctx.conn, att.id)
+    earlier = previous.quarantine_ref if previous and previous.state == "quarantined" else None
+    ref = ctx.store.quarantine_target(att.id, earlier)
+    now = ctx.clock.now_ms()
+    # D-16: the retention runs from the latest moment by any clock in sight: this one, the
+    # kernel's (which `faketime` does not move), the database's newest time for the Run.
+    kernel = witness_ms(ctx.clock)
+    at = max(now, kernel) if kernel is not None else now
+    happened = journal_quarantine(ctx.conn, att.id, run.id, ref, at, at + QUARANTINE_KEEP_MS)
+    if happened - now > CLOCK_BEHIND_WARN_MS:
+        what = (
+            "the kernel's clock"
+            if happened == at
+            else f"the newest time the database recorded for run {ascii(run.id)[1:-1]}"
+        )
+        status.warnings.append(
+            f"the clock runs {(happened - now) // 1000} s behind {what}: the quarantined "
+            f"receipt of Attempt {ascii(att.id)[1:-1]} is kept for the retention counted "
+            "from that time; set the clock right (NTP)"
+        )
+    try:
+        ctx.store.quarantine(att.id, ref)
+    except QuarantineNotDone:
+        # Nothing was moved: no row may claim a quarantine that did not happen. Withdrawn
+        # in this same pass; the candidate is `failed` (row 14) and the receipt stays put.
+        journal_withdraw_quarantine(ctx.conn, att.id, ref, previous)
+        raise
 
 
 def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
@@ -248,40 +276,52 @@ def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
 # --- each write the table names, committed (one per entry of _edges.EFFECTS) ---------------
 
 
-def _complete(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+def _complete(
+    ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
+) -> Candidate:
     # Row 5 (and row 13 after the grace): the completion, then the receipt's cleanup.
-    w._commit(cand)
-    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
-    w._after_completion(cand)
+    write_edge(ctx, cand, decision)
+    done = decided(cand, decision.row, decision.outcome, decision.reason)
+    return after_completion(ctx, status, done)
 
 
-def _quarantine(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+def _quarantine(
+    ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
+) -> Candidate:
     run, att = cand.run, cand.attempt
     assert run is not None and att is not None
     # D-16: a directory cannot be moved into the quarantine; nothing is written and row 6
     # stays unresolved (as its dry run says) until the operator removes it.
     if directory_at(decision.facts.receipt_problem) is None:
-        w._quarantine(run, att)
-    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+        quarantine(ctx, status, run, att)
+    return decided(cand, decision.row, decision.outcome, decision.reason)
 
 
-def _lose(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
-    w._commit(cand)
-    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+def _lose(
+    ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
+) -> Candidate:
+    write_edge(ctx, cand, decision)
+    return decided(cand, decision.row, decision.outcome, decision.reason)
 
 
-def _adopt(w: Writing, cand: PassCandidate, decision: PrimaryDecision) -> None:
+def _adopt(
+    ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
+) -> Candidate:
     # Row 12: only the aggregate not yet running moves.
     run, att = cand.run, cand.attempt
     assert run is not None and att is not None
     if run.status == "running" and att.status == "running":
-        cand.fingerprint = fingerprint(run, att)  # nothing to adopt, nothing written
+        kept = fingerprint(run, att)  # nothing to adopt, nothing written
     else:
-        cand.fingerprint = _adopted(run, att, w._commit(cand))
-    cand.result = w._result(cand, decision.row, decision.outcome, decision.reason)
+        kept = _adopted(run, att, write_edge(ctx, cand, decision))
+    return replace(
+        cand,
+        fingerprint=kept,
+        result=result_of(cand, decision.row, decision.outcome, decision.reason),
+    )
 
 
-WRITES: dict[str, Callable[[Writing, PassCandidate, PrimaryDecision], None]] = {
+WRITES: dict[str, Callable[[PassContext, PassStatus, Candidate, PrimaryDecision], Candidate]] = {
     "complete": _complete,
     "quarantine": _quarantine,
     "lose": _lose,

@@ -52,7 +52,7 @@ def swap_evidence_order(mp: pytest.MonkeyPatch) -> None:
             )
             if probe.verdict == "running":
                 seen = cand.core.observe("read_receipt", first_receipt="missing")
-                return dataclasses.replace(cand, core=seen)
+                return cand._replace(core=seen)
         return original(ctx, cand, first=first)
 
     mp.setattr(gather_mod, "gather_receipt", gather)
@@ -65,7 +65,7 @@ def skip_second_read(mp: pytest.MonkeyPatch) -> None:
         if not first:
             # The bug: "nothing there", without looking.
             seen = cand.core.observe("reread_receipt", second_receipt="missing")
-            return dataclasses.replace(cand, core=seen)
+            return cand._replace(core=seen)
         return original(ctx, cand, first=first)
 
     mp.setattr(gather_mod, "gather_receipt", gather)

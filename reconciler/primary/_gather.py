@@ -8,8 +8,6 @@ phase 2 drives each again from the second receipt read on. Each step returns a n
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fsm import PRIMARY_PASS_ROWS, Need
 from reconciler.node import (
     Found,
@@ -36,14 +34,10 @@ from storage import AttemptRow, JournalRow, journal_withdraw_quarantine, run_wit
 # --- the loop: ask the core, gather exactly that, observe, until a decision -----------------
 
 
-def phase1(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
-    return drive(ctx, status, cand)
-
-
 def phase2(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
     if ctx.clock.monotonic() - cand.probed_at < ctx.grace:  # pragma: no cover - guarded
         raise RuntimeError("second receipt read attempted before a full grace")
-    cand = replace(cand, core=cand.core.observe("pay_grace", grace_paid=True))
+    cand = cand._replace(core=cand.core.observe("pay_grace", grace_paid=True))
     return drive(ctx, status, cand)
 
 
@@ -85,7 +79,7 @@ def read_run(ctx: PassContext, cand: Candidate) -> Candidate:
     if attempts and (isinstance(step, Need) or step.row in PRIMARY_PASS_ROWS.name_attempt):
         # The summary names the latest Attempt once a row looks at it (row 4 on).
         attempt = attempts[-1]  # attempts are ordered by attempt number
-    return replace(cand, core=core, run=run, journal=journal, after_read_run=step, attempt=attempt)
+    return cand._replace(core=core, run=run, journal=journal, after_read_run=step, attempt=attempt)
 
 
 def gather_receipt(ctx: PassContext, cand: Candidate, *, first: bool) -> Candidate:
@@ -119,7 +113,7 @@ def gather_receipt(ctx: PassContext, cand: Candidate, *, first: bool) -> Candida
             core = cand.core.observe(
                 evidence, **{key: "trusted", "receipt_exit_code": read.receipt.exit_code}
             )
-            return replace(cand, core=core, receipt=read.receipt)
+            return cand._replace(core=core, receipt=read.receipt)
         read = Invalid(problem)
     if isinstance(read, Invalid):
         seen: dict[str, object] = {key: "invalid", "receipt_problem": read.reason}
@@ -127,7 +121,7 @@ def gather_receipt(ctx: PassContext, cand: Candidate, *, first: bool) -> Candida
         seen = {key: "quarantined"}
     else:
         seen = {key: "missing"}
-    return replace(cand, core=cand.core.observe(evidence, **seen))
+    return cand._replace(core=cand.core.observe(evidence, **seen))
 
 
 def quarantined_earlier(ctx: PassContext, att: AttemptRow, journal: JournalRow | None) -> bool:
@@ -170,7 +164,7 @@ def probe(ctx: PassContext, cand: Candidate) -> Candidate:
         # Asked after /proc, so healthy running candidates cost nothing more; no SQL.
         evidence = lock_evidence(evidence, ctx.store.lock_state(att.id))
     core = cand.core.observe("probe", **probe_fields(evidence, att))
-    return replace(cand, before_probe=cand.core, core=core, probed_at=ctx.clock.monotonic())
+    return cand._replace(before_probe=cand.core, core=core, probed_at=ctx.clock.monotonic())
 
 
 # --- the grace, once --------------------------------------------------------------------------

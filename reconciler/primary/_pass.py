@@ -32,7 +32,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
@@ -46,7 +45,7 @@ from reconciler.node import (
     ReceiptStore,
     inspect_handle,
 )
-from reconciler.primary._gather import pay_grace, phase1, phase2
+from reconciler.primary._gather import drive, pay_grace, phase2
 from reconciler.primary._state import (
     Candidate,
     Interrupted,
@@ -158,7 +157,7 @@ class PrimaryReconciler:
 def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> dict[str, Any]:
     """One pass over a non-empty, untruncated candidate page: spec 04's summary."""
     check_root(ctx, page)
-    todo = [guarded(ctx, status, start(c), phase1) for c in page]
+    todo = [guarded(ctx, status, start(c), drive) for c in page]
     waiting = [c for c in todo if c.result is None]
     if waiting and status.stopped is None:
         pay_grace(ctx, waiting)
@@ -180,7 +179,7 @@ def predict_one(
         return None, truncated
     with lock_budget(ctx.conn, ctx.budget):
         check_root(ctx, mine)
-        cand = guarded(ctx, status, start(mine[0]), phase1)
+        cand = guarded(ctx, status, start(mine[0]), drive)
         if cand.result is None:
             pay_grace(ctx, [cand])
             cand = guarded(ctx, status, cand, phase2)
@@ -260,13 +259,12 @@ def guarded(ctx: PassContext, status: PassStatus, cand: Candidate, step: Step) -
             cand, exc = escaped.cand, escaped.error
         blocker = write_blocker(exc)
         if blocker is not None:
-            status.stop(blocker)
+            status.stopped = blocker
             exc = _named(ctx.conn, exc)
         if cand.result is not None:
             # Decided (and committed) before the error: the decision stands, the error named.
             kept = cand.result
-            return replace(
-                cand,
+            return cand._replace(
                 result=revised(kept, kept.outcome, f"{kept.reason};error:{describe(exc)}"),
             )
         cand = _failed(cand, describe(exc))
@@ -294,7 +292,7 @@ def _decided_elsewhere(ctx: PassContext, cand: Candidate) -> Candidate:
         return cand
     assert cand.result is not None
     elsewhere = revised(cand.result, "recovered", f"decided_elsewhere:{run.status}")
-    return replace(cand, result=elsewhere)
+    return cand._replace(result=elsewhere)
 
 
 def _named(conn: sqlite3.Connection, exc: Exception) -> Exception:
@@ -311,8 +309,8 @@ def _failed(cand: Candidate, error: str) -> Candidate:
     core = cand.core.fail(error)
     decision = core.next()
     assert isinstance(decision, PrimaryDecision)
-    return replace(
-        cand, core=core, result=result_of(cand, decision.row, decision.outcome, decision.reason)
+    return cand._replace(
+        core=core, result=result_of(cand, decision.row, decision.outcome, decision.reason)
     )
 
 

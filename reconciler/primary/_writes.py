@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import replace
 
 from fsm import (
     ATTEMPT_ACTIVE,
@@ -66,8 +65,7 @@ def commit(
         if decision.outcome == "remaining":  # the verifier proves it against this
             run, att = cand.run, cand.attempt
             assert run is not None and att is not None
-            return replace(
-                cand,
+            return cand._replace(
                 fingerprint=fingerprint(run, att),
                 result=result_of(cand, decision.row, decision.outcome, decision.reason),
             )
@@ -158,7 +156,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
 
     if ctx.dry_run:
         observed = core.observe("recheck_run", unchanged_on_recheck=recheck(ctx.conn)[0])
-        return replace(cand, core=observed)
+        return cand._replace(core=observed)
 
     def work(c: sqlite3.Connection) -> PrimaryCore:
         # Each try of the transaction observes on the core kept from before it.
@@ -194,8 +192,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
     after = in_transaction(ctx.conn, work)
     decision = after.next()
     assert isinstance(decision, PrimaryDecision)
-    return replace(
-        cand,
+    return cand._replace(
         core=after,
         result=result_of(cand, decision.row, decision.outcome, decision.reason),
     )
@@ -214,12 +211,12 @@ def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> C
         ctx.store.remove_lock(att.id)
         journal_resolve(ctx.conn, att.id)
     except Exception as exc:
-        status.stop(write_blocker(exc))
+        status.stopped = status.stopped or write_blocker(exc)
         try:
             reason = f"{result.reason};cleanup_failed:{describe(exc)}"
         except Exception as err:  # the commit stands: the candidate keeps its decision
             raise Interrupted(cand, err) from err
-        return replace(cand, result=result_of(cand, result.row, result.outcome, reason))
+        return cand._replace(result=result_of(cand, result.row, result.outcome, reason))
     return cand
 
 
@@ -314,8 +311,7 @@ def _adopt(
         kept = fingerprint(run, att)  # nothing to adopt, nothing written
     else:
         kept = _adopted(run, att, write_edge(ctx, cand, decision))
-    return replace(
-        cand,
+    return cand._replace(
         fingerprint=kept,
         result=result_of(cand, decision.row, decision.outcome, decision.reason),
     )

@@ -145,11 +145,6 @@ class PrimaryReconciler:
             summary["warnings"] = list(dict.fromkeys(status.warnings))
         return summary
 
-    def one(self, run_id: str) -> tuple[dict[str, Any] | None, bool]:
-        """See :func:`predict`."""
-        assert self.context.dry_run
-        return predict_one(self.context, self.status, run_id)
-
 
 # --- the pass: gather → decide → commit → verify → summarize ---------------------------------
 
@@ -331,7 +326,7 @@ def predict(
     truncated (then no candidate is decided, as in a whole pass). Only this candidate is read
     and probed, and the grace is paid only when it needs it; a retained one is proven again
     by the final verifier, as in a whole pass. Nothing is written."""
-    return PrimaryReconciler(
+    pass_ = PrimaryReconciler(
         conn,
         store,
         provider,
@@ -341,7 +336,8 @@ def predict(
         budget=budget,
         probe=probe,
         dry_run=True,
-    ).one(run_id)
+    )
+    return predict_one(pass_.context, pass_.status, run_id)
 
 
 def reconcile(

@@ -45,8 +45,8 @@ def verify(ctx: PassContext, todo: list[Candidate]) -> tuple[list[CandidateResul
         if run_id not in seen and not truncated:
             assert cand.result is not None
             proven[run_id] = revoked(cand.result, "vanished")
-    results = [proven.get(c.page.run_id, c.result) for c in todo if c.result is not None]
-    return [r for r in results if r is not None] + found, truncated
+    kept = [c.result for c in todo if c.result is not None]
+    return [proven.get(r.run_id, r) for r in kept] + found, truncated
 
 
 def verify_one(ctx: PassContext, cand: Candidate, now: PrimaryCandidate) -> CandidateResult:

@@ -246,17 +246,17 @@ def signalled(
 # grace's own sleep is skipped when a loaded machine has already spent it since the probe).
 AT_GRACE = """
 import os, sys
-from reconciler.primary import _gather
+from reconciler.primary import _pass
 
 ready, wait = int(sys.argv[1]), int(sys.argv[2])
-pay_grace = _gather.Gathering._pay_grace
+pay_grace = _pass.pay_grace
 
-def hooked(self, waiting):
+def hooked(ctx, waiting):
     os.write(ready, b"in the grace\\n")
     os.read(wait, 1)  # the test's signal ends this wait (or the test closes the pipe)
-    return pay_grace(self, waiting)
+    return pay_grace(ctx, waiting)
 
-_gather.Gathering._pay_grace = hooked
+_pass.pay_grace = hooked
 from reconciler.cli._main import main
 sys.argv = ["qlfsm", *sys.argv[3:]]
 raise SystemExit(main())

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from _sim import Seed, World
+from _sim import FAULT_LABELS, Seed, World
 
 Action = tuple[str, int]
 
@@ -105,6 +105,13 @@ def enabled(w: World, scope: Scope, passes: int) -> list[Action]:
         elif name == "cancel":
             if w.db_free():
                 out += [("cancel", i) for i, s in enumerate(w.slots) if not s.cancel_asked]
+        elif name == "fault" and pending in FAULT_LABELS:
+            out.append(("fault", 0))
+        elif name == "resolve":
+            # One operator decision per ordering keeps the scope small: each legacy Run to
+            # `cancelled` while nothing holds the write lock.
+            if w.db_free() and not w.resolved:
+                out += [("resolve", j) for j in range(len(w.legacy))]
         elif name == "finish":
             if w.db_free():
                 out += [("finish", j) for j in range(len(w.legacy))]
@@ -137,6 +144,8 @@ def apply(w: World, action: Action) -> int:
         w.reconciler_step()
     elif name == "crash":
         w.reconciler_crash()
+    elif name == "fault":
+        w.reconciler_fault()
     elif name == "start_primary":
         w.reconciler_start("primary")
         return 1
@@ -171,6 +180,8 @@ def apply(w: World, action: Action) -> int:
         w.outage(bool(i))
     elif name == "finish":
         w.legacy_finishes(i, 1)
+    elif name == "resolve":
+        w.operator_resolves(w.legacy[i].run_id, "cancelled")
     elif name == "cancel":
         w.slots[i].cancel_asked = True
         w.cancel_requested(i, "timeout")

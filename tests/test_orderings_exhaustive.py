@@ -46,7 +46,16 @@ SCOPES = {
             runtime=1,
             launched=1,
             depth=10 + DEEPER,
-            actions=("step", "start_primary", "crash", "publish", "exit", "kill", "cancel"),
+            actions=(
+                "step",
+                "start_primary",
+                "crash",
+                "publish",
+                "exit",
+                "kill",
+                "cancel",
+                "fault",
+            ),
         ),
         250,
     ),
@@ -90,6 +99,21 @@ SCOPES = {
             actions=("start_shadow", "step", "crash", "finish"),
         ),
         90,
+    ),
+    # The legacy Runs no engine step makes: rows 2b (no Attempt), 4 (truncated evidence), 5
+    # (two instances with the pid), 11 (an illegal combination), beside a row-10 Run; an
+    # operator's `qlfsm resolve` at any moment, so a Run can end between the shadow pass's
+    # page and its decision (row 1 skipped). The silent rows must never write.
+    "silent_legacy_runs": (
+        Scope(
+            "silent_legacy_runs",
+            runtime=0,
+            legacy=("no_attempt", "truncated", "two_matches", "illegal", "lost"),
+            launched=0,
+            depth=14 + DEEPER,
+            actions=("start_shadow", "step", "crash", "resolve"),
+        ),
+        40,
     ),
 }
 

@@ -267,6 +267,9 @@ class NodeActors:
         except (ResolveRefused, StorageError):
             return False
         self.resolved = True
+        # A legacy Run torn between its two commits and then resolved was ended by the
+        # operator: no pass will repair it (legacy-torn-write-repaired does not apply).
+        self.torn.discard(run_id)
         return True
 
     def outage(self, down: bool) -> None:

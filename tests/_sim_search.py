@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from _sim import FAULT_LABELS, Seed, World
+from _sim_odd import TAKEN_AWAY
+
+from reconciler.ops._resolve import RESOLVE_TARGETS
 
 Action = tuple[str, int]
 
@@ -108,16 +111,31 @@ def enabled(w: World, scope: Scope, passes: int) -> list[Action]:
         elif name == "fault" and pending in FAULT_LABELS:
             out.append(("fault", 0))
         elif name == "resolve":
-            # One operator decision per ordering keeps the scope small: each legacy Run to
-            # `cancelled` while nothing holds the write lock.
+            # One operator decision per ordering keeps the scope small, while nothing holds
+            # the write lock (the choices: _resolve_choices).
             if w.db_free() and not w.resolved:
-                out += [("resolve", j) for j in range(len(w.legacy))]
+                out += [("resolve", k) for k in range(len(_resolve_choices(w)))]
+        elif name == "take_away":
+            if w.db_free():
+                out += [
+                    ("take_away", j)
+                    for j, odd in enumerate(w.odd)
+                    if odd.kind in TAKEN_AWAY and not odd.taken
+                ]
         elif name == "finish":
             if w.db_free():
                 out += [("finish", j) for j in range(len(w.legacy))]
         elif name in SLOT_ACTIONS:
             out += [(name, i) for i, s in enumerate(w.slots) if _slot_action_ok(w, name, i, s)]
     return out
+
+
+def _resolve_choices(w: World) -> list[tuple[str, str]]:
+    """`qlfsm resolve`'s (Run, --to) choices: a runtime Run to each of the three targets (the
+    command refuses what ADR-0001 forbids from where the Run is), a legacy Run to
+    `cancelled`."""
+    runtime = [(s.run_id, to) for s in w.slots for to in RESOLVE_TARGETS]
+    return runtime + [(leg.run_id, "cancelled") for leg in w.legacy]
 
 
 SLOT_ACTIONS = frozenset({"publish", "crash_publish", "exit", "kill", "reuse", "forge"})
@@ -180,8 +198,10 @@ def apply(w: World, action: Action) -> int:
         w.outage(bool(i))
     elif name == "finish":
         w.legacy_finishes(i, 1)
+    elif name == "take_away":
+        w.take_away(i)
     elif name == "resolve":
-        w.operator_resolves(w.legacy[i].run_id, "cancelled")
+        w.operator_resolves(*_resolve_choices(w)[i])
     elif name == "cancel":
         w.slots[i].cancel_asked = True
         w.cancel_requested(i, "timeout")

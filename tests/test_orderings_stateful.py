@@ -178,14 +178,21 @@ class NodeOrderings(RuleBasedStateMachine):
     def a_user_or_the_timeout_asks_to_cancel(self, data: st.DataObject, reason: str) -> None:
         self.w.cancel_requested(data.draw(st.integers(0, len(self.w.slots) - 1)), reason)
 
-    @precondition(lambda self: self.world is not None and self.w.db_free())
-    @rule(data=st.data(), to=st.sampled_from(RESOLVE_TARGETS))
-    def an_operator_resolves_a_run(self, data: st.DataObject, to: str) -> None:
+    @precondition(lambda self: self.world is not None and self.w.db_free() and not self.w.resolved)
+    @rule(
+        data=st.data(),
+        to=st.sampled_from(RESOLVE_TARGETS),
+        now=st.sampled_from((True, False, False, False)),
+    )
+    def an_operator_resolves_a_run(self, data: st.DataObject, to: str, now: bool) -> None:
         # `qlfsm resolve` on any Run of the node, runtime or legacy, at any moment the write
         # lock is free: ADR-0001's operator edges (dispatching, starting, claimed, lost), and
-        # a legacy Run that ends between the shadow pass's page and its decision (row 1).
-        runs = [s.run_id for s in self.w.slots] + [leg.run_id for leg in self.w.legacy]
-        self.w.operator_resolves(data.draw(st.sampled_from(runs)), to)
+        # a legacy Run that ends between the shadow pass's page and its decision (row 1). One
+        # decision per case, drawn one time in four: an operator who ends a Run early ends
+        # every ordering of its launcher, wrapper and reconciler with it.
+        if now:
+            runs = [s.run_id for s in self.w.slots] + [leg.run_id for leg in self.w.legacy]
+            self.w.operator_resolves(data.draw(st.sampled_from(runs)), to)
 
     @precondition(lambda self: self._slots(NodeOrderings._gone))
     @rule(data=st.data())
@@ -240,10 +247,12 @@ class NodeOrderings(RuleBasedStateMachine):
         self.w.reconciler_step()
 
     @_gate("probe")
-    @rule()
-    def the_primary_probe_fails(self) -> None:
+    @rule(now=st.sampled_from((True, False, False, False)))
+    def the_primary_probe_fails(self, now: bool) -> None:
         # An ordinary exception (an I/O error) while the candidate waits at the probe: row 14.
-        self.w.reconciler_fault()
+        # One draw in four, like a crash: it competes with the probe's own rule.
+        if now:
+            self.w.reconciler_fault()
 
     @_gate("grace")
     @rule()

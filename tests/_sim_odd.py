@@ -70,8 +70,14 @@ ODD_KINDS: dict[str, tuple[str, str, str, Attempts]] = {
     "deleted_meanwhile": ("4b", "held", "running", (("running", "container", None, None),)),
     "handed_over_meanwhile": ("4b", "held", "running", (("running", "container", None, None),)),
 }
+# QingLong's API has made this Run, not yet queued for any node: no reconciler's candidate;
+# only an operator's `qlfsm resolve --to cancelled` may end it (ADR-0001 `created -> cancelled`).
+ODD_KINDS["created"] = ("-", "operator", "created", ())
 # The kinds World.take_away may take, and how.
 TAKEN_AWAY = {"deleted_meanwhile": "delete", "handed_over_meanwhile": "hand_over"}
+# The rows another writer leaves (spec 04 rows 1 to 11), without the two kinds above that only
+# an actor's step makes interesting and the Run no node has been handed yet.
+FOREIGN_AND_DAMAGED = tuple(k for k in ODD_KINDS if k not in TAKEN_AWAY and k != "created")
 # Decided on the Run's read alone (ADR-0068 §2 step 1): no receipt read, no probe.
 READ_RUN_ROWS = frozenset({"1", "3", "3b", "4", "4b"})
 EVIDENCE_LABELS = frozenset(
@@ -96,7 +102,7 @@ class OddRuns:
         _, _, run_status, attempts = ODD_KINDS[kind]
         run_id = f"odd-{j}-{kind}"
         v = self.repo.create_run(run_id=run_id, at_ms=T0).version
-        for trigger in ("queue", "dispatch"):
+        for trigger in ("queue", "dispatch") if run_status != "created" else ():
             v = self.repo.advance(
                 run_id, v, [RunChange(trigger)], actor=Actor("system"), at_ms=T0
             ).version
@@ -201,6 +207,11 @@ class OddRuns:
                 self.fail(
                     "spec-04-holds-write-nothing",
                     f"{odd.run_id} (row {row}) was written: {odd.initial} -> {now}",
+                )
+            if outcome == "operator" and now != odd.initial and now[0][0] != "cancelled":
+                self.fail(
+                    "spec-04-holds-write-nothing",
+                    f"{odd.run_id} (not yet queued) became {now[0][0]}, not the operator's end",
                 )
             if outcome == "lost" and now != odd.initial:
                 active = [a for a, (s, *_) in zip(atts, attempts, strict=True) if s == "claimed"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from _sim import FAULT_LABELS, Seed, World
-from _sim_odd import TAKEN_AWAY
+from _sim_odd import ODD_KINDS, TAKEN_AWAY
 
 from reconciler.ops._resolve import RESOLVE_TARGETS
 
@@ -132,10 +132,11 @@ def enabled(w: World, scope: Scope, passes: int) -> list[Action]:
 
 def _resolve_choices(w: World) -> list[tuple[str, str]]:
     """`qlfsm resolve`'s (Run, --to) choices: a runtime Run to each of the three targets (the
-    command refuses what ADR-0001 forbids from where the Run is), a legacy Run to
-    `cancelled`."""
+    command refuses what ADR-0001 forbids from where the Run is), a Run not yet queued and a
+    legacy Run to `cancelled`."""
     runtime = [(s.run_id, to) for s in w.slots for to in RESOLVE_TARGETS]
-    return runtime + [(leg.run_id, "cancelled") for leg in w.legacy]
+    created = [(o.run_id, "cancelled") for o in w.odd if ODD_KINDS[o.kind][2] == "created"]
+    return runtime + created + [(leg.run_id, "cancelled") for leg in w.legacy]
 
 
 SLOT_ACTIONS = frozenset({"publish", "crash_publish", "exit", "kill", "reuse", "forge"})

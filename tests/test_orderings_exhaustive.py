@@ -16,7 +16,7 @@ import os
 
 import pytest
 from _sim import PRIMARY_LABELS
-from _sim_odd import ODD_KINDS
+from _sim_odd import FOREIGN_AND_DAMAGED
 from _sim_search import Scope, Stats, explore
 
 pytestmark = pytest.mark.orderings
@@ -84,13 +84,15 @@ SCOPES = {
         ),
         40,
     ),
-    # One prepared runtime Run and an operator's `qlfsm resolve` (to `lost`, `failed` or
-    # `cancelled`) at any moment of its launch and recovery: ADR-0001's operator edges out of
-    # `dispatching`, `claimed`, `starting` and `lost`, and a pass that meets the decision.
+    # One prepared runtime Run, one QingLong made but has not queued yet, and an operator's
+    # `qlfsm resolve` (to `lost`, `failed` or `cancelled`) at any moment of the launch and
+    # recovery: ADR-0001's operator edges out of `created`, `dispatching`, `claimed`,
+    # `starting` and `lost`, and a pass that meets the decision.
     "one_launch_resolved": (
         Scope(
             "one_launch_resolved",
             runtime=1,
+            odd=("created",),
             launched=0,
             depth=9 + DEEPER,
             actions=("launch", "step", "start_primary", "crash", "kill", "resolve"),
@@ -105,7 +107,7 @@ SCOPES = {
         Scope(
             "foreign_and_damaged_runs",
             runtime=0,
-            odd=tuple(ODD_KINDS),
+            odd=FOREIGN_AND_DAMAGED,
             launched=0,
             depth=17,
             actions=("step", "start_primary", "crash", "reboot"),

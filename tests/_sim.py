@@ -46,6 +46,7 @@ from unittest import mock
 from _sim_actors import NodeActors
 from _sim_invariants import Invariants
 from _sim_node import (
+    FAULT_LABELS,
     GRACE_S,
     PRIMARY_LABELS,
     SHADOW_LABELS,
@@ -109,6 +110,7 @@ class World(NodeActors, ShadowDriver, OddRuns, Invariants):
         self.summaries: list[dict[str, Any]] = []
         self.last_label: str | None = None
         self.forged: set[str] = set()
+        self.resolved = False  # an operator's `qlfsm resolve` wrote (World.operator_resolves)
         if seed is None:
             self.slots = [self._prepare(i) for i in range(runtime)]
             self.legacy = [self._legacy(j, kind) for j, kind in enumerate(legacy)]
@@ -255,6 +257,17 @@ class World(NodeActors, ShadowDriver, OddRuns, Invariants):
             self._check_delete(w.detail)
         self.last_label = label
         w.step()
+        self._after_worker_step()
+        return label
+
+    def reconciler_fault(self) -> str:
+        """Release the step the reconciler is parked at as a failure: the port call raises an
+        ordinary exception (``PortFault``) the pass handles; returns the label."""
+        w = self.worker
+        assert w is not None and not w.done and w.label in FAULT_LABELS
+        label = w.label
+        self.last_label = label
+        w.step(fault=True)
         self._after_worker_step()
         return label
 

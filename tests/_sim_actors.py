@@ -21,6 +21,7 @@ from reconciler.node import (
     new_token,
 )
 from reconciler.node._launcher import _mark_failed
+from reconciler.ops._resolve import ResolveRefused, operator_actor, resolve
 from storage import (
     AttemptChange,
     Expect,
@@ -246,6 +247,30 @@ class NodeActors:
         for s in self.slots:
             s.launcher_alive = False
             s.wrapper_done = True
+
+    def operator_resolves(self, run_id: str, target: str) -> bool:
+        """An operator runs `qlfsm resolve RUN --to TARGET` (the real ``reconciler.ops.resolve``,
+        unforced): it probes every active Attempt, refuses a process proven running, a terminal
+        Run or an edge ADR-0001 forbids, else moves the Attempts and the Run in one
+        transaction. False when it wrote nothing (refused, or the Run moved meanwhile)."""
+        try:
+            resolve(
+                self.conn,
+                run_id,
+                target,
+                "decided by the operator",
+                force=False,
+                provider=self.table,
+                clock=self.clock,
+                actor=operator_actor(None),
+            )
+        except (ResolveRefused, StorageError):
+            return False
+        self.resolved = True
+        # A legacy Run torn between its two commits and then resolved was ended by the
+        # operator: no pass will repair it (legacy-torn-write-repaired does not apply).
+        self.torn.discard(run_id)
+        return True
 
     def outage(self, down: bool) -> None:
         self.table.make_unavailable(down)

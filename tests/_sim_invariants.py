@@ -13,6 +13,7 @@ from _sim_node import (
 )
 
 from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
+from reconciler.ops._resolve import OPERATOR_ERROR_CODE
 
 if TYPE_CHECKING:
     pass
@@ -73,7 +74,15 @@ class Invariants:
                     "attempt-terminal-iff-run-moved",
                     f"{s.run_id} run {r['status']} attempt {a['status'] if a else None}",
                 )
-            if a is not None and a["status"] == "lost" and self.alive(s):
+            if (
+                a is not None
+                and a["status"] == "lost"
+                and a["error_code"] != OPERATOR_ERROR_CODE
+                and self.alive(s)
+            ):
+                # An operator's `resolve --to lost` is his decision, not a recovery: unforced
+                # it refuses only a process PROVEN running (a /proc outage, or a wrapper whose
+                # handle is not stored yet, proves nothing); its output names what still runs.
                 self.fail("never-lost-while-alive", f"{s.attempt_id} is lost, its process lives")
         for a in newly:
             self._check_evidence(a)
@@ -110,6 +119,8 @@ class Invariants:
         code = a["error_code"]
         if code and str(code).startswith("LAUNCH_"):
             return  # the launcher's own failure path, not a recovery
+        if code == OPERATOR_ERROR_CODE:
+            return  # an operator's audited decision (`qlfsm resolve`), not a recovery
         w = self.worker
         number = w.number if w is not None else self.workers
         mine = [e for e in self.trace if e.pass_no == number and e.attempt_id in (aid, None)]

@@ -57,6 +57,10 @@ PRIMARY_LABELS = (
     "verify_probe",
 )
 SHADOW_LABELS = ("shadow_page", "shadow_decide", "commit", "shadow_between_commits")
+# The gates whose port call can also fail the ordinary way (World.reconciler_fault): the
+# process identity probe (a /proc read error the probe does not absorb) is handled while the
+# candidate waits at the probe, spec 04 row 14 in that evidence state.
+FAULT_LABELS = ("probe",)
 
 
 class Crashed(BaseException):

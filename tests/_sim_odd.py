@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from _sim_node import T0, InvariantViolation
 
 from reconciler.node import capture_handle
-from storage import Actor, RunChange
+from storage import Actor, RunChange, in_transaction
 
 if TYPE_CHECKING:
     from _sim import World
@@ -64,7 +64,20 @@ ODD_KINDS: dict[str, tuple[str, str, str, Attempts]] = {
         (("running", "local_process", "ql3lp1:garbage", 4242),),
     ),
     "pid_mismatch": ("11", "held", "running", (("running", "local_process", "handle", "other"),)),
+    # Held on the Run's read (row 4b) unless QingLong takes the Run away first (World.take_away):
+    # deleted with its task, or handed to the legacy owner, between the pass's page and its read
+    # of the Run (row 2, `run_gone` / `not_runtime_owned`, unresolved).
+    "deleted_meanwhile": ("4b", "held", "running", (("running", "container", None, None),)),
+    "handed_over_meanwhile": ("4b", "held", "running", (("running", "container", None, None),)),
 }
+# QingLong's API has made this Run, not yet queued for any node: no reconciler's candidate;
+# only an operator's `qlfsm resolve --to cancelled` may end it (ADR-0001 `created -> cancelled`).
+ODD_KINDS["created"] = ("-", "operator", "created", ())
+# The kinds World.take_away may take, and how.
+TAKEN_AWAY = {"deleted_meanwhile": "delete", "handed_over_meanwhile": "hand_over"}
+# The rows another writer leaves (spec 04 rows 1 to 11), without the two kinds above that only
+# an actor's step makes interesting and the Run no node has been handed yet.
+FOREIGN_AND_DAMAGED = tuple(k for k in ODD_KINDS if k not in TAKEN_AWAY and k != "created")
 # Decided on the Run's read alone (ADR-0068 §2 step 1): no receipt read, no probe.
 READ_RUN_ROWS = frozenset({"1", "3", "3b", "4", "4b"})
 EVIDENCE_LABELS = frozenset(
@@ -79,6 +92,7 @@ class OddRun:
     attempt_ids: list[str]
     handles: dict[str, str] = field(default_factory=dict)  # handle -> its Attempt's id
     initial: tuple[Any, ...] = ()
+    taken: bool = False  # QingLong took it away (World.take_away); `initial` is what it left
 
 
 class OddRuns:
@@ -88,7 +102,7 @@ class OddRuns:
         _, _, run_status, attempts = ODD_KINDS[kind]
         run_id = f"odd-{j}-{kind}"
         v = self.repo.create_run(run_id=run_id, at_ms=T0).version
-        for trigger in ("queue", "dispatch"):
+        for trigger in ("queue", "dispatch") if run_status != "created" else ():
             v = self.repo.advance(
                 run_id, v, [RunChange(trigger)], actor=Actor("system"), at_ms=T0
             ).version
@@ -141,15 +155,63 @@ class OddRuns:
                 return odd.handles[handle_text]
         return None
 
+    def take_away(self: World, j: int) -> None:
+        """QingLong, not the harness's launcher, takes runtime Run ``j`` away: deletes it (its
+        task was deleted: events, Attempts and Run in one transaction) or hands it to the legacy
+        owner (one version, one event). From then on no pass may write what it left."""
+        odd = self.odd[j]
+        how = TAKEN_AWAY[odd.kind]
+
+        def work(c: sqlite3.Connection) -> None:
+            if how == "delete":
+                for table in ("RunEvents", "RunAttempts"):
+                    c.execute(f'DELETE FROM "{table}" WHERE run_id = ?', (odd.run_id,))
+                c.execute('DELETE FROM "Runs" WHERE id = ?', (odd.run_id,))
+                return
+            v = c.execute('SELECT version FROM "Runs" WHERE id = ?', (odd.run_id,)).fetchone()[0]
+            c.execute(
+                "UPDATE \"Runs\" SET execution_owner = 'legacy', version = ?, event_sequence = ? "
+                "WHERE id = ? AND version = ?",
+                (v + 1, v + 1, odd.run_id, v),
+            )
+            c.execute(
+                'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
+                "actor_id, attempt_id, payload, created_at_ms) "
+                "VALUES (?, ?, ?, 'run.handed_over', ?, 'system', NULL, NULL, '{}', ?)",
+                (f"ev-{odd.run_id}-handed", odd.run_id, v + 1, f"hand:{odd.run_id}", T0),
+            )
+
+        in_transaction(self.conn, work)
+        odd.taken = True
+        odd.initial = _odd_state(self.conn, odd)
+
     def _check_odd(self: World) -> None:
         for odd in self.odd:
             row, outcome, _, attempts = ODD_KINDS[odd.kind]
             now = _odd_state(self.conn, odd)
+            if odd.taken:
+                # Whatever the ADR-0068 pass decided, it wrote nothing over what QingLong left
+                # (row 2). A handed-over Run is the legacy owner's: the ADR-0448 pass may decide
+                # it (spec 05), and only the worker that just stepped can have written it.
+                w = self.worker
+                if now != odd.initial and w is not None and w.kind == "shadow":
+                    odd.initial = now
+                elif now != odd.initial:
+                    self.fail(
+                        "spec-04-holds-write-nothing",
+                        f"{odd.run_id} (taken away) was written: {odd.initial} -> {now}",
+                    )
+                continue
             (status, _), *atts = now
             if outcome == "held" and now != odd.initial:
                 self.fail(
                     "spec-04-holds-write-nothing",
                     f"{odd.run_id} (row {row}) was written: {odd.initial} -> {now}",
+                )
+            if outcome == "operator" and now != odd.initial and now[0][0] != "cancelled":
+                self.fail(
+                    "spec-04-holds-write-nothing",
+                    f"{odd.run_id} (not yet queued) became {now[0][0]}, not the operator's end",
                 )
             if outcome == "lost" and now != odd.initial:
                 active = [a for a, (s, *_) in zip(atts, attempts, strict=True) if s == "claimed"]
@@ -175,6 +237,8 @@ class OddRuns:
         wrote nothing would leave it a candidate for ever)."""
         for odd in self.odd:
             row, outcome, _, _ = ODD_KINDS[odd.kind]
+            if odd.taken:
+                continue
             status = _odd_state(self.conn, odd)[0][0]
             if outcome == "lost" and status != "lost":
                 self.fail("convergence", f"{odd.run_id} (row {row}) is still {status}")
@@ -187,6 +251,8 @@ def _odd_state(conn: sqlite3.Connection, odd: OddRun) -> tuple[Any, ...]:
         "ORDER BY attempt",
         (odd.run_id,),
     ).fetchall()
-    if run is None:  # pragma: no cover - the harness never deletes a Run
-        raise InvariantViolation(f"runs-never-vanish: {odd.run_id}")
+    if run is None:
+        if not odd.taken:
+            raise InvariantViolation(f"runs-never-vanish: {odd.run_id}")
+        return ()
     return (tuple(run), *(tuple(a) for a in atts))

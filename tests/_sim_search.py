@@ -19,7 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from _sim import Seed, World
+from _sim import FAULT_LABELS, Seed, World
+from _sim_odd import ODD_KINDS, TAKEN_AWAY
+
+from reconciler.ops._resolve import RESOLVE_TARGETS
 
 Action = tuple[str, int]
 
@@ -105,12 +108,35 @@ def enabled(w: World, scope: Scope, passes: int) -> list[Action]:
         elif name == "cancel":
             if w.db_free():
                 out += [("cancel", i) for i, s in enumerate(w.slots) if not s.cancel_asked]
+        elif name == "fault" and pending in FAULT_LABELS:
+            out.append(("fault", 0))
+        elif name == "resolve":
+            # One operator decision per ordering keeps the scope small, while nothing holds
+            # the write lock (the choices: _resolve_choices).
+            if w.db_free() and not w.resolved:
+                out += [("resolve", k) for k in range(len(_resolve_choices(w)))]
+        elif name == "take_away":
+            if w.db_free():
+                out += [
+                    ("take_away", j)
+                    for j, odd in enumerate(w.odd)
+                    if odd.kind in TAKEN_AWAY and not odd.taken
+                ]
         elif name == "finish":
             if w.db_free():
                 out += [("finish", j) for j in range(len(w.legacy))]
         elif name in SLOT_ACTIONS:
             out += [(name, i) for i, s in enumerate(w.slots) if _slot_action_ok(w, name, i, s)]
     return out
+
+
+def _resolve_choices(w: World) -> list[tuple[str, str]]:
+    """`qlfsm resolve`'s (Run, --to) choices: a runtime Run to each of the three targets (the
+    command refuses what ADR-0001 forbids from where the Run is), a Run not yet queued and a
+    legacy Run to `cancelled`."""
+    runtime = [(s.run_id, to) for s in w.slots for to in RESOLVE_TARGETS]
+    created = [(o.run_id, "cancelled") for o in w.odd if ODD_KINDS[o.kind][2] == "created"]
+    return runtime + created + [(leg.run_id, "cancelled") for leg in w.legacy]
 
 
 SLOT_ACTIONS = frozenset({"publish", "crash_publish", "exit", "kill", "reuse", "forge"})
@@ -137,6 +163,8 @@ def apply(w: World, action: Action) -> int:
         w.reconciler_step()
     elif name == "crash":
         w.reconciler_crash()
+    elif name == "fault":
+        w.reconciler_fault()
     elif name == "start_primary":
         w.reconciler_start("primary")
         return 1
@@ -171,6 +199,10 @@ def apply(w: World, action: Action) -> int:
         w.outage(bool(i))
     elif name == "finish":
         w.legacy_finishes(i, 1)
+    elif name == "take_away":
+        w.take_away(i)
+    elif name == "resolve":
+        w.operator_resolves(*_resolve_choices(w)[i])
     elif name == "cancel":
         w.slots[i].cancel_asked = True
         w.cancel_requested(i, "timeout")

@@ -71,6 +71,14 @@ class ShadowDriver:
             "complete": ("running", ("running",), "manual"),
             "pending": ("running", ("running",), "scheduled_system"),
             "ambiguous": ("running", ("running", "running"), "manual"),
+            # spec 05 row 2b: a running Run whose 2.x engine never wrote an Attempt.
+            "no_attempt": ("running", (), "manual"),
+            # row 4: more than 8 RunningInstances rows for the cron (a cron restarted often).
+            "truncated": ("running", ("running",), "manual"),
+            # row 5: two instances with the Attempt's pid, neither with its log.
+            "two_matches": ("running", ("running",), "manual"),
+            # row 11: a queued Run whose one Attempt is running (no row 9 or 10 combination).
+            "illegal": ("queued", ("running",), "manual"),
         }[kind]
         pid = 7000 + j
         log = f"/ql/log/job{j}.log"
@@ -124,17 +132,17 @@ class ShadowDriver:
                 ),
             )
             ids.append(aid)
-        if kind != "abandon":
-            finished = kind == "complete"
+        finished = kind == "complete"
+        for n, (i_pid, i_log) in enumerate(_instances(kind, pid, log)):
             c.execute(
                 "INSERT INTO `RunningInstances` (cron_id, pid, log_path, started_at, "
                 "finished_at, status, exit_code, createdAt, updatedAt) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, '2026-01-01', '2026-01-01')",
                 (
                     cron_id,
-                    pid,
-                    log,
-                    T0 // 1000,
+                    i_pid,
+                    i_log,
+                    T0 // 1000 - n,
                     T0 // 1000 + 5 if finished else None,
                     1 if finished else 0,
                     0 if finished else None,
@@ -190,6 +198,19 @@ class ShadowDriver:
             ):
                 out.add(leg.run_id)
         return out
+
+
+def _instances(kind: str, pid: int, log: str) -> list[tuple[int, str]]:
+    """The cron's RunningInstances rows (pid, log path) a legacy Run of ``kind`` starts with."""
+    if kind in ("abandon", "no_attempt", "illegal"):
+        return []
+    if kind == "truncated":
+        # spec 05 "Hard caps": evidence per cron <= 8; the ninth row makes it truncated.
+        return [(pid, log)] + [(pid + 100 + n, f"{log}.{n}") for n in range(8)]
+    if kind == "two_matches":
+        # spec 05 "Evidence selection": more than one by pid (and none by log) is ambiguous.
+        return [(pid, f"{log}.old"), (pid, f"{log}.older")]
+    return [(pid, log)]
 
 
 def _run_state(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...]:

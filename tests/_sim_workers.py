@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from _sim import World
 
 
+class PortFault(OSError):
+    """A port call that fails the ordinary way (an I/O error), not a crash: the pass goes on
+    and handles it (spec 04 row 14 for the candidate being handled)."""
+
+
 # --- the worker thread and its gates --------------------------------------------------------
 
 
@@ -44,6 +49,7 @@ class Worker:
         self.arrivals = 0
         self.go = False
         self.crashed = False
+        self.fault = False  # the released port call raises PortFault instead of returning
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -67,6 +73,9 @@ class Worker:
             self.go = False
             if self.crashed:
                 raise Crashed()
+            if self.fault:
+                self.fault = False
+                raise PortFault(f"{label} failed")
 
     def _main(self) -> None:
         try:
@@ -113,11 +122,12 @@ class Worker:
         self.thread.start()
         self._await(0)
 
-    def step(self) -> None:
+    def step(self, *, fault: bool = False) -> None:
         with self.cv:
             seen = self.arrivals
             self.label = None
             self.go = True
+            self.fault = fault
             self.cv.notify_all()
         self._await(seen)
 

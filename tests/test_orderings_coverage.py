@@ -85,3 +85,24 @@ def test_a_search_without_the_cancel_request_fails_the_check_naming_the_edge_it_
     lost = edge_what("running", "time_out_by_receipt", "timed_out", "trusted_receipt")
     assert f"run: {lost} is never taken by the search" in spots, spots
     assert f"attempt: {lost} is never taken by the search" in spots, spots
+
+
+# QingLong taking a runtime Run away (deleting it, or handing it to the legacy owner) between a
+# pass's page and its read: one action of the exhaustive search, in one scope. Without it
+# spec 04 row 2's `run_gone` and `not_runtime_owned` are never found true.
+TAKE_AWAY_ACTION = "take_away"
+
+
+def test_a_search_without_qinglong_taking_runs_away_fails_the_check_naming_the_guards_it_lost(
+    request: pytest.FixtureRequest,
+) -> None:
+    parts = dict(_parts(request.config))
+    scopes = [name for name, (scope, _) in SCOPES.items() if TAKE_AWAY_ACTION in scope.actions]
+    assert scopes, "no scope of the exhaustive search takes Runs away"
+    for name in scopes:
+        parts[name] = _scope(name, TAKE_AWAY_ACTION)
+    spots = blind_spots(coverage_doc(merged(parts.values()), load_unreachable()))
+    # Row 2's case itself is still taken (`status_changed`: a launcher step after the page);
+    # its two other guards are what the search no longer finds true.
+    for guard in ("run_gone", "not_runtime_owned"):
+        assert f"primary_decision: guard {guard} true is never taken by the search" in spots, spots

@@ -16,7 +16,7 @@ import os
 
 import pytest
 from _sim import PRIMARY_LABELS
-from _sim_odd import ODD_KINDS
+from _sim_odd import FOREIGN_AND_DAMAGED
 from _sim_search import Scope, Stats, explore
 
 pytestmark = pytest.mark.orderings
@@ -46,7 +46,16 @@ SCOPES = {
             runtime=1,
             launched=1,
             depth=10 + DEEPER,
-            actions=("step", "start_primary", "crash", "publish", "exit", "kill", "cancel"),
+            actions=(
+                "step",
+                "start_primary",
+                "crash",
+                "publish",
+                "exit",
+                "kill",
+                "cancel",
+                "fault",
+            ),
         ),
         250,
     ),
@@ -62,6 +71,34 @@ SCOPES = {
         ),
         300,
     ),
+    # One prepared runtime Run launched while /proc may be unreadable: the handle capture
+    # fails, the launcher kills the group and marks the launch failed (`dispatching -> failed`,
+    # `starting -> failed`), racing the reconciler.
+    "one_launch_proc_unreadable": (
+        Scope(
+            "one_launch_proc_unreadable",
+            runtime=1,
+            launched=0,
+            depth=8 + DEEPER,
+            actions=("launch", "outage", "step", "start_primary", "crash"),
+        ),
+        40,
+    ),
+    # One prepared runtime Run, one QingLong made but has not queued yet, and an operator's
+    # `qlfsm resolve` (to `lost`, `failed` or `cancelled`) at any moment of the launch and
+    # recovery: ADR-0001's operator edges out of `created`, `dispatching`, `claimed`,
+    # `starting` and `lost`, and a pass that meets the decision.
+    "one_launch_resolved": (
+        Scope(
+            "one_launch_resolved",
+            runtime=1,
+            odd=("created",),
+            launched=0,
+            depth=9 + DEEPER,
+            actions=("launch", "step", "start_primary", "crash", "kill", "resolve"),
+        ),
+        60,
+    ),
     # Eleven runtime Runs the harness's launcher never leaves (tests/_sim_odd.py: spec 04 rows
     # 1, 3, 3b, 4, 4b claimed and running, 7 under a running Run, 8, 10, 11), two passes, a
     # crash at any gate, a reboot: the held rows are never written, the lost ones only go to
@@ -70,7 +107,7 @@ SCOPES = {
         Scope(
             "foreign_and_damaged_runs",
             runtime=0,
-            odd=tuple(ODD_KINDS),
+            odd=FOREIGN_AND_DAMAGED,
             launched=0,
             depth=17,
             actions=("step", "start_primary", "crash", "reboot"),
@@ -90,6 +127,36 @@ SCOPES = {
             actions=("start_shadow", "step", "crash", "finish"),
         ),
         90,
+    ),
+    # Two held runtime Runs (row 4b) behind one whose receipt is read and process probed
+    # (row 11): QingLong deletes one or hands the other to the legacy owner at any moment, so
+    # between the pass's page and its read of the Run (row 2 `run_gone`, `not_runtime_owned`).
+    # Two passes end within 8 steps here (74 states), so `thorough` goes no deeper.
+    "runs_taken_away": (
+        Scope(
+            "runs_taken_away",
+            runtime=0,
+            odd=("pid_mismatch", "deleted_meanwhile", "handed_over_meanwhile"),
+            launched=0,
+            depth=8,
+            actions=("step", "start_primary", "crash", "take_away"),
+        ),
+        30,
+    ),
+    # The legacy Runs no engine step makes: rows 2b (no Attempt), 4 (truncated evidence), 5
+    # (two instances with the pid), 11 (an illegal combination), beside a row-10 Run; an
+    # operator's `qlfsm resolve` at any moment, so a Run can end between the shadow pass's
+    # page and its decision (row 1 skipped). The silent rows must never write.
+    "silent_legacy_runs": (
+        Scope(
+            "silent_legacy_runs",
+            runtime=0,
+            legacy=("no_attempt", "truncated", "two_matches", "illegal", "lost"),
+            launched=0,
+            depth=14 + DEEPER,
+            actions=("start_shadow", "step", "crash", "resolve"),
+        ),
+        40,
     ),
 }
 

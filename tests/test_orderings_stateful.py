@@ -32,7 +32,20 @@ from hypothesis.stateful import (
 
 pytestmark = pytest.mark.orderings
 
-LEGACY_KINDS = ("abandon", "lost", "complete", "pending", "ambiguous")
+# spec 05 rows 9, 10, 7, 8, 3, and the silent ones no engine step reaches: 2b (no Attempt), 4
+# (truncated evidence), 5 (an ambiguous selection), 11 (an illegal combination).
+LEGACY_KINDS = (
+    "abandon",
+    "lost",
+    "complete",
+    "pending",
+    "ambiguous",
+    "no_attempt",
+    "truncated",
+    "two_matches",
+    "illegal",
+)
+RESOLVE_TARGETS = ("lost", "failed", "cancelled")
 
 
 def _gate(label: str) -> Any:
@@ -165,6 +178,22 @@ class NodeOrderings(RuleBasedStateMachine):
     def a_user_or_the_timeout_asks_to_cancel(self, data: st.DataObject, reason: str) -> None:
         self.w.cancel_requested(data.draw(st.integers(0, len(self.w.slots) - 1)), reason)
 
+    @precondition(lambda self: self.world is not None and self.w.db_free() and not self.w.resolved)
+    @rule(
+        data=st.data(),
+        to=st.sampled_from(RESOLVE_TARGETS),
+        now=st.sampled_from((True, False, False, False)),
+    )
+    def an_operator_resolves_a_run(self, data: st.DataObject, to: str, now: bool) -> None:
+        # `qlfsm resolve` on any Run of the node, runtime or legacy, at any moment the write
+        # lock is free: ADR-0001's operator edges (dispatching, starting, claimed, lost), and
+        # a legacy Run that ends between the shadow pass's page and its decision (row 1). One
+        # decision per case, drawn one time in four: an operator who ends a Run early ends
+        # every ordering of its launcher, wrapper and reconciler with it.
+        if now:
+            runs = [s.run_id for s in self.w.slots] + [leg.run_id for leg in self.w.legacy]
+            self.w.operator_resolves(data.draw(st.sampled_from(runs)), to)
+
     @precondition(lambda self: self._slots(NodeOrderings._gone))
     @rule(data=st.data())
     def another_process_reuses_the_pid(self, data: st.DataObject) -> None:
@@ -216,6 +245,14 @@ class NodeOrderings(RuleBasedStateMachine):
     @rule()
     def primary_probes_the_process_identity(self) -> None:
         self.w.reconciler_step()
+
+    @_gate("probe")
+    @rule(now=st.sampled_from((True, False, False, False)))
+    def the_primary_probe_fails(self, now: bool) -> None:
+        # An ordinary exception (an I/O error) while the candidate waits at the probe: row 14.
+        # One draw in four, like a crash: it competes with the probe's own rule.
+        if now:
+            self.w.reconciler_fault()
 
     @_gate("grace")
     @rule()

@@ -339,6 +339,10 @@ def test_the_lock_is_held_from_the_launch_on_and_the_job_never_inherits_it(
         children = Path(f"/proc/{launched.pid}/task/{launched.pid}/children")
         wait_until("the job's start", lambda: children.read_text().split() != [])
         [job] = children.read_text().split()
+        # Between fork and exec the child still shares the wrapper's descriptors (the lock's is
+        # close-on-exec): the job is the child once it runs `sleep`.
+        cmdline = Path(f"/proc/{job}/cmdline")
+        wait_until("the job's exec", lambda: cmdline.read_bytes().split(b"\0")[:1] == [b"sleep"])
         target = os.path.realpath(lock_path(str(root), "at-1"))
         fds = Path(f"/proc/{job}/fd")
         assert all(os.path.realpath(f) != target for f in fds.iterdir())

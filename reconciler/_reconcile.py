@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary._state import Probe
+    from reconciler.primary import Probe
     from storage import LockBudget
 
 
@@ -258,7 +258,7 @@ def _pass(
         return summary
     # There are candidates: now, and only now, pay for the machines and the repository.
     from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
-    from reconciler.primary._pass import PrimaryReconciler
+    from reconciler.primary import PrimaryReconciler
     from storage import check_schema
 
     clock, provider, probe = ports

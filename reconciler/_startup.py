@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler._errors import FatalError, UsageError
 from reconciler._escape import shell_word
 from reconciler._notify import one_line, to_stderr
+from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
     check_database,
     check_profile,
@@ -35,11 +36,11 @@ from reconciler._reconcile import (
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler.shadow._entry import PROFILE_ENV, ProfileError, failed, resolve_profile, run_shadow
+from reconciler.shadow import failed, run_shadow
 
 if TYPE_CHECKING:
     from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary._state import Probe
+    from reconciler.primary import Probe
     from storage import LockBudget
 
 Notify = Callable[[str], None]

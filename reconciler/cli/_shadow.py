@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._profiles import PROFILE_ENV, PROFILES
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import (
@@ -30,17 +31,15 @@ from reconciler.cli._util import (
     run_command,
     table,
 )
-from reconciler.shadow._entry import (
+from reconciler.shadow import (
     ALLOWED_ORIGINS,
     ORIGINS_ENV,
-    PROFILE_ENV,
-    PROFILES,
+    OUTCOME_KEYS,
     REFUSED_ORIGINS,
     ShadowResult,
     failed,
     unknown_origin_hints,
 )
-from reconciler.shadow._report import OUTCOME_KEYS
 
 
 def _db_profile_origins(p: Any) -> None:

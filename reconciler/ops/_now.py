@@ -35,7 +35,7 @@ def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -
     """The ADR-0448 row the shadow pass would take for ``run`` now, from the same reads and the
     same table (``reconciler.shadow``'s ``gather`` and ``fsm.classify_legacy``). Reads only."""
     from fsm import classify_legacy
-    from reconciler.shadow._pass import gather
+    from reconciler.shadow import gather
     from storage import LegacyCandidate
 
     cand = LegacyCandidate(

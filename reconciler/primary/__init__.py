@@ -15,12 +15,16 @@ if TYPE_CHECKING:
     from reconciler.primary._empty import empty_summary as empty_summary
     from reconciler.primary._pass import GRACE_MS as GRACE_MS
     from reconciler.primary._pass import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
+    from reconciler.primary._pass import PrimaryReconciler as PrimaryReconciler
     from reconciler.primary._pass import predict as predict
     from reconciler.primary._pass import reconcile as reconcile
+    from reconciler.primary._state import Probe as Probe
     from reconciler.primary._summary import CandidateResult as CandidateResult
     from reconciler.primary._summary import summarize as summarize
 
 _EXPORTS: dict[str, str] = {
+    "PrimaryReconciler": "reconciler.primary._pass",
+    "Probe": "reconciler.primary._state",
     "GRACE_MS": "reconciler.primary._pass",
     "QUARANTINE_KEEP_MS": "reconciler.primary._pass",
     "predict": "reconciler.primary._pass",

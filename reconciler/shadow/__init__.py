@@ -11,18 +11,25 @@ from reconciler._lazy import lazy_exports
 # No `typing` at run time (see reconciler/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from reconciler.shadow._entry import ALLOWED_ORIGINS as ALLOWED_ORIGINS
     from reconciler.shadow._entry import ORIGINS_ENV as ORIGINS_ENV
+    from reconciler.shadow._entry import REFUSED_ORIGINS as REFUSED_ORIGINS
+    from reconciler.shadow._entry import Cursor as Cursor
     from reconciler.shadow._entry import Origins as Origins
     from reconciler.shadow._entry import ShadowResult as ShadowResult
     from reconciler.shadow._entry import audit_record as audit_record
+    from reconciler.shadow._entry import failed as failed
     from reconciler.shadow._entry import parse_origins as parse_origins
     from reconciler.shadow._entry import run_shadow as run_shadow
+    from reconciler.shadow._entry import unknown_origin_hints as unknown_origin_hints
     from reconciler.shadow._pass import PassOutcome as PassOutcome
+    from reconciler.shadow._pass import gather as gather
     from reconciler.shadow._pass import run_pass as run_pass
     from reconciler.shadow._ports import CandidateSource as CandidateSource
     from reconciler.shadow._ports import PassHooks as PassHooks
     from reconciler.shadow._ports import PassPorts as PassPorts
     from reconciler.shadow._report import BUDGETS as BUDGETS
+    from reconciler.shadow._report import OUTCOME_KEYS as OUTCOME_KEYS
     from reconciler.shadow._report import Budget as Budget
     from reconciler.shadow._report import ConservationViolation as ConservationViolation
     from reconciler.shadow._report import PassCounts as PassCounts
@@ -35,6 +42,13 @@ if TYPE_CHECKING:
     from reconciler.shadow._writes import Effect as Effect
 
 _EXPORTS: dict[str, str] = {
+    "OUTCOME_KEYS": "reconciler.shadow._report",
+    "gather": "reconciler.shadow._pass",
+    "unknown_origin_hints": "reconciler.shadow._entry",
+    "failed": "reconciler.shadow._entry",
+    "Cursor": "reconciler.shadow._entry",
+    "REFUSED_ORIGINS": "reconciler.shadow._entry",
+    "ALLOWED_ORIGINS": "reconciler.shadow._entry",
     "ORIGINS_ENV": "reconciler.shadow._entry",
     "Origins": "reconciler.shadow._entry",
     "ShadowResult": "reconciler.shadow._entry",

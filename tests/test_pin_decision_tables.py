@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
+import sys
+from types import ModuleType
 
 import pytest
 
@@ -29,7 +32,7 @@ from fsm import (
     LegacyFacts,
     MachineDefinitionError,
 )
-from fsm._legacy import LEGACY_STEP_GUARDS, check_one_trigger_per_outcome
+from fsm._legacy import LEGACY_STEP_GUARDS, LEGACY_VIEWS, check_one_trigger_per_outcome
 from reconciler.diagrams._check_tables import ADR_0068, compare_table
 
 R, Q, P, G, RR, RC = PRIMARY_EVIDENCE
@@ -159,6 +162,53 @@ def test_the_adr_0448_table_is_spec_05s_field_by_field_and_a_copy_passes_its_che
     check_one_trigger_per_outcome(copy)
     assert copy == LEGACY_TABLE
     assert copy is not LEGACY_TABLE
+
+
+def _built_again(name: str) -> ModuleType:
+    """A fresh copy of module ``name``, executed again under its own name (so mutmut's mutants
+    of its table-building helpers are switched on), leaving the imported module in place: the
+    rest of the suite keeps the classes it was built with."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    imported = sys.modules[name]
+    sys.modules[name] = module  # dataclasses resolve their module while the class is built
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules[name] = imported
+    return module
+
+
+def test_the_legacy_module_built_again_gives_spec_05s_table_and_the_same_views() -> None:
+    # The ADR-0448 table and its views are built once, when fsm is imported; building them again
+    # runs the same helpers (`_row`, `_step`, `legacy_views`, `_step_guard`), so a wrong helper
+    # is seen here, not only at the first import.
+    module = _built_again("fsm._legacy")
+    _assert_is_spec_05s_table(module.LEGACY_TABLE)
+    assert module.LEGACY_TABLE == LEGACY_TABLE
+    views = module.LEGACY_VIEWS
+    assert views.table == LEGACY_TABLE
+    assert views.spec == LEGACY_SPEC
+    assert views.decision_spec == module.LEGACY_DECISION_SPEC
+    assert dict(views.guard_rows) == dict(LEGACY_VIEWS.guard_rows)
+    assert dict(views.triggers) == dict(LEGACY_VIEWS.triggers)
+    assert dict(views.writes) == dict(LEGACY_VIEWS.writes)
+    assert dict(views.rows) == dict(LEGACY_VIEWS.rows)
+    assert [(k, g.__name__, g.__qualname__) for k, g in views.step_guards.items()] == [
+        (k, k, k) for k in LEGACY_VIEWS.step_guards
+    ]
+    held = LegacyFacts(
+        run_present=True,
+        run_owner="legacy",
+        origin_enabled=True,
+        run_status="running",
+        active_attempts=1,
+    )
+    for facts in (held, dataclasses.replace(held, active_attempts=2), None):
+        assert {k: g(facts) for k, g in views.step_guards.items()} == {
+            k: g(facts) for k, g in LEGACY_VIEWS.step_guards.items()
+        }
 
 
 def test_the_legacy_lifecycle_has_one_edge_per_deciding_row_of_spec_05() -> None:

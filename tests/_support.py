@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from collections import deque
 from pathlib import Path
+from types import ModuleType
 
 from fsm import MachineSpec
 from storage import Actor, AttemptChange, Repository, RunChange, connect, init_schema
@@ -110,3 +112,19 @@ def tree_digest(
     )  # fmt: skip
     digest: dict[str, str | None] = json.loads(out.stdout)
     return digest
+
+
+def built_again(name: str) -> ModuleType:
+    """A fresh copy of module ``name``, executed again under its own name (so mutmut's mutants
+    of its table-building helpers are switched on), leaving the imported module in place: the
+    rest of the suite keeps the classes it was built with."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    imported = sys.modules[name]
+    sys.modules[name] = module  # dataclasses resolve their module while the class is built
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules[name] = imported
+    return module

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
-import sys
-from types import ModuleType
 
 import pytest
+from _support import built_again
 
 from fsm import (
     ATTEMPT_SPEC,
@@ -80,6 +78,14 @@ def test_the_table_module_built_again_gives_the_same_table() -> None:
     assert compare_table(ADR_0068, module.PRIMARY_TABLE, (RUN_SPEC, ATTEMPT_SPEC)) == []
     assert module.PRIMARY_TABLE == PRIMARY_TABLE
     assert module.PRIMARY_EVIDENCE_FIELDS == PRIMARY_EVIDENCE_FIELDS
+    # The rows the pass names outside the walk (spec 04 "Summary"): the exception row, the rows
+    # that name the latest Attempt, and the receipt-root configuration row (D-3c).
+    rows = module.PRIMARY_PASS_ROWS
+    assert (rows.exception, rows.name_attempt, rows.receipt_root) == (
+        "14",
+        frozenset({"4", "4b"}),
+        "receipt_root",
+    )
 
 
 # --- ADR-0448's table (spec 05 "Per candidate") ------------------------------------------------
@@ -164,27 +170,11 @@ def test_the_adr_0448_table_is_spec_05s_field_by_field_and_a_copy_passes_its_che
     assert copy is not LEGACY_TABLE
 
 
-def _built_again(name: str) -> ModuleType:
-    """A fresh copy of module ``name``, executed again under its own name (so mutmut's mutants
-    of its table-building helpers are switched on), leaving the imported module in place: the
-    rest of the suite keeps the classes it was built with."""
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    imported = sys.modules[name]
-    sys.modules[name] = module  # dataclasses resolve their module while the class is built
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules[name] = imported
-    return module
-
-
 def test_the_legacy_module_built_again_gives_spec_05s_table_and_the_same_views() -> None:
     # The ADR-0448 table and its views are built once, when fsm is imported; building them again
     # runs the same helpers (`_row`, `_step`, `legacy_views`, `_step_guard`), so a wrong helper
     # is seen here, not only at the first import.
-    module = _built_again("fsm._legacy")
+    module = built_again("fsm._legacy")
     _assert_is_spec_05s_table(module.LEGACY_TABLE)
     assert module.LEGACY_TABLE == LEGACY_TABLE
     views = module.LEGACY_VIEWS

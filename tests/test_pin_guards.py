@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from _support import built_again
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -328,3 +329,10 @@ def test_the_step_guards_need_the_page_status_equal_to_the_run_status_not_just_b
         for run in ("queued", "dispatching", "running"):
             moved = dataclasses.replace(full, page_status=page, run_status=run)
             assert GUARDS["one_active_latest_attempt"](moved) == (page == run)
+
+
+def test_every_guard_carries_its_own_name_when_the_guards_module_is_built_again() -> None:
+    # transitions labels a diagram's condition by the callable's __name__: each guard is named
+    # once, when fsm is imported, and the module built again names them the same way.
+    for guards in (GUARDS, built_again("fsm._guards").GUARDS):
+        assert [(g.__name__, g.__qualname__) for g in guards.values()] == [(k, k) for k in guards]

@@ -113,20 +113,31 @@ def database_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
-def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
-    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
-    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
-    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
+def candidate_page(conn: sqlite3.Connection, db: str) -> list[Any]:
+    """The ONE statement of the zero-candidate path: up to 256 candidates
+    (``storage.primary_candidates``; whether the page was truncated is for the pass to say).
+    A failure names the real problem (locked, read-only, corrupt, not QingLong's) and never
+    advises `db init` for a file that exists."""
     from storage import Busy, database_error, primary_candidates
 
     started = time.monotonic()
     try:
-        return primary_candidates(conn)
+        return primary_candidates(conn)[0]
     except sqlite3.DatabaseError as exc:
         named = database_error(db, exc, waited_s=time.monotonic() - started)
         if isinstance(named, Busy):
             raise RetryLater(str(named)) from exc  # D-20: transient, exit 75
         raise FatalError(str(named)) from exc
+
+
+def zero_candidates(*, dry_run: bool) -> dict[str, Any]:
+    """The summary of the zero-candidate short-circuit (spec 04 "Before any candidate": safe,
+    nothing else looked at); `startup --first-boot --dry-run` predicts it for the database it
+    would create."""
+    summary = empty_summary(False)
+    if dry_run:
+        summary["dry_run"] = True
+    return summary
 
 
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
@@ -160,11 +171,12 @@ def primary_pass(
     the database or the start-up lock past the budget (D-20: one line, not a row per
     candidate). When there are candidates, a root that exists but is not a real directory, or
     a missing root beside a launched (`starting`/`running`) Attempt, is also UsageError, raised
-    before anything is written (D-3c). Zero candidates or a truncated page: one SQL statement
-    (for a path; a connection adds the ``PRAGMA database_list`` that names its file), no
-    receipt, no /proc, no sleep, no write (spec 04 "Before any candidate"): the root is looked
-    at with one ``lstat`` only (a root that is not a trustworthy directory is refused whatever
-    the candidates, D-16). ``budget`` (a ``storage.LockBudget``, default from
+    before anything is written (D-3c). Zero candidates: one SQL statement (for a path; a
+    connection adds the ``PRAGMA database_list`` that names its file), no receipt, no /proc,
+    no sleep, no write (spec 04 "Before any candidate"): the root is looked at with one
+    ``lstat`` only (a root that is not a trustworthy directory is refused whatever the
+    candidates, D-16). A truncated page is the pass's rule: no receipt, no /proc, no sleep,
+    no write either. ``budget`` (a ``storage.LockBudget``, default from
     ``$QLFSM_LOCK_BUDGET_S``) bounds the total wait for other processes' write locks and for
     the single-flight start-up lock (``reconciler._flight``, not taken by a dry run);
     `startup` shares one. Each warning of the summary is one ``notify`` line (default stderr,
@@ -248,14 +260,12 @@ def _pass(
     dry_run: bool,
     ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
-    page, truncated = candidate_page(conn, db)
-    if truncated or not page:
-        # The application layer's one zero-candidate short-circuit (spec 04 "Before any
-        # candidate"): no machine, no repository, no receipt, no /proc.
-        summary = empty_summary(truncated, len(page))
-        if dry_run:
-            summary["dry_run"] = True
-        return summary
+    page = candidate_page(conn, db)
+    if not page:
+        # THE zero-candidate short-circuit (spec 04 "Before any candidate"): no machine, no
+        # repository, no receipt, no /proc. A page of candidates, truncated or not, is the
+        # pass's: the truncation rule is the pass's own.
+        return zero_candidates(dry_run=dry_run)
     # There are candidates: now, and only now, pay for the machines and the repository.
     from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
     from reconciler.primary import PrimaryReconciler

@@ -33,6 +33,7 @@ from reconciler._reconcile import (
     inspect_receipt_root,
     lock_budget_s,
     primary_pass,
+    zero_candidates,
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
@@ -229,9 +230,7 @@ def _dry_startup(
     prediction is the primary pass's on the database as it is now (docs/decisions.md); the
     sweep writes too, so it is `skipped`, as after a blocked pass."""
     if first_boot:
-        from reconciler.primary import empty_summary
-
-        summary = {**empty_summary(False), "dry_run": True}
+        summary = zero_candidates(dry_run=True)
     else:
         summary = primary_pass(db, receipt_root, profile, lock, dry_run=True, notify=say)
     return StartupReport(

@@ -4,7 +4,8 @@ follows the change or refuses it loudly, none keeps doing what the original row 
 The copy sends spec 05 row 9 (a claim never spawned) to row 6's outcome, trigger and write
 (`cancelled`, `cancel`): a change the table's own check accepts. Its consumers are the views
 (the legacy_shadow lifecycle and the drawn decision machine), the decision engine, the shadow
-pass on a real SQLite file, ``qlfsm explain``'s inverse maps, and the diagram check.
+pass on a real SQLite file, ``qlfsm explain``'s inverse maps and its decision now (the
+pass's own), and the diagram check.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fsm import (
 from fsm._legacy import LegacyEngine, legacy_views
 from reconciler.cli._diagrams import diagrams_command
 from reconciler.diagrams import PINNED_RENDERER, DiagramsError, find_dot, render
+from reconciler.ops import legacy_now
 from reconciler.ops._explain import LEGACY_ROW_MAPS, legacy_row_maps
 from reconciler.shadow import WRITES, PassPorts, run_pass
 from reconciler.shadow import _pass as shadow_pass
@@ -135,6 +137,31 @@ def test_the_shadow_pass_follows_the_copy_and_commits_row_6s_write_for_row_9(
     assert {r["actor_type"] for r in rows} == {WRITES["cancel"].actor.type}
     assert [r["type"] for r in rows] == ["attempt.cancelled", "run.cancelled"]
     assert all(json.loads(r["payload"])["legacy_cancel_reason"] == "reconcile" for r in rows)
+
+
+def test_explains_decision_now_is_the_shadow_passs_own_and_follows_the_copy_with_it(
+    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = db.run(status="queued", attempts=("claimed",))
+    views = legacy_views(_without_abandoned(CHANGED))
+    engine = LegacyEngine(views)
+    machine = Lifecycle(views.spec)
+    # Only the engine the pass's reads ask for is the copy's: a view that decided on its own
+    # (any other engine, or the original table) would still say row 9 abandons.
+    monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
+    run = db.repo.get_run(made.run_id)
+    assert run is not None
+    now = legacy_now(db.conn, run, frozenset(ORIGINS))
+    assert (now["row"], now["outcome"], now["reason"]) == ("9", "cancelled", "no_spawn_evidence")
+    assert db.status(made) == ("queued", ["claimed"])  # the view reads only
+    monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
+    monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
+    monkeypatch.setattr(shadow_writes, "legacy_machine", lambda: machine)
+    outcome = run_pass(
+        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2), ports=PassPorts()
+    )
+    counted = {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}
+    assert counted == {now["outcome"]: 1}
 
 
 def test_explain_refuses_a_table_in_which_two_rows_make_one_write() -> None:

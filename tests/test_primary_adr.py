@@ -25,6 +25,8 @@ from test_primary_support import (
     sleepers,
 )
 
+from reconciler import _reconcile
+from reconciler._reconcile import primary_pass
 from reconciler.node import (
     FakeClock,
     FakeProcessTable,
@@ -45,31 +47,56 @@ def traced(conn: Any) -> list[str]:
 
 # --- 1. zero candidates -----------------------------------------------------------------------
 
+ZERO_CANDIDATES = {
+    "safe": True,
+    "scanned": 0,
+    "recovered": 0,
+    "remaining": 0,
+    "unresolved": 0,
+    "failed": 0,
+    "truncated": False,
+    "candidates": [],
+}
+
 
 def test_zero_candidates_cost_exactly_one_statement_and_nothing_else(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The application layer's zero-candidate short-circuit (spec 04 "Before any candidate").
+    statements: list[str] = []
+    real_open = _reconcile.open_database
+
+    def traced_open(db: str, **kwargs: Any) -> Any:
+        conn = real_open(db, **kwargs)  # opening runs no SQL (D-2): trace from right after it
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(_reconcile, "open_database", traced_open)
+    missing_root = tmp_path / "no" / "receipts"
+    provider = ForbiddenProvider()
+    clock = FakeClock()
+    summary = primary_pass(str(db_path), str(missing_root), "edge", clock=clock, provider=provider)
+    assert len(statements) == 1 and statements[0].startswith("SELECT r.id")
+    assert summary == ZERO_CANDIDATES
+    assert not missing_root.exists() and not missing_root.parent.exists()
+    assert provider.calls == [] and clock.sleeps == []
+
+
+def test_zero_candidates_through_the_pass_itself_decide_nothing_and_look_at_no_evidence(
     db_path: Path, tmp_path: Path
 ) -> None:
-    conn = connect(str(db_path))  # opening runs no SQL (D-2): trace from right after it
+    # No branch of its own: the page and the final verifier's page, both empty (ADR-0068 §5).
+    conn = connect(str(db_path))
     statements = traced(conn)
     missing_root = tmp_path / "no" / "receipts"
-    store = FileReceiptStore(str(missing_root))
     provider = ForbiddenProvider()
     clock = FakeClock()
     try:
-        summary = reconcile(conn, store, provider, clock, profile="edge")
+        summary = reconcile(conn, FileReceiptStore(str(missing_root)), provider, clock)
     finally:
         conn.close()
-    assert len(statements) == 1 and statements[0].startswith("SELECT r.id")
-    assert summary == {
-        "safe": True,
-        "scanned": 0,
-        "recovered": 0,
-        "remaining": 0,
-        "unresolved": 0,
-        "failed": 0,
-        "truncated": False,
-        "candidates": [],
-    }
+    assert len(statements) == 2 and all(s.startswith("SELECT r.id") for s in statements)
+    assert json.dumps(summary) == json.dumps(ZERO_CANDIDATES)
     assert not missing_root.exists() and not missing_root.parent.exists()
     assert provider.calls == [] and clock.sleeps == []
 
@@ -176,7 +203,8 @@ def test_a_live_process_is_probed_in_the_pass_and_again_in_the_verifier(
         for s in procs:
             assert provider.calls.count(f"stat:{s.pid}") == 2
     assert summary["remaining"] == 2 and summary["safe"] is True
-    assert {repo.get_run(f"run-{i}").status for i in range(2)} == {"running"}  # type: ignore[union-attr]
+    runs = [repo.get_run(f"run-{i}") for i in range(2)]
+    assert [run.status if run else None for run in runs] == ["running", "running"]
 
 
 # --- 6. a change during final verification revokes safety ------------------------------------

@@ -115,7 +115,7 @@ def test_the_cli_recovers_a_dead_process_and_keeps_a_live_one(
     assert "process_not_running:pid_absent" in out.stdout and "process_running" in out.stdout
 
 
-def test_a_truncated_page_blocks_without_importing_the_reconciler(
+def test_a_truncated_page_blocks_with_exit_3_and_never_creates_the_root(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
     insert_bare_runs(repo.conn, 257)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsm import LEGACY_EVIDENCE, PRIMARY_EVIDENCE
+
 
 @dataclass(frozen=True)
 class _Group:
@@ -93,15 +95,7 @@ _LOOKS: dict[str, _Look] = {
             ("retained", "remaining"),
             ("quarantined", "unresolved"),
         ),
-        spine=(
-            "read_run",
-            "read_receipt",
-            "probe",
-            "pay_grace",
-            "reread_receipt",
-            "recheck_run",
-            "lost",
-        ),
+        spine=(*PRIMARY_EVIDENCE, "lost"),  # ADR-0068 §2: the evidence order, then row 13
         # Room for the labels of the evidence steps with a wider font than dot measured.
         ranksep="1.0",
         decisions="ADR-0068",
@@ -119,7 +113,7 @@ _LOOKS: dict[str, _Look] = {
             ),
             _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
         ),
-        spine=("read_run", "read_attempts", "read_evidence", "marked_lost"),
+        spine=(*LEGACY_EVIDENCE, "marked_lost"),  # spec 05 "Candidates", then row 10
         ranksep="1.2",
         decisions="ADR-0448",
         decision_machine=True,

@@ -26,7 +26,7 @@ codes and QingLong's shadow-writer marks) and no evidence is claimed. An operato
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -230,20 +230,30 @@ class Explanation:
                 }
                 for a in self.attempts
             ],
-            "journal": [
-                {
-                    "attempt_id": j.attempt_id,
-                    "state": j.state,
-                    "quarantine_ref": j.quarantine_ref,
-                    "purge_after_ms": j.purge_after_ms,
-                }
-                for j in self.journal
-            ],
+            "journal": journal_entries(self.journal),
             "steps": [s.as_dict() for s in self.steps],
             "now": dict(self.now) if self.now is not None else None,
             "processes": [dict(p) for p in self.processes],
             "decide": dict(self.decide) if self.decide is not None else None,
         }
+
+
+def journal_of(conn: sqlite3.Connection, attempts: Sequence[AttemptRow]) -> list[JournalRow]:
+    """The receipt-journal rows of ``attempts`` (those that have one), in their order."""
+    return [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
+
+
+def journal_entries(journal: Sequence[JournalRow]) -> list[dict[str, Any]]:
+    """The journal rows as `explain` and `resolve` print them (``--json``)."""
+    return [
+        {
+            "attempt_id": j.attempt_id,
+            "state": j.state,
+            "quarantine_ref": j.quarantine_ref,
+            "purge_after_ms": j.purge_after_ms,
+        }
+        for j in journal
+    ]
 
 
 def iso_time(at_ms: int) -> str:
@@ -262,12 +272,9 @@ def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
         raise UnknownRun(run_id)
     attempts = repo.attempts_of(run_id)
     events = repo.events_of(run_id)
-    journal: list[JournalRow] = []
-    for att in attempts:
-        row = journal_get(conn, att.id)
-        if row is not None:
-            journal.append(row)
-    return Explanation(run, attempts, place(run.execution_owner, events), journal)
+    return Explanation(
+        run, attempts, place(run.execution_owner, events), journal_of(conn, attempts)
+    )
 
 
 def place(owner: str, events: list[EventRow]) -> list[Step]:

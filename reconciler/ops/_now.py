@@ -32,9 +32,9 @@ _LEGACY_FACT_KEYS = (
 
 
 def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -> dict[str, Any]:
-    """The ADR-0448 row the shadow pass would take for ``run`` now, from the same reads and the
-    same table (``reconciler.shadow``'s ``gather`` and ``fsm.classify_legacy``). Reads only."""
-    from fsm import classify_legacy
+    """The ADR-0448 row the shadow pass would take for ``run`` now: the decision of the pass's
+    own reads (``reconciler.shadow``'s ``gather``), taken by the candidate's legacy decision
+    core as the pass takes it, so this view and the pass cannot disagree. Reads only."""
     from reconciler.shadow import gather
     from storage import LegacyCandidate
 
@@ -48,8 +48,9 @@ def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -
         active_attempts=0,  # gather re-reads everything it needs; only the id is used
         attempt=None,
     )
-    facts, _ = gather(conn, Repository(conn), cand, enabled)
-    decision = classify_legacy(facts)
+    facts, ctx = gather(conn, Repository(conn), cand, enabled)
+    decision = ctx.decision
+    assert decision is not None  # the core decided before gather returned
     return {
         "record": ADR0448,
         "row": decision.row,

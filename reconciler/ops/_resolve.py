@@ -35,7 +35,7 @@ from typing import Any
 from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
 from reconciler._escape import clean
 from reconciler.node import Clock, Evidence, ProcessProvider, inspect_handle, parse_handle
-from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun
+from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun, journal_entries, journal_of
 from storage import (
     Actor,
     AttemptChange,
@@ -46,7 +46,6 @@ from storage import (
     Repository,
     RunChange,
     RunRow,
-    journal_get,
 )
 
 # The operator's choices: the three ways out of an active (or lost) run that ADR-0001 has.
@@ -305,15 +304,7 @@ class Resolved:
             "actor": {"type": self.actor.type, "id": self.actor.id},
             "version": self.version,
             "events": list(self.events),
-            "journal": [
-                {
-                    "attempt_id": j.attempt_id,
-                    "state": j.state,
-                    "quarantine_ref": j.quarantine_ref,
-                    "purge_after_ms": j.purge_after_ms,
-                }
-                for j in self.journal
-            ],
+            "journal": journal_entries(self.journal),
         }
 
 
@@ -366,12 +357,12 @@ def resolve(
         },
     )
     writes = [_write_of(plan, ch) for ch in changes]
-    journal = [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
+    journal = journal_of(conn, attempts)
     if dry_run:
         version = run.version + len(changes)  # spec 01: every edge one version
         return Resolved(plan, text, actor, version, (), journal, writes, dry_run=True)
     done = repo.advance(run.id, run.version, changes, actor=actor, at_ms=at, expect=expect)
-    journal = [row for a in attempts if (row := journal_get(conn, a.id)) is not None]
+    journal = journal_of(conn, attempts)
     return Resolved(plan, text, actor, done.version, done.events, journal, writes)
 
 

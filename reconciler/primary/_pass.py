@@ -133,7 +133,7 @@ class PrimaryReconciler:
     def run(self) -> dict[str, Any]:
         ctx, status = self.context, self.status
         page, truncated = primary_candidates(ctx.conn)
-        if truncated or not page:
+        if truncated:
             # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
             summary = empty_summary(truncated, len(page))
         else:
@@ -150,7 +150,7 @@ class PrimaryReconciler:
 
 
 def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> dict[str, Any]:
-    """One pass over a non-empty, untruncated candidate page: spec 04's summary."""
+    """One pass over an untruncated candidate page, empty or not: spec 04's summary."""
     check_root(ctx, page)
     todo = [guarded(ctx, status, start(c), drive) for c in page]
     waiting = [c for c in todo if c.result is None]

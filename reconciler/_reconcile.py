@@ -22,7 +22,7 @@ import time
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.primary import empty_summary
+from reconciler.primary import before_any_candidate
 
 TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
 if TYPE_CHECKING:
@@ -113,16 +113,15 @@ def database_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
-def candidate_page(conn: sqlite3.Connection, db: str) -> list[Any]:
-    """The ONE statement of the zero-candidate path: up to 256 candidates
-    (``storage.primary_candidates``; whether the page was truncated is for the pass to say).
-    A failure names the real problem (locked, read-only, corrupt, not QingLong's) and never
-    advises `db init` for a file that exists."""
+def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
+    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
+    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
+    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
     from storage import Busy, database_error, primary_candidates
 
     started = time.monotonic()
     try:
-        return primary_candidates(conn)[0]
+        return primary_candidates(conn)
     except sqlite3.DatabaseError as exc:
         named = database_error(db, exc, waited_s=time.monotonic() - started)
         if isinstance(named, Busy):
@@ -134,7 +133,8 @@ def zero_candidates(*, dry_run: bool) -> dict[str, Any]:
     """The summary of the zero-candidate short-circuit (spec 04 "Before any candidate": safe,
     nothing else looked at); `startup --first-boot --dry-run` predicts it for the database it
     would create."""
-    summary = empty_summary(False)
+    summary = before_any_candidate([], False)
+    assert summary is not None
     if dry_run:
         summary["dry_run"] = True
     return summary
@@ -260,12 +260,13 @@ def _pass(
     dry_run: bool,
     ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
-    page = candidate_page(conn, db)
-    if not page:
-        # THE zero-candidate short-circuit (spec 04 "Before any candidate"): no machine, no
-        # repository, no receipt, no /proc. A page of candidates, truncated or not, is the
-        # pass's: the truncation rule is the pass's own.
-        return zero_candidates(dry_run=dry_run)
+    summary = before_any_candidate(*candidate_page(conn, db))
+    if summary is not None:
+        # The pass's own rule (spec 04 "Before any candidate"), applied here before the pass
+        # is loaded: no machine, no repository, no receipt, no /proc.
+        if dry_run:
+            summary["dry_run"] = True
+        return summary
     # There are candidates: now, and only now, pay for the machines and the repository.
     from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
     from reconciler.primary import PrimaryReconciler

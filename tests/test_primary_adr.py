@@ -82,20 +82,22 @@ def test_zero_candidates_cost_exactly_one_statement_and_nothing_else(
     assert provider.calls == [] and clock.sleeps == []
 
 
-def test_zero_candidates_through_the_pass_itself_decide_nothing_and_look_at_no_evidence(
+def test_zero_candidates_through_the_pass_itself_cost_exactly_one_statement_and_nothing_else(
     db_path: Path, tmp_path: Path
 ) -> None:
-    # No branch of its own: the page and the final verifier's page, both empty (ADR-0068 §5).
-    conn = connect(str(db_path))
+    # The same rule, applied by the pass to the page it reads when it is called directly.
+    conn = connect(str(db_path))  # opening runs no SQL (D-2): trace from right after it
     statements = traced(conn)
     missing_root = tmp_path / "no" / "receipts"
     provider = ForbiddenProvider()
     clock = FakeClock()
     try:
-        summary = reconcile(conn, FileReceiptStore(str(missing_root)), provider, clock)
+        summary = reconcile(
+            conn, FileReceiptStore(str(missing_root)), provider, clock, profile="edge"
+        )
     finally:
         conn.close()
-    assert len(statements) == 2 and all(s.startswith("SELECT r.id") for s in statements)
+    assert len(statements) == 1 and statements[0].startswith("SELECT r.id")
     assert json.dumps(summary) == json.dumps(ZERO_CANDIDATES)
     assert not missing_root.exists() and not missing_root.parent.exists()
     assert provider.calls == [] and clock.sleeps == []

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from reconciler.primary._edges import EFFECTS as EFFECTS
     from reconciler.primary._edges import RECEIPT_EXECUTOR as RECEIPT_EXECUTOR
+    from reconciler.primary._empty import before_any_candidate as before_any_candidate
     from reconciler.primary._empty import empty_summary as empty_summary
     from reconciler.primary._pass import GRACE_MS as GRACE_MS
     from reconciler.primary._pass import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
@@ -34,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "CandidateResult": "reconciler.primary._summary",
     "summarize": "reconciler.primary._summary",
     "empty_summary": "reconciler.primary._empty",
+    "before_any_candidate": "reconciler.primary._empty",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,6 +1,11 @@
-"""The summary of a pass that decided nothing: zero candidates, or a truncated page."""
+"""spec 04 "Before any candidate": the one rule for a page the pass decides nothing on (zero
+candidates, or a truncated page), and its summary."""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def empty_summary(truncated: bool, observed: int = 0) -> dict[str, object]:
@@ -23,3 +28,16 @@ def empty_summary(truncated: bool, observed: int = 0) -> dict[str, object]:
         "truncated": truncated,
         "candidates": [],
     }
+
+
+def before_any_candidate(page: Sequence[object], truncated: bool) -> dict[str, object] | None:
+    """The summary when the pass must decide nothing on this page, else None (spec 04 "Before
+    any candidate"): a truncated page is not safe and zero candidates are; either way nothing
+    else is read, probed, slept or written.
+
+    The one place of the rule: the application layer applies it to the page it reads before
+    loading the pass (so zero candidates cost one statement and no `fsm` import), and the
+    pass to the page it reads itself when it is called directly."""
+    if truncated or not page:
+        return empty_summary(truncated, len(page))
+    return None

@@ -45,6 +45,7 @@ from reconciler.node import (
     ReceiptStore,
     inspect_handle,
 )
+from reconciler.primary._empty import before_any_candidate
 from reconciler.primary._gather import drive, pay_grace, phase2
 from reconciler.primary._state import (
     Candidate,
@@ -58,7 +59,7 @@ from reconciler.primary._state import (
     revoked,
     start,
 )
-from reconciler.primary._summary import CandidateResult, describe, empty_summary, summarize
+from reconciler.primary._summary import CandidateResult, describe, summarize
 from reconciler.primary._verify import verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (
@@ -133,10 +134,8 @@ class PrimaryReconciler:
     def run(self) -> dict[str, Any]:
         ctx, status = self.context, self.status
         page, truncated = primary_candidates(ctx.conn)
-        if truncated:
-            # spec 04 "Before any candidate": nothing else is read, probed, slept or written.
-            summary = empty_summary(truncated, len(page))
-        else:
+        summary = before_any_candidate(page, truncated)
+        if summary is None:
             with lock_budget(ctx.conn, ctx.budget):
                 summary = run_pass(ctx, status, page)
         if ctx.dry_run:
@@ -150,7 +149,7 @@ class PrimaryReconciler:
 
 
 def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> dict[str, Any]:
-    """One pass over an untruncated candidate page, empty or not: spec 04's summary."""
+    """One pass over a page of candidates, neither empty nor truncated: spec 04's summary."""
     check_root(ctx, page)
     todo = [guarded(ctx, status, start(c), drive) for c in page]
     waiting = [c for c in todo if c.result is None]

@@ -206,6 +206,19 @@ def qlfsm_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "reconciler"]
 
 
+def install_kind() -> str:
+    """How the measured qlfsm is installed: an editable install runs setuptools' import finder
+    in every process (about 17 M instructions here), which a node's `pip install .` does not."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    if any(site.glob("__editable__*qlfsm*")):
+        return "editable (its import finder runs in every qlfsm process: use `pip install .`)"
+    if any(site.glob("qlfsm-*.dist-info")):
+        return "installed"
+    return "not installed (python -m reconciler)"
+
+
 def instructions(argv: list[str]) -> int:
     """Instructions the whole process executes (valgrind --tool=cachegrind, no cache model)."""
     env = dict(ENV or os.environ, PYTHONHASHSEED="0")
@@ -368,6 +381,7 @@ def bench(rounds: int, count_instructions: bool = False) -> dict[str, Any]:
                 "b_instructions_floor_ratio": round(if_many / ir_many, 2),
             }
         return {
+            "qlfsm": install_kind(),
             "rounds": rounds,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],

@@ -9,9 +9,8 @@ decision machines) are imported only then (PEP 562), not by the ADR-0068 pass.
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from transitions.core import EventData, Machine, MachineError
 
@@ -182,9 +181,10 @@ def _reporting_condition(machine: str, guard: str, condition: Any) -> Any:
     return reporting
 
 
-@dataclass(frozen=True)
-class Step:
-    """The effect of one edge: the commit at the edge is what makes it real."""
+class Step(NamedTuple):
+    """The effect of one edge: the commit at the edge is what makes it real. A named tuple
+    (immutable, compared and hashed by value), not a dataclass: the ADR-0068 pass imports it
+    before its first candidate and a dataclass's generated methods are compiled at import."""
 
     machine: str
     trigger: str

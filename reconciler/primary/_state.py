@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
@@ -32,9 +31,9 @@ from storage import AttemptRow, JournalRow, LockBudget, PrimaryCandidate, Reposi
 Probe = Callable[..., Evidence]
 
 
-@dataclass(frozen=True, slots=True)
-class PassContext:
-    """The ports and settings of one pass: fixed for the whole pass."""
+class PassContext(NamedTuple):
+    """The ports and settings of one pass: fixed for the whole pass (a named tuple, like
+    :class:`Candidate`: a dataclass's methods would be compiled when the pass is imported)."""
 
     conn: sqlite3.Connection
     repo: Repository

@@ -52,7 +52,8 @@ class InvalidReceipt(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False: the class writes its own (the token redacted), so none is generated to be discarded.
+@dataclass(frozen=True, slots=True, repr=False)
 class Receipt:
     """A receipt v1's eight fields (spec 03 "Receipt v1"), under their Python names."""
 

@@ -17,7 +17,12 @@ machine, a guard or a decision loads its module and `transitions` with it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# No `typing` at run time: a name of the lifecycle tables alone (`qlfsm db`, `inspect`) loads
+# ``_tables.py`` and nothing more.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "Case": "_decision",

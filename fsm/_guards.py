@@ -7,6 +7,11 @@ The ADR-0068 predicates below serve twice, under one name: as the conditions of 
 machine (``fsm/_primary.py``: which row of spec 04 matches) and as the guards of the Run and
 Attempt edges that the decision's write fires (``fsm/_tables.py``). Both see the same observed
 facts, so the commit cannot take an edge the decision did not choose.
+
+The ADR-0448 guards (the legacy_shadow lifecycle's row guards, the legacy steps' guards, and so
+:data:`GUARDS`, every guard by name) are built from ``fsm/_legacy.py`` when first asked for
+(PEP 562): the ADR-0068 pass never uses them, and importing the legacy table cost that pass
+23 M instructions before its first candidate, 7 % of its whole fixed cost.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, classify_legacy
-from ._legacy_facts import LegacyFacts
 from ._tables import ATTEMPT_ACTIVE
+
+TYPE_CHECKING = False  # the lazy names below, for the type checker
+if TYPE_CHECKING:
+    from ._legacy import LEGACY_GUARD_ROWS as LEGACY_GUARD_ROWS
+
+    LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]]
+    GUARDS: Mapping[str, Callable[[object], bool]]
 
 # "quarantined": the receipt path is empty but the Attempt's journal row says an earlier pass
 # quarantined its receipt (spec 03; docs/decisions.md D-3a). Only the first read reports it.
@@ -75,6 +85,10 @@ def error_raised(facts: object) -> bool:
     # An exception ends the candidate wherever it happened: failed, nothing more is looked at.
     if isinstance(facts, PrimaryFacts):
         return facts.error is not None
+    # Not the ADR-0068 facts: only then the ADR-0448 facts' module (already loaded by whoever
+    # made legacy facts), so the primary pass never imports it.
+    from ._legacy_facts import LegacyFacts
+
     return isinstance(facts, LegacyFacts) and facts.error
 
 
@@ -313,6 +327,9 @@ def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
 def _legacy_row(row: str) -> Callable[[object], bool]:
     # On the legacy_shadow lifecycle a row's edge is taken only when THAT row is the first
     # that matches (spec 05); the decision machine itself tries the rows' own facts in order.
+    from ._legacy import classify_legacy
+    from ._legacy_facts import LegacyFacts
+
     def guard(facts: object) -> bool:
         return isinstance(facts, LegacyFacts) and classify_legacy(facts).row == row
 
@@ -353,19 +370,47 @@ PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
 }
 
 
-# The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row 12's
-# guard is the shared one above: an exception is always the first match.
-LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = {
-    name: _named(name, _legacy_row(row))
-    for name, row in LEGACY_GUARD_ROWS.items()
-    if name != "error_raised"
-}
+def _build_legacy_guards() -> None:
+    """The ADR-0448 names of this module, built once, on first use (see the module docstring):
+    from then on plain attributes, the same objects every time."""
+    from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS
+
+    # The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row
+    # 12's guard is the shared one above: an exception is always the first match.
+    row_guards: Mapping[str, Callable[[object], bool]] = {
+        name: _named(name, _legacy_row(row))
+        for name, row in LEGACY_GUARD_ROWS.items()
+        if name != "error_raised"
+    }
+    every: Mapping[str, Callable[[object], bool]] = {
+        **PRIMARY_GUARDS,
+        **row_guards,
+        **LEGACY_STEP_GUARDS,
+    }
+    globals().update(
+        LEGACY_GUARD_ROWS=LEGACY_GUARD_ROWS, LEGACY_ROW_GUARDS=row_guards, GUARDS=every
+    )
 
 
-GUARDS: Mapping[str, Callable[[object], bool]] = {
-    **PRIMARY_GUARDS,
-    **LEGACY_ROW_GUARDS,
-    **LEGACY_STEP_GUARDS,
-}
+_LAZY = ("GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _build_legacy_guards()
+    return globals()[name]
+
+
+def guard_named(name: str) -> Callable[[object], bool] | None:
+    """The guard called ``name`` (:data:`GUARDS`), or None; an ADR-0068 guard is found
+    without building the ADR-0448 ones."""
+    found = PRIMARY_GUARDS.get(name)
+    if found is None:
+        if "GUARDS" not in globals():
+            _build_legacy_guards()
+        found = globals()["GUARDS"].get(name)
+    return found
+
 
 __all__ = ["GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS", "PRIMARY_GUARDS", "PrimaryFacts"]

@@ -1,34 +1,43 @@
 """Machines built from the tables with `transitions` core, validated when built.
 
 Only ``transitions.core`` is imported here: the extensions pull in asyncio (~20 ms) and the
-reconcile path must not pay for diagrams.
+reconcile path must not pay for diagrams. Each machine is built, and validated, when first asked
+for; the ADR-0448 tables (the legacy_shadow lifecycle, its guards, :data:`ALL_SPECS`' drawn
+decision machines) are imported only then (PEP 562), not by the ADR-0068 pass.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
-from ._guards import GUARDS
-from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
+from ._guards import guard_named
 from ._observe import LISTENERS
-from ._primary import PRIMARY_DECISION_SPEC
 from ._tables import ATTEMPT_SPEC, RUN_SPEC, Edge, MachineSpec
 
-# Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
-# per-candidate lifecycle, and the two decision machines.
-ALL_SPECS: tuple[MachineSpec, ...] = (
-    RUN_SPEC,
-    ATTEMPT_SPEC,
-    LEGACY_SPEC,
-    PRIMARY_DECISION_SPEC,
-    LEGACY_DECISION_SPEC,
-)
+TYPE_CHECKING = False  # the lazy name below, for the type checker
+if TYPE_CHECKING:
+    ALL_SPECS: tuple[MachineSpec, ...]
+
+
+def _all_specs() -> tuple[MachineSpec, ...]:
+    # Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
+    # per-candidate lifecycle, and the two decision machines.
+    from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
+    from ._primary import PRIMARY_DECISION_SPEC
+
+    return (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC, PRIMARY_DECISION_SPEC, LEGACY_DECISION_SPEC)
+
+
+def __getattr__(name: str) -> object:
+    if name != "ALL_SPECS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    specs = globals()["ALL_SPECS"] = _all_specs()  # from now on a plain attribute
+    return specs
 
 
 def validate_spec(spec: MachineSpec) -> None:
@@ -49,7 +58,7 @@ def validate_spec(spec: MachineSpec) -> None:
                 )
         if e.source in spec.terminal:
             raise MachineDefinitionError(spec.name, f"edge {_show(e)} leaves terminal {e.source!r}")
-        if e.guard is not None and e.guard not in GUARDS:
+        if e.guard is not None and guard_named(e.guard) is None:
             raise MachineDefinitionError(
                 spec.name, f"edge {_show(e)} has unknown guard {e.guard!r}"
             )
@@ -127,7 +136,8 @@ def transitions_config(spec: MachineSpec) -> list[dict[str, Any]]:
 
 
 def _condition(guard: str) -> Any:
-    predicate = GUARDS[guard]
+    predicate = guard_named(guard)
+    assert predicate is not None  # validate_spec refused the spec otherwise
 
     def condition(event: EventData) -> bool:
         return predicate(event.kwargs.get("evidence"))
@@ -171,9 +181,10 @@ def _reporting_condition(machine: str, guard: str, condition: Any) -> Any:
     return reporting
 
 
-@dataclass(frozen=True)
-class Step:
-    """The effect of one edge: the commit at the edge is what makes it real."""
+class Step(NamedTuple):
+    """The effect of one edge: the commit at the edge is what makes it real. A named tuple
+    (immutable, compared and hashed by value), not a dataclass: the ADR-0068 pass imports it
+    before its first candidate and a dataclass's generated methods are compiled at import."""
 
     machine: str
     trigger: str
@@ -294,9 +305,15 @@ class Lifecycle:
         edge = next(
             e
             for e in candidates
-            if e.dest == dest and (e.guard is None or GUARDS[e.guard](evidence))
+            if e.dest == dest and (e.guard is None or _holds(e.guard, evidence))
         )
         return Step(self.name, trigger, state, dest, edge.guard)
+
+
+def _holds(guard: str, evidence: object) -> bool:
+    predicate = guard_named(guard)
+    assert predicate is not None  # validate_spec refused the spec otherwise
+    return predicate(evidence)
 
 
 @cache
@@ -311,9 +328,11 @@ def attempt_machine() -> Lifecycle:
 
 @cache
 def legacy_machine() -> Lifecycle:
+    from ._legacy import LEGACY_SPEC
+
     return Lifecycle(LEGACY_SPEC)
 
 
 def validate_all() -> None:
-    for spec in ALL_SPECS:
+    for spec in _all_specs():
         validate_spec(spec)

@@ -35,8 +35,20 @@ from ._guards import PRIMARY_GUARDS, PrimaryFacts
 from ._primary_table import PRIMARY_TABLE
 from ._tables import RECEIPT_TRIGGERS
 
-# The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
-PRIMARY_DECISION_SPEC = drawn_spec(PRIMARY_TABLE)
+TYPE_CHECKING = False  # the lazy name below and the core's generic base, for the type checker
+if TYPE_CHECKING:
+    from ._tables import MachineSpec
+
+    PRIMARY_DECISION_SPEC: MachineSpec
+
+
+def __getattr__(name: str) -> object:
+    # The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
+    # Made when first asked for (the diagrams and their checks), not by the pass (PEP 562).
+    if name != "PRIMARY_DECISION_SPEC":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    spec = globals()[name] = drawn_spec(PRIMARY_TABLE)  # from now on a plain attribute
+    return spec
 
 
 def paths_to(table: DecisionTable, dest: str) -> Iterator[tuple[Taken, ...]]:
@@ -205,7 +217,7 @@ def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> Primary
     return new
 
 
-TYPE_CHECKING = False  # the generic base for the type checker; the plain class at run time
+# The generic base for the type checker; the plain class at run time.
 if TYPE_CHECKING:
     _Core = DecisionCore[PrimaryFacts, PrimaryDecision]
 else:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Edge:
+    """One transition of one machine (see the module docstring)."""
+
     trigger: str
     source: str
     dest: str
@@ -29,6 +31,8 @@ class Edge:
 
 @dataclass(frozen=True)
 class MachineSpec:
+    """One machine as data: its states, initial and terminal states, and edges."""
+
     name: str
     states: tuple[str, ...]
     initial: str

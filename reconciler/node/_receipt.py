@@ -36,9 +36,11 @@ RECEIPT_KEYS: Final = (
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out", "lost"})
 
 # ASCII classes only, and always used with fullmatch: `$` would also match before a final "\n".
+# The id rule is checked for every candidate's receipt path; the token and hash rules only for a
+# receipt that exists, so those two are compiled on first use (``re``'s own cache), not here.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,35}")
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,128}")
-_HEX64 = re.compile(r"[a-f0-9]{64}")
+_TOKEN = r"[A-Za-z0-9_-]{32,128}"
+_HEX64 = r"[a-f0-9]{64}"
 _BOM: Final = b"\xef\xbb\xbf"
 
 
@@ -50,8 +52,11 @@ class InvalidReceipt(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False: the class writes its own (the token redacted), so none is generated to be discarded.
+@dataclass(frozen=True, slots=True, repr=False)
 class Receipt:
+    """A receipt v1's eight fields (spec 03 "Receipt v1"), under their Python names."""
+
     schema_version: int
     run_id: str
     attempt_id: str
@@ -94,7 +99,7 @@ def _field_error(fields: Mapping[str, Any]) -> str | None:
     if not _is_int(sequence) or not 1 <= sequence <= MAX_SAFE_INTEGER:
         return "bad_callback_sequence"
     token = fields["token"]
-    if not isinstance(token, str) or _TOKEN.fullmatch(token) is None:
+    if not isinstance(token, str) or re.fullmatch(_TOKEN, token) is None:
         return "bad_token"
     started, finished = fields["startedAtMs"], fields["finishedAtMs"]
     if not _is_int(started) or not 0 <= started <= MAX_SAFE_INTEGER:
@@ -288,7 +293,10 @@ def authenticate_receipt(
         return "started_before_attempt_created"
     if attempt_started_at_ms is not None and receipt.started_at_ms < attempt_started_at_ms:
         return "started_before_attempt_started"
-    if not isinstance(callback_token_hash, str) or _HEX64.fullmatch(callback_token_hash) is None:
+    if (
+        not isinstance(callback_token_hash, str)
+        or re.fullmatch(_HEX64, callback_token_hash) is None
+    ):
         return "token_hash_invalid"
     import hashlib  # here, not at import: most passes never authenticate a receipt (OpenSSL)
     import hmac

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
@@ -26,15 +25,25 @@ from reconciler.node import (
     Unusable,
 )
 from reconciler.primary._summary import CandidateResult, Fingerprint
-from storage import AttemptRow, JournalRow, LockBudget, PrimaryCandidate, Repository, RunRow
+from storage import (
+    AttemptRow,
+    JournalRow,
+    LockBudget,
+    PrimaryCandidate,
+    Repository,
+    RunRow,
+    record,
+)
 
 # The probe port: spec 03 "Inspection" of a stored handle (tests plug a gated one in).
 Probe = Callable[..., Evidence]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PassContext:
-    """The ports and settings of one pass: fixed for the whole pass."""
+    """The ports and settings of one pass: fixed for the whole pass. A light record
+    (``storage.record``, benchmarks/README.md): nothing compiled when the pass is imported, and
+    its fields are slots, read at slot speed by every step of every candidate."""
 
     conn: sqlite3.Connection
     repo: Repository

@@ -123,8 +123,12 @@ def test_a_clock_exactly_one_minute_behind_is_tolerated_and_one_millisecond_more
     table = dead_candidate(repo, "run-2", "at-2")
     store.publish(receipt("run-2", "at-2", token=BAD_TOKEN))
     more = pass_(conn, store, table, FakeClock(T0 - 60_001))
-    assert [e[:2] for e in entries(more)] == [("6", "unresolved"), ("6", "unresolved")]
-    # The first copy's row is quarantined already; only the second quarantine is behind.
+    assert entries(more) == [
+        ("6", "unresolved", "receipt_quarantined_earlier"),
+        ("6", "unresolved", "invalid_receipt:token_mismatch"),
+    ]
+    # run-1's copy was quarantined by the first pass (nothing moved now); only the second
+    # quarantine happens behind the database's clock.
     assert more["warnings"] == [
         "the clock runs 60 s behind the newest time the database recorded for run run-2: "
         "the quarantined receipt of Attempt at-2 is kept for the retention counted from that "

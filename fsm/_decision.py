@@ -267,6 +267,11 @@ class DecisionEngine:
         # (event, state, facts) -> [the case taken, the Need it leads to (None: a decision),
         # and the last decision concluded from it: (conclude, path), decision].
         self._chosen: dict[tuple[str, str, object], list[Any]] = {}
+        # (id of the facts, evidence, the fields observed) -> (those facts, the facts with the
+        # fields, their entry of ``_chosen``): an observation already made on the very same
+        # facts object is answered without evolving and hashing the facts again. The facts
+        # are kept in the value, so the id stays theirs while the entry lives.
+        self._hops: dict[tuple[int, str, tuple[tuple[str, object], ...]], tuple[Any, ...]] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -302,6 +307,7 @@ class DecisionEngine:
     def forget(self) -> None:
         """Empty the memo of choices."""
         self._chosen.clear()
+        self._hops.clear()
 
     def start(self, facts: F, conclude: Conclude[F, D]) -> DecisionCore[F, D]:
         """A core in the initial state over ``facts`` (what is known before any evidence),
@@ -426,9 +432,19 @@ class DecisionCore(Generic[F, D]):
         only the fields it fills, one step on (or this core, when the table says that value
         leaves the evidence unobserved: it is asked for again)."""
         engine, facts, _, state, path, taken, asked = self._s
-        table = engine.table
         if taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(table.name, state, evidence)
+            raise IllegalTransition(engine.table.name, state, evidence)
+        # The same observation on the same facts (the next candidate of the same shape): its
+        # fields were checked and the facts evolved when it was first made.
+        hop_key: tuple[int, str, tuple[tuple[str, object], ...]] | None
+        hop_key = (id(facts), evidence, tuple(fields.items()))
+        try:
+            hop = engine._hops.get(hop_key)
+        except TypeError:  # a value that cannot be a memo key: observed the long way
+            hop, hop_key = None, None
+        if hop is not None and hop[0] is facts:
+            return self._step(hop[1], hop[2], path)
+        table = engine.table
         allowed = table.observes[evidence]
         if not allowed.issuperset(fields):
             unknown = sorted(set(fields) - allowed)
@@ -440,11 +456,13 @@ class DecisionCore(Generic[F, D]):
         again = table.ask_again.get(evidence)
         if again is not None and fields.get(again[0], again[1]) == again[1]:
             return self
-        facts = engine.evolve(facts, fields)
-        entry = engine._chosen.get((DECIDE, evidence, facts)) or engine._entry(
-            DECIDE, evidence, facts
+        observed = engine.evolve(facts, fields)
+        entry = engine._chosen.get((DECIDE, evidence, observed)) or engine._entry(
+            DECIDE, evidence, observed
         )
-        return self._step(facts, entry, path)
+        if hop_key is not None and len(engine._hops) < engine._memo_max and not LISTENERS:
+            engine._hops[hop_key] = (facts, observed, entry)
+        return self._step(observed, entry, path)
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the

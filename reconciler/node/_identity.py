@@ -133,6 +133,12 @@ def _reject_constant(name: str) -> object:
     raise ValueError(name)  # NaN / Infinity are not JSON (JSON.parse refuses them)
 
 
+# One decoder for every handle (json.loads with an option builds one per call), and
+# base64url's two letters as base64's (what base64.urlsafe_b64decode translates).
+_HANDLE_PAYLOAD = json.JSONDecoder(parse_constant=_reject_constant).decode
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _js_positive_safe_int(value: object) -> int | None:
     """`value` as the int JavaScript's `typeof value === 'number'` plus Number.isSafeInteger and
     `>= 1` accept (`5.0`, `5e0` are the number 5 there), else None."""
@@ -164,9 +170,11 @@ def parse_handle(s: object) -> ProcessHandle | None:
         # is dropped, unused low bits are ignored. binascii (not strict) ignores the bits too.
         if len(encoded) % 4 == 1:
             encoded = encoded[:-1]
-        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        # ASCII by the pattern above: base64.urlsafe_b64decode, without its generic checks.
+        padded = (encoded + "=" * (-len(encoded) % 4)).encode("ascii")
+        raw = binascii.a2b_base64(padded.translate(_FROM_URLSAFE))
         # Buffer.toString('utf8') replaces invalid sequences with U+FFFD, it does not refuse.
-        payload = json.loads(raw.decode("utf-8", errors="replace"), parse_constant=_reject_constant)
+        payload = _HANDLE_PAYLOAD(raw.decode("utf-8", errors="replace"))
         if not isinstance(payload, dict):
             return None
         version, hid, boot = payload.get("v"), payload.get("h"), payload.get("b")
@@ -178,7 +186,10 @@ def parse_handle(s: object) -> ProcessHandle | None:
         # JavaScript's `length`: UTF-16 code units (a lone surrogate, from a JSON escape, is one).
         if len(hid.encode("utf-16-le", "surrogatepass")) // 2 > MAX_HANDLE_ID_UNITS:
             return None
-        if not isinstance(boot, str) or _BOOT_ID.fullmatch(boot.strip(_JS_TRIM)) is None:
+        if not isinstance(boot, str):
+            return None
+        boot = boot.strip(_JS_TRIM)
+        if _BOOT_ID.fullmatch(boot) is None:
             return None
         pid = _js_positive_safe_int(payload.get("p"))
         pgid = _js_positive_safe_int(payload.get("g"))
@@ -186,7 +197,7 @@ def parse_handle(s: object) -> ProcessHandle | None:
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
             return None
-        return ProcessHandle(hid, boot.strip(_JS_TRIM), pid, pgid, ticks)
+        return ProcessHandle(hid, boot, pid, pgid, ticks)
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):
         return None
 

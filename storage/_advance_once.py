@@ -92,8 +92,8 @@ def advance_read(
                 "to_status": step.dest,
                 "version": version,
             }
-            unknown = sorted(set(change.event_fields) - ATTEMPT_EVENT_FIELDS)
-            if unknown:
+            if not ATTEMPT_EVENT_FIELDS.issuperset(change.event_fields):
+                unknown = sorted(set(change.event_fields) - ATTEMPT_EVENT_FIELDS)
                 raise InvalidField(
                     f"attempt event fields {unknown} are not edge fields; use some of "
                     f"{sorted(ATTEMPT_EVENT_FIELDS)}"

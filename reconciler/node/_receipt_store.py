@@ -20,7 +20,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
@@ -74,6 +74,9 @@ from reconciler.node._receipt_layout import temp_path as temp_path
 from reconciler.node._receipt_layout import validate_receipt_root as validate_receipt_root
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
 from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
+
+# The Attempt lock's probe, once imported (``FileReceiptStore.lock_state``).
+_LOCK_PROBE: dict[str, Callable[[str, str], str]] = {}
 
 
 class FileReceiptStore:
@@ -323,9 +326,12 @@ class FileReceiptStore:
 
     def lock_state(self, attempt_id: str) -> str:
         """The Attempt lock at its exact path (D-17): ``_attempt_lock.probe_lock``."""
-        from reconciler.node._attempt_lock import probe_lock
+        probe = _LOCK_PROBE.get("probe_lock")
+        if probe is None:  # imported on first use, then kept: it is asked per candidate
+            from reconciler.node._attempt_lock import probe_lock
 
-        return probe_lock(self.root, attempt_id)
+            probe = _LOCK_PROBE["probe_lock"] = probe_lock
+        return probe(self.root, attempt_id)
 
     def remove_lock(self, attempt_id: str) -> bool:
         """Unlink the Attempt's lock file unless it is held (D-17): ``_attempt_lock``."""

@@ -191,8 +191,12 @@ def parse_handle(s: object) -> ProcessHandle | None:
         boot = boot.strip(_JS_TRIM)
         if _BOOT_ID.fullmatch(boot) is None:
             return None
-        pid = _js_positive_safe_int(payload.get("p"))
-        pgid = _js_positive_safe_int(payload.get("g"))
+        pid, pgid = payload.get("p"), payload.get("g")
+        # A plain int in range as written (a bool is not one): no conversion to look at.
+        if type(pid) is not int or not 1 <= pid <= MAX_SAFE_INTEGER:
+            pid = _js_positive_safe_int(pid)
+        if type(pgid) is not int or not 1 <= pgid <= MAX_SAFE_INTEGER:
+            pgid = _js_positive_safe_int(pgid)
         if pid is None or pgid is None:
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:

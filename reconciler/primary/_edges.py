@@ -141,10 +141,16 @@ class Given(NamedTuple):
 
 def at_or_after(now_ms: int, run: RunRow, attempt: AttemptRow | None, *floor: int) -> int:
     """QingLong's ``atOrAfter``: never earlier than any created/started time (spec 01)."""
-    times = [now_ms, run.created_at_ms, run.started_at_ms or 0, *floor]
-    if attempt is not None:
-        times += [attempt.created_at_ms, attempt.started_at_ms or 0]
-    return max(times)
+    if attempt is None:
+        return max(now_ms, run.created_at_ms, run.started_at_ms or 0, *floor)
+    return max(
+        now_ms,
+        run.created_at_ms,
+        run.started_at_ms or 0,
+        attempt.created_at_ms,
+        attempt.started_at_ms or 0,
+        *floor,
+    )
 
 
 def expect_for(run: RunRow, attempt: AttemptRow | None) -> Expect:

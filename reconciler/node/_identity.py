@@ -157,6 +157,13 @@ def parse_handle(s: object) -> ProcessHandle | None:
     as a number by :func:`inspect_handle`). The writer (:func:`format_handle`) keeps the canonical
     form.
     """
+    fields = _handle_fields(s)
+    return None if fields is None else ProcessHandle(*fields)
+
+
+def _handle_fields(s: object) -> tuple[str, str, int, int, str] | None:
+    """:func:`parse_handle`'s fields (id, boot id, pid, process group, start ticks), or None:
+    what the probe reads of a handle, without a record it would throw away."""
     try:
         if not isinstance(s, str) or not s.startswith(HANDLE_PREFIX):
             return None
@@ -201,7 +208,7 @@ def parse_handle(s: object) -> ProcessHandle | None:
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
             return None
-        return ProcessHandle(hid, boot, pid, pgid, ticks)
+        return hid, boot, pid, pgid, ticks
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):
         return None
 
@@ -392,14 +399,14 @@ def inspect_handle(
     handle_text: object, provider: ProcessProvider, *, platform: str = sys.platform
 ) -> Evidence:
     """The three-valued answer of spec 03 "Inspection" for a stored handle."""
-    handle = parse_handle(handle_text)
+    handle = _handle_fields(handle_text)
     if handle is None:  # checked first, as the real inspector does, before any I/O
         return Evidence("unknown", "invalid_handle")
-    pid = handle.pid
+    _, boot, pid, pgid, ticks = handle
     if not platform.startswith("linux"):
         return Evidence("unknown", "unsupported_platform", pid)
     try:
-        if provider.boot_id() != handle.boot_id:
+        if provider.boot_id() != boot:
             return Evidence("not_running", "boot_id_differs", pid)
         text = provider.read_stat(pid)
         if text is None:
@@ -409,11 +416,11 @@ def inspect_handle(
         return Evidence("unknown", "provider_unavailable", pid)
     if snapshot is None:
         return Evidence("unknown", "provider_unavailable", pid)
-    if snapshot.pgrp != handle.pgid:
+    if snapshot.pgrp != pgid:
         return Evidence("not_running", "process_group_differs", pid)
     # Compared as numbers: spec 03 allows leading zeros in the handle (`"0123"`), /proc writes
     # none (`123`); as strings a live process would read `not_running` and be marked lost.
-    if int(snapshot.start_ticks) != int(handle.start_ticks):
+    if int(snapshot.start_ticks) != int(ticks):
         return Evidence("not_running", "start_ticks_differ", pid)
     if snapshot.state in _DEAD_STATES:
         return Evidence("not_running", "zombie_or_dead", pid)

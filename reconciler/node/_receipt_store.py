@@ -75,6 +75,8 @@ from reconciler.node._receipt_layout import validate_receipt_root as validate_re
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
 from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
 
+# "No receipt": a value without fields, one for every read that finds none.
+_MISSING = Missing()
 # The Attempt lock's probe, once imported (``FileReceiptStore.lock_state``).
 _LOCK_PROBE: dict[str, Callable[[str, str], str]] = {}
 
@@ -119,7 +121,7 @@ class FileReceiptStore:
         try:
             return os.open(shard, _OPEN_DIR, dir_fd=root_fd)
         except FileNotFoundError:
-            return Missing()  # a missing shard: nothing was ever published here
+            return _MISSING  # a missing shard: nothing was ever published here
         except OSError as error:
             if not _not_a_dir(error):
                 raise
@@ -135,7 +137,7 @@ class FileReceiptStore:
             try:
                 fd = os.open(receipt_name(attempt_id), _OPEN_RECEIPT, dir_fd=shard)
             except FileNotFoundError:
-                return Missing()
+                return _MISSING
             except OSError as error:
                 if error.errno == errno.ELOOP:
                     return Invalid("symlink")

@@ -267,6 +267,10 @@ class DecisionEngine:
         # (event, state, facts) -> [the case taken, the Need it leads to (None: a decision),
         # and the last decision concluded from it: (conclude, path), decision].
         self._chosen: dict[tuple[str, str, object], list[Any]] = {}
+        # (id of a core's state, evidence, the fields observed) -> (that state, the state of
+        # the core that observation made): DecisionCore.observe answers an observation already
+        # made on the very same state without checking, evolving and choosing again.
+        self._hops: dict[tuple[int, str, tuple[tuple[str, object], ...]], tuple[Any, ...]] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -302,6 +306,7 @@ class DecisionEngine:
     def forget(self) -> None:
         """Empty the memo of choices."""
         self._chosen.clear()
+        self._hops.clear()
 
     def start(self, facts: F, conclude: Conclude[F, D]) -> DecisionCore[F, D]:
         """A core in the initial state over ``facts`` (what is known before any evidence),
@@ -425,10 +430,25 @@ class DecisionCore(Generic[F, D]):
         """A new core with what gathering ``evidence`` showed: only the evidence asked for,
         only the fields it fills, one step on (or this core, when the table says that value
         leaves the evidence unobserved: it is asked for again)."""
-        engine, facts, _, state, path, taken, asked = self._s
-        table = engine.table
+        here = self._s
+        engine = here[0]
+        # The same observation on the same core state (the next candidate of the same shape,
+        # every one of them started on one state): its fields were checked, its facts evolved
+        # and its step taken when it was first made; the new core shares that step's state.
+        hop_key: tuple[int, str, tuple[tuple[str, object], ...]] | None
+        hop_key = (id(here), evidence, tuple(fields.items()))
+        try:
+            hop = engine._hops.get(hop_key)
+        except TypeError:  # a value that cannot be a memo key: observed the long way
+            hop, hop_key = None, None
+        if hop is not None and hop[0] is here:
+            new = object.__new__(type(self))
+            object.__setattr__(new, "_s", hop[1])
+            return new
+        _, facts, _, state, path, taken, asked = here
         if taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(table.name, state, evidence)
+            raise IllegalTransition(engine.table.name, state, evidence)
+        table = engine.table
         allowed = table.observes[evidence]
         if not allowed.issuperset(fields):
             unknown = sorted(set(fields) - allowed)
@@ -440,11 +460,15 @@ class DecisionCore(Generic[F, D]):
         again = table.ask_again.get(evidence)
         if again is not None and fields.get(again[0], again[1]) == again[1]:
             return self
-        facts = engine.evolve(facts, fields)
-        entry = engine._chosen.get((DECIDE, evidence, facts)) or engine._entry(
-            DECIDE, evidence, facts
+        observed = engine.evolve(facts, fields)
+        entry = engine._chosen.get((DECIDE, evidence, observed)) or engine._entry(
+            DECIDE, evidence, observed
         )
-        return self._step(facts, entry, path)
+        stepped = self._step(observed, entry, path)
+        if hop_key is not None and len(engine._hops) < engine._memo_max and not LISTENERS:
+            # The state is kept in the value, so its id stays its own while the entry lives.
+            engine._hops[hop_key] = (here, stepped._s)
+        return stepped
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the

@@ -35,6 +35,8 @@ from ._errors import Conflict, InvalidField, NotFound
 from ._row_statements import RowStatements
 from ._rows import AttemptRow, RunRow
 
+_UNSET: Mapping[str, object] = {}  # an Attempt no edge of the change set moved yet (read only)
+
 
 def advance_read(
     repo: RowStatements,
@@ -51,8 +53,8 @@ def advance_read(
 ) -> Advanced:
     """Apply ``changes`` to ``run`` and ``attempts`` as read in this transaction (``c``)."""
     _check_actor(actor)
-    run = check_read(run, attempts, run_id, expected_version, expect)
     by_id = {a.id: a for a in attempts}
+    run = _check_read(run, by_id, run_id, expected_version, expect)
     status, version, sequence = run.status, run.version, run.event_sequence
     run_sets: dict[str, object] = {}
     moved: dict[str, tuple[str, dict[str, object]]] = {}  # attempt id -> (status, sets)
@@ -69,7 +71,8 @@ def advance_read(
             if status in RUN_TERMINAL:
                 # spec 01: an Attempt may not move once its Run is terminal.
                 raise Conflict("run", run_id, "non-terminal (its attempts are frozen)")
-            now_status, now_sets = moved.get(att.id, (att.status, {}))
+            earlier = moved.get(att.id)  # an edge of this change set moved it already
+            now_status, now_sets = (att.status, _UNSET) if earlier is None else earlier
             step = attempt_machine().plan(now_status, change.trigger, change.evidence)
             sets = dict(change.set)
             _check_fields("attempt", step.dest, sets, _ATTEMPT_SETTABLE)
@@ -85,15 +88,15 @@ def advance_read(
                     "callback_sequence is set only on a terminal attempt and must be "
                     f"the stored sequence + 1 ({att.callback_sequence + 1})"
                 )
-            moved[att.id] = (step.dest, {**now_sets, **sets})
+            moved[att.id] = (step.dest, {**now_sets, **sets} if now_sets else sets)
             payload: dict[str, object] = {
                 "attempt_id": att.id,
                 "from_status": step.source,
                 "to_status": step.dest,
                 "version": version,
             }
-            unknown = sorted(set(change.event_fields) - ATTEMPT_EVENT_FIELDS)
-            if unknown:
+            if not ATTEMPT_EVENT_FIELDS.issuperset(change.event_fields):
+                unknown = sorted(set(change.event_fields) - ATTEMPT_EVENT_FIELDS)
                 raise InvalidField(
                     f"attempt event fields {unknown} are not edge fields; use some of "
                     f"{sorted(ATTEMPT_EVENT_FIELDS)}"
@@ -147,13 +150,22 @@ def check_read(
 ) -> RunRow:
     """The re-read rows still hold what the decision used: the same checks, in the same order
     and with the same errors, as :meth:`Repository.advance_in` makes on its own re-read."""
+    return _check_read(run, {a.id: a for a in attempts}, run_id, expected_version, expect)
+
+
+def _check_read(
+    run: RunRow | None,
+    by_id: Mapping[str, AttemptRow],
+    run_id: str,
+    expected_version: int,
+    expect: Expect | None,
+) -> RunRow:
     if run is None:
         raise NotFound("run", run_id)
     if run.version != expected_version:
         raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
     if expect is not None:
         _check_expected("run", run_id, run, expect.run)
-        by_id = {a.id: a for a in attempts}
         for expected_id, fields in expect.attempts.items():
             if expected_id not in by_id:
                 raise NotFound("attempt", expected_id)

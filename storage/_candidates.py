@@ -73,6 +73,14 @@ def primary_candidates(
 
 
 def _candidate(r: sqlite3.Row) -> PrimaryCandidate:
+    run_id, status, version, active = r
+    if (
+        type(run_id) is str
+        and type(status) is str
+        and type(version) is int
+        and type(active) is int
+    ):
+        return PrimaryCandidate(run_id, status, version, active)  # a row as the schema says
     try:
         return PrimaryCandidate(
             text(r[0], "Runs.id"),
@@ -177,8 +185,9 @@ _JOURNAL_COLUMNS = (
 _RUN_WITH_ATTEMPTS: dict[str, Any] = {}
 
 
-def _statement() -> tuple[str, int, int]:
-    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS
+def _statement() -> tuple[str, int, int, Any, Any, Any]:
+    from ._journal import JournalRow
+    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
 
     run_cols = [c.strip() for c in RUN_COLUMNS.split(",")]
     att_cols = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
@@ -193,7 +202,7 @@ def _statement() -> tuple[str, int, int]:
         'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '
         "WHERE r.id = ? ORDER BY a.attempt"
     )
-    return sql, len(run_cols), len(run_cols) + len(att_cols)
+    return sql, len(run_cols), len(run_cols) + len(att_cols), RunRow, AttemptRow, JournalRow
 
 
 def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any], Any]:
@@ -203,12 +212,10 @@ def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[
     The ADR-0068 pass reads a candidate this way once before its decision and once inside its
     write transaction. (The journal is written only by the launcher, before its spawn, and by
     a reconciler: reading it with the Run is reading it before the receipt, as it stands.)"""
-    from ._journal import JournalRow
-    from ._rows import AttemptRow, RunRow
-
     if not _RUN_WITH_ATTEMPTS:
         _RUN_WITH_ATTEMPTS["sql"] = _statement()
-    sql, n, m = _RUN_WITH_ATTEMPTS["sql"]  # built once, on first use
+    # Built (and its row classes imported) once, on first use: not per call.
+    sql, n, m, RunRow, AttemptRow, JournalRow = _RUN_WITH_ATTEMPTS["sql"]
     cursor = conn.execute(sql, (run_id,))
     cursor.row_factory = None  # plain tuples: the columns are taken by position below
     rows = cursor.fetchall()

@@ -143,23 +143,30 @@ def _check_actor(actor: Actor) -> None:
 def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[Any]]:
     """`col = ?` assignments and their parameters; status first, then columns sorted (the
     column names come from the allow-lists above, never from input)."""
-    order = sorted(columns, key=lambda c: (c != "status", c))
+    order = sorted(columns)
+    if "status" in columns:
+        order.remove("status")
+        order.insert(0, "status")
     return [f"{c} = ?" for c in order], [columns[c] for c in order]
+
+
+_UNREAD = object()  # what a row has not for a field it does not read
 
 
 def _check_expected(what: str, ident: str, row: object, fields: Mapping[str, object]) -> None:
     for name, value in fields.items():
-        if not hasattr(row, name):
+        now = getattr(row, name, _UNREAD)
+        if now is _UNREAD:
             raise InvalidField(f"cannot expect {what} field {name!r}: qlfsm does not read it")
-        if getattr(row, name) != value:
-            raise Conflict(what, ident, f"{name}={value!r} (now {getattr(row, name)!r})")
+        if now != value:
+            raise Conflict(what, ident, f"{name}={value!r} (now {now!r})")
 
 
 def _check_fields(
     what: str, dest: str, sets: Mapping[str, object], allowed: frozenset[str]
 ) -> None:
-    unknown = sorted(set(sets) - allowed)
-    if unknown:
+    if not allowed.issuperset(sets):
+        unknown = sorted(set(sets) - allowed)
         raise InvalidField(f"{what} columns {unknown} cannot be set along an edge")
     if ("error_code" in sets or "error_summary" in sets) and dest not in _ERROR_TARGETS:
         raise InvalidField(f"error fields are only set on {sorted(_ERROR_TARGETS)}, not {dest}")

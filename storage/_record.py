@@ -133,7 +133,8 @@ def _build(cls: C, frozen: bool, slots: bool) -> C:
                 if len(args) == count and not kwargs
                 else _bind(type(self), names, defaults, args, kwargs)
             )
-            for name, value in zip(names, values, strict=True):
+            # As many values as names: the length is checked above or bound by _bind.
+            for name, value in zip(names, values):  # noqa: B905
                 _set(self, name, value)
 
     else:
@@ -144,7 +145,7 @@ def _build(cls: C, frozen: bool, slots: bool) -> C:
                 if len(args) == count and not kwargs
                 else _bind(type(self), names, defaults, args, kwargs)
             )
-            self.__dict__.update(zip(names, values, strict=True))
+            self.__dict__.update(zip(names, values))  # noqa: B905 - as above
 
     def __eq__(self: object, other: object) -> bool:
         if other.__class__ is self.__class__:

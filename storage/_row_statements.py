@@ -109,7 +109,8 @@ class RowStatements:
                     actor.type,
                     actor.id,
                     attempt_id,
-                    _PAYLOAD_JSON(dict(payload)),
+                    # A Mapping that is not a dict is copied: the encoder takes dicts only.
+                    _PAYLOAD_JSON(payload if type(payload) is dict else dict(payload)),
                     at_ms,
                 ),
             )

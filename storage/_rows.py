@@ -99,8 +99,8 @@ class EventRow:
 def uuid7() -> str:
     """A UUIDv7 (time-ordered), the identifier shape QingLong uses."""
     ms = int(time.time() * 1000) & ((1 << 48) - 1)
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64
-    value |= (0b10 << 62) | (rand & ((1 << 62) - 1))
-    h = f"{value:032x}"
+    r = os.urandom(10)
+    # 48 bits of milliseconds, version 7 over 12 random bits, variant 0b10 over 62 random bits.
+    marked = bytes((0x70 | r[0] & 0x0F, r[1], 0x80 | r[2] & 0x3F))
+    h = (ms.to_bytes(6, "big") + marked + r[3:]).hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -133,6 +133,12 @@ def _reject_constant(name: str) -> object:
     raise ValueError(name)  # NaN / Infinity are not JSON (JSON.parse refuses them)
 
 
+# One decoder for every handle (json.loads with an option builds one per call), and
+# base64url's two letters as base64's (what base64.urlsafe_b64decode translates).
+_HANDLE_PAYLOAD = json.JSONDecoder(parse_constant=_reject_constant).decode
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _js_positive_safe_int(value: object) -> int | None:
     """`value` as the int JavaScript's `typeof value === 'number'` plus Number.isSafeInteger and
     `>= 1` accept (`5.0`, `5e0` are the number 5 there), else None."""
@@ -151,6 +157,13 @@ def parse_handle(s: object) -> ProcessHandle | None:
     as a number by :func:`inspect_handle`). The writer (:func:`format_handle`) keeps the canonical
     form.
     """
+    fields = _handle_fields(s)
+    return None if fields is None else ProcessHandle(*fields)
+
+
+def _handle_fields(s: object) -> tuple[str, str, int, int, str] | None:
+    """:func:`parse_handle`'s fields (id, boot id, pid, process group, start ticks), or None:
+    what the probe reads of a handle, without a record it would throw away."""
     try:
         if not isinstance(s, str) or not s.startswith(HANDLE_PREFIX):
             return None
@@ -164,9 +177,11 @@ def parse_handle(s: object) -> ProcessHandle | None:
         # is dropped, unused low bits are ignored. binascii (not strict) ignores the bits too.
         if len(encoded) % 4 == 1:
             encoded = encoded[:-1]
-        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        # ASCII by the pattern above: base64.urlsafe_b64decode, without its generic checks.
+        padded = (encoded + "=" * (-len(encoded) % 4)).encode("ascii")
+        raw = binascii.a2b_base64(padded.translate(_FROM_URLSAFE))
         # Buffer.toString('utf8') replaces invalid sequences with U+FFFD, it does not refuse.
-        payload = json.loads(raw.decode("utf-8", errors="replace"), parse_constant=_reject_constant)
+        payload = _HANDLE_PAYLOAD(raw.decode("utf-8", errors="replace"))
         if not isinstance(payload, dict):
             return None
         version, hid, boot = payload.get("v"), payload.get("h"), payload.get("b")
@@ -178,15 +193,22 @@ def parse_handle(s: object) -> ProcessHandle | None:
         # JavaScript's `length`: UTF-16 code units (a lone surrogate, from a JSON escape, is one).
         if len(hid.encode("utf-16-le", "surrogatepass")) // 2 > MAX_HANDLE_ID_UNITS:
             return None
-        if not isinstance(boot, str) or _BOOT_ID.fullmatch(boot.strip(_JS_TRIM)) is None:
+        if not isinstance(boot, str):
             return None
-        pid = _js_positive_safe_int(payload.get("p"))
-        pgid = _js_positive_safe_int(payload.get("g"))
+        boot = boot.strip(_JS_TRIM)
+        if _BOOT_ID.fullmatch(boot) is None:
+            return None
+        pid, pgid = payload.get("p"), payload.get("g")
+        # A plain int in range as written (a bool is not one): no conversion to look at.
+        if type(pid) is not int or not 1 <= pid <= MAX_SAFE_INTEGER:
+            pid = _js_positive_safe_int(pid)
+        if type(pgid) is not int or not 1 <= pgid <= MAX_SAFE_INTEGER:
+            pgid = _js_positive_safe_int(pgid)
         if pid is None or pgid is None:
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
             return None
-        return ProcessHandle(hid, boot.strip(_JS_TRIM), pid, pgid, ticks)
+        return hid, boot, pid, pgid, ticks
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeError, RecursionError):
         return None
 
@@ -377,14 +399,14 @@ def inspect_handle(
     handle_text: object, provider: ProcessProvider, *, platform: str = sys.platform
 ) -> Evidence:
     """The three-valued answer of spec 03 "Inspection" for a stored handle."""
-    handle = parse_handle(handle_text)
+    handle = _handle_fields(handle_text)
     if handle is None:  # checked first, as the real inspector does, before any I/O
         return Evidence("unknown", "invalid_handle")
-    pid = handle.pid
+    _, boot, pid, pgid, ticks = handle
     if not platform.startswith("linux"):
         return Evidence("unknown", "unsupported_platform", pid)
     try:
-        if provider.boot_id() != handle.boot_id:
+        if provider.boot_id() != boot:
             return Evidence("not_running", "boot_id_differs", pid)
         text = provider.read_stat(pid)
         if text is None:
@@ -394,11 +416,11 @@ def inspect_handle(
         return Evidence("unknown", "provider_unavailable", pid)
     if snapshot is None:
         return Evidence("unknown", "provider_unavailable", pid)
-    if snapshot.pgrp != handle.pgid:
+    if snapshot.pgrp != pgid:
         return Evidence("not_running", "process_group_differs", pid)
     # Compared as numbers: spec 03 allows leading zeros in the handle (`"0123"`), /proc writes
     # none (`123`); as strings a live process would read `not_running` and be marked lost.
-    if int(snapshot.start_ticks) != int(handle.start_ticks):
+    if int(snapshot.start_ticks) != int(ticks):
         return Evidence("not_running", "start_ticks_differ", pid)
     if snapshot.state in _DEAD_STATES:
         return Evidence("not_running", "zombie_or_dead", pid)

@@ -20,7 +20,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
@@ -75,6 +75,11 @@ from reconciler.node._receipt_layout import validate_receipt_root as validate_re
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
 from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
 
+# "No receipt": a value without fields, one for every read that finds none.
+_MISSING = Missing()
+# The Attempt lock's probe, once imported (``FileReceiptStore.lock_state``).
+_LOCK_PROBE: dict[str, Callable[[str, str], str]] = {}
+
 
 class FileReceiptStore:
     """Receipts as files under `root` (validated at construction, touched only when used)."""
@@ -116,7 +121,7 @@ class FileReceiptStore:
         try:
             return os.open(shard, _OPEN_DIR, dir_fd=root_fd)
         except FileNotFoundError:
-            return Missing()  # a missing shard: nothing was ever published here
+            return _MISSING  # a missing shard: nothing was ever published here
         except OSError as error:
             if not _not_a_dir(error):
                 raise
@@ -132,7 +137,7 @@ class FileReceiptStore:
             try:
                 fd = os.open(receipt_name(attempt_id), _OPEN_RECEIPT, dir_fd=shard)
             except FileNotFoundError:
-                return Missing()
+                return _MISSING
             except OSError as error:
                 if error.errno == errno.ELOOP:
                     return Invalid("symlink")
@@ -323,9 +328,12 @@ class FileReceiptStore:
 
     def lock_state(self, attempt_id: str) -> str:
         """The Attempt lock at its exact path (D-17): ``_attempt_lock.probe_lock``."""
-        from reconciler.node._attempt_lock import probe_lock
+        probe = _LOCK_PROBE.get("probe_lock")
+        if probe is None:  # imported on first use, then kept: it is asked per candidate
+            from reconciler.node._attempt_lock import probe_lock
 
-        return probe_lock(self.root, attempt_id)
+            probe = _LOCK_PROBE["probe_lock"] = probe_lock
+        return probe(self.root, attempt_id)
 
     def remove_lock(self, attempt_id: str) -> bool:
         """Unlink the Attempt's lock file unless it is held (D-17): ``_attempt_lock``."""

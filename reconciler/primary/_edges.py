@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fsm import PrimaryDecision, PrimaryFacts
 from reconciler.node import Receipt
@@ -124,12 +125,32 @@ class Plan:
     terminal: str | None = None
 
 
+class Given(NamedTuple):
+    """What every plan builder is given: the Run and latest Attempt decided on, the trusted
+    receipt (a completion), the decision, the facts its edges' guards see (with the re-read
+    inside the transaction), the time and the decision's note."""
+
+    run: RunRow
+    attempt: AttemptRow | None
+    receipt: Receipt | None
+    decision: PrimaryDecision
+    facts: PrimaryFacts
+    now_ms: int
+    note: Note
+
+
 def at_or_after(now_ms: int, run: RunRow, attempt: AttemptRow | None, *floor: int) -> int:
     """QingLong's ``atOrAfter``: never earlier than any created/started time (spec 01)."""
-    times = [now_ms, run.created_at_ms, run.started_at_ms or 0, *floor]
-    if attempt is not None:
-        times += [attempt.created_at_ms, attempt.started_at_ms or 0]
-    return max(times)
+    if attempt is None:
+        return max(now_ms, run.created_at_ms, run.started_at_ms or 0, *floor)
+    return max(
+        now_ms,
+        run.created_at_ms,
+        run.started_at_ms or 0,
+        attempt.created_at_ms,
+        attempt.started_at_ms or 0,
+        *floor,
+    )
 
 
 def expect_for(run: RunRow, attempt: AttemptRow | None) -> Expect:
@@ -140,19 +161,15 @@ def expect_for(run: RunRow, attempt: AttemptRow | None) -> Expect:
         "execution_owner": run.execution_owner,
     }
     if attempt is None:
-        return Expect(run=run_fields)
-    return Expect(
-        run=run_fields,
-        attempts={
-            attempt.id: {
-                "status": attempt.status,
-                "callback_sequence": attempt.callback_sequence,
-                "callback_token_hash": attempt.callback_token_hash,
-                "executor_handle": attempt.executor_handle,
-                "pid": attempt.pid,
-            }
-        },
-    )
+        return Expect(run_fields, {})
+    attempt_fields: dict[str, object] = {
+        "status": attempt.status,
+        "callback_sequence": attempt.callback_sequence,
+        "callback_token_hash": attempt.callback_token_hash,
+        "executor_handle": attempt.executor_handle,
+        "pid": attempt.pid,
+    }
+    return Expect(run_fields, {attempt.id: attempt_fields})
 
 
 def decision_payload(decision: PrimaryDecision) -> Note:
@@ -180,28 +197,20 @@ def decision_payload(decision: PrimaryDecision) -> Note:
     }
 
 
-def completion(
-    run: RunRow,
-    attempt: AttemptRow | None,
-    receipt: Receipt | None,
-    decision: PrimaryDecision,
-    facts: PrimaryFacts,
-    now_ms: int,
-    note: Note | None = None,
-) -> Plan:
+def completion(given: Given) -> Plan:
     """Row 5: Attempt and Run to the receipt's terminal status, Attempt event first.
 
     D-3: an Attempt still `claimed`/`starting` goes claimed -> starting -> running and a Run
     still `dispatching` goes to `running` first, each edge its own event, all in this one
     transaction (QingLong writes the direct, ADR-0001-illegal edge).
     """
+    run, attempt, receipt, decision, facts, now_ms, note = given
     assert attempt is not None and receipt is not None
     at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
     # spec 04 "Terminal mapping": the decision's terminal and its trigger (fsm.receipt_terminal).
     terminal, trigger = decision.terminal, decision.trigger
     assert terminal is not None and trigger is not None
     effect = EFFECTS["complete"]
-    note = note or {}
     base = f"{effect.dedupe}{attempt.id}:{receipt.callback_sequence}"
     chain = {"evidence": effect.evidence, **note}
     changes: list[Change] = []
@@ -280,24 +289,16 @@ def receipt_start(receipt: Receipt, attempt: AttemptRow) -> int:
     return max(receipt.started_at_ms, attempt.created_at_ms)
 
 
-def lose_attempt(
-    run: RunRow,
-    attempt: AttemptRow | None,
-    receipt: Receipt | None,
-    decision: PrimaryDecision,
-    facts: PrimaryFacts,
-    now_ms: int,
-    note: Note | None = None,
-) -> Plan:
+def lose_attempt(given: Given) -> Plan:
     """Rows 4b (``lose_nonlocal_claim``), 7 (``lose_unstarted_claim``) and 13
     (``lose_after_grace``): Attempt and Run to `lost` (the Run gets no finished time: not
     terminal)."""
+    run, attempt, _, decision, facts, now_ms, note = given
     trigger = decision.trigger
     assert attempt is not None and trigger is not None
     effect = EFFECTS["lose"]
     error = effect.errors[trigger]
     code, summary, reason = error.code, error.summary, error.reason
-    note = note or {}
     at = at_or_after(now_ms, run, attempt)
     errors = {"error_code": code, "error_summary": summary}
     changes: tuple[Change, ...] = (
@@ -321,21 +322,13 @@ def lose_attempt(
     return Plan(changes, effect.actor, at, expect_for(run, attempt), "lost")
 
 
-def lose_missing_attempt(
-    run: RunRow,
-    attempt: AttemptRow | None,
-    receipt: Receipt | None,
-    decision: PrimaryDecision,
-    facts: PrimaryFacts,
-    now_ms: int,
-    note: Note | None = None,
-) -> Plan:
+def lose_missing_attempt(given: Given) -> Plan:
     """Row 3: a dispatching Run without any Attempt; one `run.lost` event."""
+    run, _, _, decision, facts, now_ms, note = given
     trigger = decision.trigger
     assert trigger is not None
     effect = EFFECTS["lose_missing_attempt"]
     code, summary = effect.errors[trigger].code, effect.errors[trigger].summary
-    note = note or {}
     change = RunChange(
         trigger,
         facts,
@@ -348,21 +341,14 @@ def lose_missing_attempt(
     )
 
 
-def adopt_running(
-    run: RunRow,
-    attempt: AttemptRow | None,
-    receipt: Receipt | None,
-    decision: PrimaryDecision,
-    facts: PrimaryFacts,
-    now_ms: int,
-    note: Note | None = None,
-) -> Plan | None:
+def adopt_running(given: Given) -> Plan | None:
     """Row 12: `starting -> running` and/or `dispatching -> running`; None when both run."""
+    run, attempt, _, decision, facts, now_ms, note = given
     trigger = decision.trigger
     assert attempt is not None and trigger is not None
     effect = EFFECTS["adopt_running"]
     at = at_or_after(now_ms, run, attempt)
-    evidence = {"evidence": effect.evidence, **(note or {})}
+    evidence = {"evidence": effect.evidence, **note}
     changes: list[Change] = []
     version = run.version
     if attempt.status == "starting":
@@ -398,15 +384,10 @@ def adopt_running(
     return Plan(tuple(changes), effect.actor, at, expect_for(run, attempt), "running")
 
 
-# The plan builder of each write; each takes the Run and latest Attempt decided on, the trusted
-# receipt (a completion), the decision, the facts its edges' guards see (with the re-read
-# inside the transaction), the time and the decision's note.
+# The plan builder of each write (each is given a :class:`Given`).
 TYPE_CHECKING = False  # the builders' type, for the type checker only
 if TYPE_CHECKING:
-    Builder = Callable[
-        [RunRow, AttemptRow | None, Receipt | None, PrimaryDecision, PrimaryFacts, int, Note],
-        Plan | None,
-    ]
+    Builder = Callable[[Given], Plan | None]
 
 
 PLANS: dict[str, Builder] = {

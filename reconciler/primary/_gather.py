@@ -90,6 +90,10 @@ def gather_receipt(ctx: PassContext, cand: Candidate, *, first: bool) -> Candida
     key = "first_receipt" if first else "second_receipt"
     evidence = "read_receipt" if first else "reread_receipt"
     read = ctx.store.read(att.id)
+    if type(read) is Missing and (not first or cand.journal is None):
+        # Nothing at the path, and no journal row that could say it was quarantined (the
+        # usual dead candidate): the end of the checks below, without them.
+        return cand._replace(core=cand.core.observe(evidence, **{key: "missing"}))
     unusable = root_problem(ctx.store, read, att)
     if unusable is not None:
         # Configuration, not a receipt: no quarantine, no journal row, no probe (D-3c).

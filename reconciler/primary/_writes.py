@@ -20,7 +20,14 @@ from fsm import (
     observed_facts,
 )
 from reconciler.node import QuarantineNotDone, directory_at, witness_ms
-from reconciler.primary._edges import EFFECTS, PLANS, decision_payload, expect_for
+from reconciler.primary._edges import (
+    EFFECTS,
+    PLANS,
+    Given,
+    Plan,
+    decision_payload,
+    expect_for,
+)
 from reconciler.primary._state import (
     Candidate,
     Interrupted,
@@ -32,6 +39,7 @@ from reconciler.primary._state import (
 )
 from reconciler.primary._summary import Fingerprint, describe, fingerprint
 from storage import (
+    Advanced,
     AttemptRow,
     Conflict,
     RunRow,
@@ -85,23 +93,35 @@ def write_edge(ctx: PassContext, cand: Candidate, decision: PrimaryDecision) -> 
 
     def work(c: sqlite3.Connection) -> int:
         facts, run_now, attempts = check_again(c, cand, decision)
-        plan = build(run, cand.attempt, cand.receipt, decision, facts, now, note)
+        plan = build(Given(run, cand.attempt, cand.receipt, decision, facts, now, note))
         assert plan is not None
-        done = advance_read(
-            ctx.repo,
-            c,
-            run_now,
-            attempts,
-            run.id,
-            run.version,
-            plan.changes,
-            actor=plan.actor,
-            at_ms=plan.at_ms,
-            expect=plan.expect,
-        )
-        return done.version
+        return advance(ctx, c, run, plan, run_now, attempts).version
 
     return in_transaction(ctx.conn, work)
+
+
+def advance(
+    ctx: PassContext,
+    c: sqlite3.Connection,
+    run: RunRow,
+    plan: Plan,
+    run_now: RunRow | None,
+    attempts: list[AttemptRow],
+) -> Advanced:
+    """The plan on the rows re-read in this transaction (``c``), compare-and-set on the Run
+    as the decision saw it (``run``): ADR-0068 §4."""
+    return advance_read(
+        ctx.repo,
+        c,
+        run_now,
+        attempts,
+        run.id,
+        run.version,
+        plan.changes,
+        actor=plan.actor,
+        at_ms=plan.at_ms,
+        expect=plan.expect,
+    )
 
 
 def check_again(
@@ -165,28 +185,11 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
         decision = after.next()
         assert isinstance(decision, PrimaryDecision)
         if decision.write is not None:
-            plan = PLANS[decision.write](
-                run,
-                att,
-                cand.receipt,
-                decision,
-                decision.facts,
-                ctx.clock.now_ms(),
-                decision_payload(decision),
-            )
+            now, note = ctx.clock.now_ms(), decision_payload(decision)
+            given = Given(run, att, cand.receipt, decision, decision.facts, now, note)
+            plan = PLANS[decision.write](given)
             assert plan is not None
-            advance_read(
-                ctx.repo,
-                c,
-                now_run,
-                attempts,
-                run.id,
-                run.version,
-                plan.changes,
-                actor=plan.actor,
-                at_ms=plan.at_ms,
-                expect=plan.expect,
-            )
+            advance(ctx, c, run, plan, now_run, attempts)
         return after
 
     after = in_transaction(ctx.conn, work)

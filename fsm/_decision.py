@@ -271,6 +271,10 @@ class DecisionEngine:
         # the core that observation made): DecisionCore.observe answers an observation already
         # made on the very same state without checking, evolving and choosing again.
         self._hops: dict[tuple[int, str, tuple[tuple[str, object], ...]], tuple[Any, ...]] = {}
+        # A caller's key (ADR-0068: the page status) -> the start state of its cores: every
+        # core started under one key shares one facts object, so `_hops` answers their
+        # identical observations.
+        self.begun: dict[object, tuple[Any, ...]] = {}
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -304,9 +308,10 @@ class DecisionEngine:
         self._events = dict(machine.events)
 
     def forget(self) -> None:
-        """Empty the memo of choices."""
+        """Empty the memos: choices, observations and start states."""
         self._chosen.clear()
         self._hops.clear()
+        self.begun.clear()
 
     def start(self, facts: F, conclude: Conclude[F, D]) -> DecisionCore[F, D]:
         """A core in the initial state over ``facts`` (what is known before any evidence),

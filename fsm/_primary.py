@@ -232,17 +232,15 @@ class PrimaryCore(_Core):
 
     def __init__(self, page_status: str) -> None:
         engine = primary_engine()
-        begun = _BEGUN.get(page_status)
-        if begun is not None and begun[0] is engine:
+        begun = engine.begun.get(page_status)
+        if begun is not None:
             # The same start for every candidate of this page status: one facts object, so
             # the engine answers their identical observations from its memo (DecisionCore).
             object.__setattr__(self, "_s", begun)
             return
         super().__init__(engine, PrimaryFacts(page_status=page_status), _decision)
-        if len(_BEGUN) < _BEGUN_MAX:
-            _BEGUN[page_status] = self._s
+        if len(engine.begun) < _BEGUN_MAX:  # a page holds two statuses
+            engine.begun[page_status] = self._s
 
 
-# The initial core of each page status (of the current engine); a page holds two statuses.
-_BEGUN: dict[str, tuple[object, ...]] = {}
 _BEGUN_MAX = 16

@@ -22,7 +22,7 @@ import time
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.primary import before_any_candidate
+from reconciler.primary import before_any_candidate, empty_summary
 
 TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
 if TYPE_CHECKING:
@@ -133,8 +133,10 @@ def zero_candidates(*, dry_run: bool) -> dict[str, Any]:
     """The summary of the zero-candidate short-circuit (spec 04 "Before any candidate": safe,
     nothing else looked at); `startup --first-boot --dry-run` predicts it for the database it
     would create."""
-    summary = before_any_candidate([], False)
-    assert summary is not None
+    return _marked(empty_summary(False), dry_run)
+
+
+def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
     if dry_run:
         summary["dry_run"] = True
     return summary
@@ -171,12 +173,11 @@ def primary_pass(
     the database or the start-up lock past the budget (D-20: one line, not a row per
     candidate). When there are candidates, a root that exists but is not a real directory, or
     a missing root beside a launched (`starting`/`running`) Attempt, is also UsageError, raised
-    before anything is written (D-3c). Zero candidates: one SQL statement (for a path; a
-    connection adds the ``PRAGMA database_list`` that names its file), no receipt, no /proc,
-    no sleep, no write (spec 04 "Before any candidate"): the root is looked at with one
-    ``lstat`` only (a root that is not a trustworthy directory is refused whatever the
-    candidates, D-16). A truncated page is the pass's rule: no receipt, no /proc, no sleep,
-    no write either. ``budget`` (a ``storage.LockBudget``, default from
+    before anything is written (D-3c). Zero candidates or a truncated page: one SQL statement
+    (for a path; a connection adds the ``PRAGMA database_list`` that names its file), no
+    receipt, no /proc, no sleep, no write (spec 04 "Before any candidate"): the root is looked
+    at with one ``lstat`` only (a root that is not a trustworthy directory is refused whatever
+    the candidates, D-16). ``budget`` (a ``storage.LockBudget``, default from
     ``$QLFSM_LOCK_BUDGET_S``) bounds the total wait for other processes' write locks and for
     the single-flight start-up lock (``reconciler._flight``, not taken by a dry run);
     `startup` shares one. Each warning of the summary is one ``notify`` line (default stderr,
@@ -264,9 +265,7 @@ def _pass(
     if summary is not None:
         # The pass's own rule (spec 04 "Before any candidate"), applied here before the pass
         # is loaded: no machine, no repository, no receipt, no /proc.
-        if dry_run:
-            summary["dry_run"] = True
-        return summary
+        return _marked(summary, dry_run)
     # There are candidates: now, and only now, pay for the machines and the repository.
     from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
     from reconciler.primary import PrimaryReconciler

@@ -74,12 +74,7 @@ def primary_candidates(
 
 def _candidate(r: sqlite3.Row) -> PrimaryCandidate:
     run_id, status, version, active = r
-    if (
-        type(run_id) is str
-        and type(status) is str
-        and type(version) is int
-        and type(active) is int
-    ):
+    if type(run_id) is str and type(status) is str and type(version) is int and type(active) is int:
         return PrimaryCandidate(run_id, status, version, active)  # a row as the schema says
     try:
         return PrimaryCandidate(

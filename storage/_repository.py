@@ -81,7 +81,7 @@ class Repository(RowStatements):
             return []
         marks = ", ".join("?" * len(run_ids))
         cur = self.conn.execute(
-            f'SELECT id FROM "RunAttempts" WHERE run_id IN ({marks}) AND typeof(id) = \'text\'',
+            f"SELECT id FROM \"RunAttempts\" WHERE run_id IN ({marks}) AND typeof(id) = 'text'",
             run_ids,
         )
         return [r[0] for r in cur]

@@ -267,10 +267,12 @@ def _pass(
         # is loaded: no machine, no repository, no receipt, no /proc.
         return _marked(summary, dry_run)
     # There are candidates: now, and only now, pay for the machines and the repository.
+    from reconciler import _collector
     from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
     from reconciler.primary import PrimaryReconciler
     from storage import check_schema
 
+    _collector.release()  # the modules are loaded: the collector on again (console script)
     clock, provider, probe = ports
     check_schema(conn, path=db)
     pass_ = PrimaryReconciler(

@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     handlers and streams are restored."""
     args = list(sys.argv[1:] if argv is None else argv)
     fail_open = bool(args) and args[0] in FAIL_OPEN
+    if argv is None and args[:1] == ["reconcile"]:
+        # This process is the pass's own: no collector while it loads (reconciler._collector).
+        from reconciler import _collector
+
+        _collector.hold()
     try:
         try:
             _guard.start(in_process=argv is not None)

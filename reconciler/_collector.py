@@ -1,0 +1,40 @@
+"""The cyclic garbage collector while a console-script pass loads its modules.
+
+Loading the ADR-0068 pass (``transitions``, ``fsm``, ``storage``, the pass) allocates tens of
+thousands of objects that live as long as the process: the collector, run every few hundred
+allocations, walks them again and again and finds nothing to free, and it keeps walking them
+in every full collection during the pass. In the 256-candidate pass of
+``benchmarks/bench_primary.py`` that is about 31 M instructions (4.5 %) of work that frees
+nothing.
+
+So a process qlfsm owns (the console script, never a caller's interpreter: ``main(argv)`` run
+in-process does not call :func:`hold`) switches the collector off for the imports and, once
+the pass's modules are loaded, moves everything made so far out of its reach
+(``gc.freeze``) and switches it on again for the candidates: the pass itself runs with the
+collector on, so a long pass cannot pile up cycles. In any other process :func:`release` does
+nothing.
+"""
+
+from __future__ import annotations
+
+import gc
+
+_held = False
+
+
+def hold() -> None:
+    """The collector off until :func:`release` (the console script's own process only)."""
+    global _held
+    if gc.isenabled():
+        gc.disable()
+        _held = True
+
+
+def release() -> None:
+    """The pass's modules are loaded: freeze what exists, the collector on again. Nothing
+    unless :func:`hold` switched it off."""
+    global _held
+    if _held:
+        _held = False
+        gc.freeze()
+        gc.enable()

@@ -7,12 +7,13 @@ in every full collection during the pass. In the 256-candidate pass of
 ``benchmarks/bench_primary.py`` that is about 31 M instructions (4.5 %) of work that frees
 nothing.
 
-So a process qlfsm owns (the console script, never a caller's interpreter: ``main(argv)`` run
-in-process does not call :func:`hold`) switches the collector off for the imports and, once
-the pass's modules are loaded, moves everything made so far out of its reach
-(``gc.freeze``) and switches it on again for the candidates: the pass itself runs with the
-collector on, so a long pass cannot pile up cycles. In any other process :func:`release` does
-nothing.
+So a process qlfsm owns (the console script's `qlfsm reconcile` and `qlfsm startup`, never a
+caller's interpreter: ``main(argv)`` run in-process does not call :func:`hold`) switches the
+collector off for the imports and, once a pass's modules are loaded (the shadow pass's or the
+primary pass's, whichever comes first), moves everything made so far out of its reach
+(``gc.freeze``) and switches it on again for the candidates: every pass runs with the
+collector on, so a long pass cannot pile up cycles. `qlfsm startup` on the same database:
+810 M instructions before, 778 M after. In any other process :func:`release` does nothing.
 """
 
 from __future__ import annotations

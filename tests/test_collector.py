@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,33 +63,47 @@ def test_hold_does_nothing_when_the_collector_is_already_off(collector_restored:
 
 
 @linux_only
-def test_the_console_script_runs_the_pass_with_the_collector_on_and_its_imports_frozen(
-    repo: Repository, db_path: Path, tmp_path: Path
+@pytest.mark.parametrize("command", ["reconcile", "startup"])
+def test_the_console_script_runs_each_pass_with_the_collector_on_and_its_imports_frozen(
+    repo: Repository, db_path: Path, tmp_path: Path, command: str
 ) -> None:
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
     (tmp_path / "r").mkdir()
-    # The process's own command line (argv None), as the console script runs it; the pass's
-    # first candidate sees the collector's state.
+    # The process's own command line (argv None), as the console script runs it. The primary
+    # pass's first candidate, and (startup, with an origin enabled) the shadow pass's start,
+    # see the collector's state.
     code = (
         "import gc, json, sys\n"
         "import reconciler.primary._gather as g\n"
+        "import reconciler.shadow._pass as s\n"
         "seen = []\n"
-        "real = g.read_run\n"
-        "def read_run(ctx, cand):\n"
-        "    seen.append([gc.isenabled(), gc.get_freeze_count() > 0])\n"
-        "    return real(ctx, cand)\n"
-        "g.read_run = read_run\n"
+        "def spy(name, real):\n"
+        "    def call(*args, **kwargs):\n"
+        "        seen.append([name, gc.isenabled(), gc.get_freeze_count() > 0])\n"
+        "        return real(*args, **kwargs)\n"
+        "    return call\n"
+        "g.read_run = spy('primary', g.read_run)\n"
+        "s.run_pass = spy('shadow', s.run_pass)\n"
         "from reconciler.cli._main import main\n"
-        f"sys.argv = ['qlfsm', 'reconcile', '--db', {str(db_path)!r}, '--receipt-root', "
+        f"sys.argv = ['qlfsm', {command!r}, '--db', {str(db_path)!r}, '--receipt-root', "
         f"{str(tmp_path / 'r')!r}, '--profile', 'edge', '--json']\n"
         "rc = main()\n"
         "sys.stderr.write(json.dumps([rc, seen]))\n"
     )
+    env = {**os.environ, "QL3_SHADOW_ORIGINS": "scheduled_node"}
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
     )
-    assert json.loads(out.stderr.strip().splitlines()[-1]) == [0, [[True, True]]], out.stderr
+    rc, seen = json.loads(out.stderr.strip().splitlines()[-1])
+    assert rc == 0, out.stderr
+    shadow = [["shadow", True, True]] if command == "startup" else []
+    assert seen == [*shadow, ["primary", True, True]], out.stderr
 
 
 def test_main_run_in_process_never_touches_the_callers_collector(

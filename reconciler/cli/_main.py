@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers and streams are restored."""
     args = list(sys.argv[1:] if argv is None else argv)
     fail_open = bool(args) and args[0] in FAIL_OPEN
-    if argv is None and args[:1] == ["reconcile"]:
-        # This process is the pass's own: no collector while it loads (reconciler._collector).
+    if argv is None and args[:1] in (["reconcile"], ["startup"]):
+        # This process is the passes' own: no collector while they load (reconciler._collector).
         from reconciler import _collector
 
         _collector.hold()

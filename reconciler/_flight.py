@@ -17,12 +17,12 @@ directory), and what a second pass finds decided meanwhile is read again and nev
 (reconciler.primary._pass, "decided elsewhere").
 
 Light on purpose: the zero-candidate `reconcile` takes this lock, and must import neither
-``typing``, ``argparse`` nor ``json`` (fcntl and errno are built-in modules).
+``typing``, ``argparse`` nor ``json`` (fcntl and errno are built-in modules), nor
+``contextlib`` (4 M instructions, 5 % of that path, for two ``suppress``: plain ``try``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -101,9 +101,11 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         try:
             self._wait(fd)
             # Our pid for the next waiter's message; a lock file we may only read keeps none.
-            with contextlib.suppress(OSError):
+            try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            except OSError:
+                pass
         except BaseException:
             os.close(fd)
             raise
@@ -116,8 +118,10 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         if fd is None:
             return
         _held.discard(self.path)
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - not contextlib.suppress: see the module docstring
             os.ftruncate(fd, 0)  # no pid of a process that no longer holds it
+        except OSError:
+            pass
         os.close(fd)  # releases the lock
 
     def _wait(self, fd: int) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ._errors import BadRow
 
@@ -108,15 +106,22 @@ def lenient_text(raw: bytes) -> str | bytes:
         return BadText(raw)
 
 
-@contextmanager
-def lenient(conn: sqlite3.Connection) -> Iterator[None]:
-    """Decode TEXT leniently for the block (no SQL statement is run)."""
-    before = conn.text_factory
-    conn.text_factory = lenient_text
-    try:
-        yield
-    finally:
-        conn.text_factory = before
+class lenient:  # lower case: used as a function, `with lenient(conn):`
+    """Decode TEXT leniently for the block (no SQL statement is run). A class, not a
+    ``contextlib.contextmanager``: the zero-candidate start-up runs it and must not import
+    ``contextlib`` (benchmarks/README.md "Exceptions")."""
+
+    __slots__ = ("before", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.before = self.conn.text_factory
+        self.conn.text_factory = lenient_text
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.text_factory = self.before
 
 
 def text(value: object, what: str) -> str:

@@ -243,6 +243,28 @@ def test_the_zero_candidate_command_imports_neither_typing_argparse_nor_json(
     )
 
 
+def test_the_zero_candidate_command_loads_neither_signals_enums_nor_contextlib(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # benchmarks/README.md "Exceptions": `signal` (its enums) and `contextlib` were 12 % and
+    # 5 % of the zero-candidate start-up. What the interpreter loaded before qlfsm (an
+    # editable install's import finder loads contextlib) is not counted.
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from reconciler.cli._main import main\n"
+        f"rc = main(['reconcile', '--db', {str(db_path)!r}, '--receipt-root', "
+        f"{str(tmp_path / 'r')!r}, '--json'])\n"
+        "loaded = sorted(m for m in ('enum', 'signal', 'contextlib') if m in sys.modules"
+        " and m not in before)\n"
+        "sys.stderr.write(repr((rc, loaded)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stderr == repr((0, []))
+
+
 def test_a_reconcile_with_candidates_never_imports_the_orderings_coverage_recorder(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:

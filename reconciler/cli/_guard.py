@@ -14,8 +14,12 @@ or stderr that cannot be written (a closed pipe, a full disk, a closed descripto
 - :func:`finish` flushes stdout itself, inside the handler, and decides the exit code.
 
 Kept light: the entry point installs this before it imports anything else of qlfsm's
-(``io``, ``os``, ``signal``, ``sys``; not even ``typing``): what is imported before the handlers
-are installed is a window they do not cover.
+(``io``, ``os``, ``_signal``, ``sys``; not even ``typing``): what is imported before the
+handlers are installed is a window they do not cover. ``_signal`` is the C module that
+``signal`` wraps, with the same functions and constants as plain integers: ``signal`` itself
+imports ``enum`` (and ``functools``, ``collections``, ``operator`` behind it) for its
+``Signals``/``Handlers`` types, 10.9 M instructions, 12 % of the zero-candidate start-up
+(``benchmarks/README.md``, "Exceptions").
 """
 
 from __future__ import annotations
@@ -23,21 +27,29 @@ from __future__ import annotations
 import _thread
 import io
 import os
-import signal
 import sys
 
 from reconciler._escape import clean
 
 TYPE_CHECKING = False  # no `typing` import at run time: see the module docstring
 if TYPE_CHECKING:
+    import signal  # what the type checker knows `_signal` as (typeshed has no stub of it)
     from types import FrameType
     from typing import Any, TextIO
+else:
+    import _signal as signal  # the functions of `signal` without its enums (module docstring)
 
 EXIT_OUTPUT = 4
 # 128 + n, as a shell says. SIGHUP: the terminal or the session that started qlfsm went away
 # (an ssh connection dropped mid-`startup`); it ends the command like SIGTERM.
 EXIT_SIGNAL: dict[int, int] = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
 WATCHED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+# The names the stderr line gives them (`signal.Signals(n).name`, without the enum).
+SIGNAL_NAMES: dict[int, str] = {
+    signal.SIGHUP: "SIGHUP",
+    signal.SIGINT: "SIGINT",
+    signal.SIGTERM: "SIGTERM",
+}
 
 
 class Terminated(BaseException):
@@ -198,7 +210,7 @@ def start(*, in_process: bool) -> None:
     sys.unraisablehook = _on_unraisable
     for signum in WATCHED:
         previous = signal.getsignal(signum)
-        if previous is signal.SIG_IGN:
+        if previous == signal.SIG_IGN:
             continue  # the caller asked us to ignore it (nohup, a background job): keep that
         st.handlers[signum] = previous
         signal.signal(signum, _on_signal)
@@ -231,7 +243,7 @@ def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
     else:
         signum = signal.SIGINT
     _STATE.signum = signum
-    name = signal.Signals(signum).name
+    name = SIGNAL_NAMES[signum]
     if fail_open:
         say(
             f"qlfsm: shadow interrupted ({name}): the pass stopped, each change whole or not at "

@@ -23,6 +23,7 @@ table cost that pass 23 M instructions before its first candidate, 7 % of its wh
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -348,10 +349,10 @@ def _legacy_row(row: str) -> Callable[[object], bool]:
 
 def _first_match_is(facts: object, name: str) -> bool:
     # The row whose guard is ``name`` is the first of ADR-0448's table that matches ``facts``.
-    # Only legacy facts can match, so the legacy table is loaded only for them.
-    from ._legacy_facts import LegacyFacts
-
-    if not isinstance(facts, LegacyFacts):
+    # Only legacy facts can match, and none exists before their module is loaded (by whoever
+    # made them): on other evidence nothing of ADR-0448 is imported.
+    made = sys.modules.get("fsm._legacy_facts")
+    if made is None or not isinstance(facts, made.LegacyFacts):
         return False
     from ._legacy import LEGACY_GUARD_ROWS, classify_legacy
 

@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "ATTEMPT_SPEC": "_tables",
     "ATTEMPT_STATES": "_tables",
     "ATTEMPT_TERMINAL": "_tables",
+    "LEGACY_EDGE_TRIGGERS": "_tables",
     "RECEIPT_TRIGGERS": "_tables",
     "RUN_SPEC": "_tables",
     "RUN_STATES": "_tables",
@@ -103,6 +104,7 @@ __all__ = [
     "ATTEMPT_TERMINAL",
     "GUARDS",
     "LEGACY_DECISION_SPEC",
+    "LEGACY_EDGE_TRIGGERS",
     "LEGACY_EVIDENCE",
     "LEGACY_EVIDENCE_FIELDS",
     "LEGACY_GUARD_ROWS",
@@ -229,6 +231,7 @@ if TYPE_CHECKING:
     from ._tables import ATTEMPT_SPEC as ATTEMPT_SPEC
     from ._tables import ATTEMPT_STATES as ATTEMPT_STATES
     from ._tables import ATTEMPT_TERMINAL as ATTEMPT_TERMINAL
+    from ._tables import LEGACY_EDGE_TRIGGERS as LEGACY_EDGE_TRIGGERS
     from ._tables import RECEIPT_TRIGGERS as RECEIPT_TRIGGERS
     from ._tables import RUN_SPEC as RUN_SPEC
     from ._tables import RUN_STATES as RUN_STATES

@@ -8,14 +8,22 @@ machine (``fsm/_primary.py``: which row of spec 04 matches) and as the guards of
 Attempt edges that the decision's write fires (``fsm/_tables.py``). Both see the same observed
 facts, so the commit cannot take an edge the decision did not choose.
 
-The ADR-0448 guards (the legacy_shadow lifecycle's row guards, the legacy steps' guards, and so
-:data:`GUARDS`, every guard by name) are built from ``fsm/_legacy.py`` when first asked for
-(PEP 562): the ADR-0068 pass never uses them, and importing the legacy table cost that pass
-23 M instructions before its first candidate, 7 % of its whole fixed cost.
+Five ADR-0448 row guards also guard the Run and Attempt edges the legacy shadow's writes fire
+(``RUN_LEGACY_EDGES``, ``ATTEMPT_LEGACY_EDGES`` in ``fsm/_tables.py``): those are plain
+functions here (:data:`LEGACY_EDGE_GUARDS`), so that building the Run and Attempt machines finds
+them by name without loading the legacy table; each loads it only when it is evaluated, which
+only a legacy write's edge does. The legacy_shadow lifecycle uses the same five functions: one
+name, one predicate.
+
+The other ADR-0448 guards (the rest of the legacy_shadow lifecycle's row guards, the legacy
+steps' guards, and so :data:`GUARDS`, every guard by name) are built from ``fsm/_legacy.py``
+when first asked for (PEP 562): the ADR-0068 pass never uses them, and importing the legacy
+table cost that pass 23 M instructions before its first candidate, 7 % of its whole fixed cost.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -336,6 +344,53 @@ def _legacy_row(row: str) -> Callable[[object], bool]:
     return guard
 
 
+# --- spec 05 rows 2, 6, 7, 9, 10: the legacy writes' Run and Attempt edges -----------------
+
+
+def _first_match_is(facts: object, name: str) -> bool:
+    # The row whose guard is ``name`` is the first of ADR-0448's table that matches ``facts``.
+    # Only legacy facts can match, and none exists before their module is loaded (by whoever
+    # made them): on other evidence nothing of ADR-0448 is imported.
+    made = sys.modules.get("fsm._legacy_facts")
+    if made is None or not isinstance(facts, made.LegacyFacts):
+        return False
+    from ._legacy import LEGACY_GUARD_ROWS, classify_legacy
+
+    return classify_legacy(facts).row == LEGACY_GUARD_ROWS[name]
+
+
+def unique_terminal_attempt(facts: object) -> bool:
+    return _first_match_is(facts, "unique_terminal_attempt")  # row 2: repair
+
+
+def stopped_with_finished(facts: object) -> bool:
+    return _first_match_is(facts, "stopped_with_finished")  # row 6: cancel
+
+
+def unique_finished_evidence(facts: object) -> bool:
+    return _first_match_is(facts, "unique_finished_evidence")  # row 7: complete
+
+
+def no_spawn_evidence(facts: object) -> bool:
+    return _first_match_is(facts, "no_spawn_evidence")  # row 9: abandon
+
+
+def no_terminal_evidence(facts: object) -> bool:
+    return _first_match_is(facts, "no_terminal_evidence")  # row 10: mark lost
+
+
+LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = {
+    fn.__name__: fn
+    for fn in (
+        unique_terminal_attempt,
+        stopped_with_finished,
+        unique_finished_evidence,
+        no_spawn_evidence,
+        no_terminal_evidence,
+    )
+}
+
+
 PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
     fn.__name__: fn
     for fn in (
@@ -376,9 +431,10 @@ def _build_legacy_guards() -> None:
     from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS
 
     # The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row
-    # 12's guard is the shared one above: an exception is always the first match.
+    # 12's guard is the shared one above: an exception is always the first match. The rows
+    # whose writes fire Run and Attempt edges keep the one function those edges are guarded by.
     row_guards: Mapping[str, Callable[[object], bool]] = {
-        name: _named(name, _legacy_row(row))
+        name: LEGACY_EDGE_GUARDS.get(name) or _named(name, _legacy_row(row))
         for name, row in LEGACY_GUARD_ROWS.items()
         if name != "error_raised"
     }
@@ -403,9 +459,9 @@ def __getattr__(name: str) -> object:
 
 
 def guard_named(name: str) -> Callable[[object], bool] | None:
-    """The guard called ``name`` (:data:`GUARDS`), or None; an ADR-0068 guard is found
-    without building the ADR-0448 ones."""
-    found = PRIMARY_GUARDS.get(name)
+    """The guard called ``name`` (:data:`GUARDS`), or None; an ADR-0068 guard, and a guard of
+    a legacy write's Run or Attempt edge, is found without building the ADR-0448 ones."""
+    found = PRIMARY_GUARDS.get(name) or LEGACY_EDGE_GUARDS.get(name)
     if found is None:
         if "GUARDS" not in globals():
             _build_legacy_guards()
@@ -413,4 +469,11 @@ def guard_named(name: str) -> Callable[[object], bool] | None:
     return found
 
 
-__all__ = ["GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS", "PRIMARY_GUARDS", "PrimaryFacts"]
+__all__ = [
+    "GUARDS",
+    "LEGACY_EDGE_GUARDS",
+    "LEGACY_GUARD_ROWS",
+    "LEGACY_ROW_GUARDS",
+    "PRIMARY_GUARDS",
+    "PrimaryFacts",
+]

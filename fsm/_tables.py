@@ -7,6 +7,9 @@ An :class:`Edge` is one transition of one machine. ``guard is None`` marks a lif
 (ADR-0001's table); a named guard marks a reconciler decision edge whose guard is a pure
 predicate over the evidence (``fsm/_guards.py``).
 
+The legacy shadow's writes fire guarded edges of their own (``RUN_LEGACY_EDGES``,
+``ATTEMPT_LEGACY_EDGES``: ADR-0448 rows 2, 6, 7, 9, 10), guarded by the rows' guard names.
+
 The reconcilers' decision tables are data too, in their own modules: ADR-0068's in
 ``fsm/_primary.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
 ``fsm/_legacy.py``.
@@ -192,12 +195,78 @@ ATTEMPT_RECONCILER_EDGES: tuple[Edge, ...] = (
     Edge("lose_after_grace", "running", "lost", "not_running_after_grace", "ADR-0068 row 13"),
 )
 
+# --- ADR-0448 write edges on Run and Attempt (spec 05 rows 2, 6, 7, 9, 10) -------------------
+# The legacy shadow's writes walk guarded edges too: each is taken only with the facts re-read
+# inside its write transaction, on which its guard (the row's guard on the legacy_shadow
+# lifecycle: "this row is the first that matches", ``fsm/_guards.py``) holds. Each edge is a
+# legal ADR-0001 pair: the sources below are generated from the lifecycle tables.
+
+_RUN_LIFECYCLE_PAIRS = frozenset((e.source, e.dest) for e in RUN_LIFECYCLE_EDGES)
+# Row 1 skips a Run already terminal or lost: no legacy edge leaves one.
+_RUN_LEGACY_SOURCES = tuple(s for s in RUN_STATES if s not in RUN_TERMINAL and s != "lost")
+
+# Row 2 (response-loss repair): the Run takes its latest Attempt's terminal status.
+_REPAIR_TRIGGERS: tuple[tuple[str, str], ...] = (
+    ("succeed_by_repair", "succeeded"),
+    ("fail_by_repair", "failed"),
+    ("cancel_by_repair", "cancelled"),
+    ("time_out_by_repair", "timed_out"),
+    ("lose_by_repair", "lost"),
+)
+# The Run trigger of a row 2 repair to an Attempt's terminal status (rows 9 and 10 commit the
+# Run that way too: their second commit is row 2's repair of the Attempt just committed).
+REPAIR_TRIGGERS: dict[str, str] = {dest: trigger for trigger, dest in _REPAIR_TRIGGERS}
+_ROW_7 = "unique_finished_evidence"
+
+RUN_LEGACY_EDGES: tuple[Edge, ...] = (
+    *(
+        Edge(trigger, source, dest, "unique_terminal_attempt", "ADR-0448 row 2")
+        for trigger, dest in _REPAIR_TRIGGERS
+        for source in _RUN_LEGACY_SOURCES
+        if (source, dest) in _RUN_LIFECYCLE_PAIRS
+    ),
+    *(
+        Edge("cancel_by_instance", source, "cancelled", "stopped_with_finished", "ADR-0448 row 6")
+        for source in _RUN_LEGACY_SOURCES
+        if (source, "cancelled") in _RUN_LIFECYCLE_PAIRS
+    ),
+    # Row 7: the chain QingLong's shadow writer writes, each edge one event.
+    Edge("queue_by_instance", "created", "queued", _ROW_7, "ADR-0448 row 7"),
+    Edge("dispatch_by_instance", "queued", "dispatching", _ROW_7, "ADR-0448 row 7"),
+    Edge("start_by_instance", "dispatching", "running", _ROW_7, "ADR-0448 row 7"),
+    Edge("succeed_by_instance", "running", "succeeded", _ROW_7, "ADR-0448 row 7"),
+    Edge("fail_by_instance", "running", "failed", _ROW_7, "ADR-0448 row 7"),
+)
+
+ATTEMPT_LEGACY_EDGES: tuple[Edge, ...] = (
+    *(
+        Edge("cancel_by_instance", source, "cancelled", "stopped_with_finished", "ADR-0448 row 6")
+        for source in ("claimed", "starting", "running")
+    ),
+    Edge("start_by_instance", "claimed", "starting", _ROW_7, "ADR-0448 row 7"),
+    Edge("run_by_instance", "starting", "running", _ROW_7, "ADR-0448 row 7"),
+    Edge("succeed_by_instance", "running", "succeeded", _ROW_7, "ADR-0448 row 7"),
+    Edge("fail_by_instance", "running", "failed", _ROW_7, "ADR-0448 row 7"),
+    Edge("abandon_acceptance", "claimed", "cancelled", "no_spawn_evidence", "ADR-0448 row 9"),
+    *(
+        Edge("lose_legacy_owner", source, "lost", "no_terminal_evidence", "ADR-0448 row 10")
+        for source in ("claimed", "starting", "running")
+    ),
+)
+
+# (machine, ADR-0448 row, source, dest) -> the trigger of that legacy edge: what the writes fire.
+LEGACY_EDGE_TRIGGERS: dict[tuple[str, str, str, str], str] = {
+    (machine, e.cites.removeprefix("ADR-0448 row "), e.source, e.dest): e.trigger
+    for machine, edges in (("run", RUN_LEGACY_EDGES), ("attempt", ATTEMPT_LEGACY_EDGES))
+    for e in edges
+}
+
 RUN_SPEC = MachineSpec(
     name="run",
     states=RUN_STATES,
     initial="created",
     terminal=RUN_TERMINAL,
-    edges=(*RUN_LIFECYCLE_EDGES, *RUN_RECONCILER_EDGES),
+    edges=(*RUN_LIFECYCLE_EDGES, *RUN_RECONCILER_EDGES, *RUN_LEGACY_EDGES),
 )
 
 ATTEMPT_SPEC = MachineSpec(
@@ -205,5 +274,5 @@ ATTEMPT_SPEC = MachineSpec(
     states=ATTEMPT_STATES,
     initial="claimed",
     terminal=ATTEMPT_TERMINAL,
-    edges=(*ATTEMPT_LIFECYCLE_EDGES, *ATTEMPT_RECONCILER_EDGES),
+    edges=(*ATTEMPT_LIFECYCLE_EDGES, *ATTEMPT_RECONCILER_EDGES, *ATTEMPT_LEGACY_EDGES),
 )

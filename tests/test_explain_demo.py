@@ -21,11 +21,13 @@ from test_primary_support import linux_only, qlfsm
 
 from reconciler.cli._demo import ORIGINS
 
+# The legacy writes' guarded edges (ADR-0448 rows 7 and 6; the Run commit of rows 10 and 9 is
+# row 2's repair edge).
 LEGACY = {
-    "legacy sign-in": ("succeeded", "7", "succeed"),
-    "legacy stopped": ("cancelled", "6", "cancel"),
-    "legacy cron job": ("lost", "10", "mark_lost"),
-    "legacy accepted": ("cancelled", "9", "cancel"),
+    "legacy sign-in": ("succeeded", "7", "succeed_by_instance"),
+    "legacy stopped": ("cancelled", "6", "cancel_by_instance"),
+    "legacy cron job": ("lost", "10", "lose_by_repair"),
+    "legacy accepted": ("cancelled", "9", "cancel_by_repair"),
 }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _support import SYSTEM, T0, Model, attempt_in, run_in
@@ -19,6 +21,7 @@ from fsm import (
     Edge,
     GuardRefused,
     IllegalTransition,
+    LegacyFacts,
     Lifecycle,
     MachineDefinitionError,
     MachineSpec,
@@ -329,7 +332,24 @@ def test_machine_validation_rejects_a_bad_spec_when_the_machine_is_built(
 
 # --- guards ----------------------------------------------------------------------------------
 
-EVIDENCE: dict[str, PrimaryFacts] = {
+# ADR-0448's facts (spec 05): a legacy Run running with one running Attempt, no evidence.
+_LEGACY = LegacyFacts(
+    run_present=True,
+    run_owner="legacy",
+    origin="manual",
+    origin_enabled=True,
+    run_status="running",
+    active_attempts=1,
+    attempt_status="running",
+    selection="none",
+)
+
+
+def _legacy(**changes: Any) -> LegacyFacts:
+    return dataclasses.replace(_LEGACY, **changes)
+
+
+EVIDENCE: dict[str, object] = {
     "trusted_receipt": PrimaryFacts(run_status="running", first_receipt="trusted"),
     "not_running_after_grace": PrimaryFacts(
         run_status="running",
@@ -361,6 +381,19 @@ EVIDENCE: dict[str, PrimaryFacts] = {
         process="running",
         handle_pid_matches=True,
     ),
+    # The legacy writes' edges (ADR-0448 rows 2, 6, 7, 9, 10): facts on which that row is the
+    # first that matches.
+    "unique_terminal_attempt": _legacy(
+        active_attempts=0, attempt_status=None, latest_attempt_status="succeeded"
+    ),
+    "stopped_with_finished": _legacy(
+        selection="matched", matched_status="stopped", matched_finished=True
+    ),
+    "unique_finished_evidence": _legacy(
+        selection="matched", matched_status="succeeded", matched_finished=True
+    ),
+    "no_spawn_evidence": _legacy(run_status="queued", attempt_status="claimed"),
+    "no_terminal_evidence": _LEGACY,
 }
 GUARDED = [
     (kind, e)
@@ -370,7 +403,7 @@ GUARDED = [
 ]
 
 
-def test_every_primary_guard_has_evidence_in_this_file() -> None:
+def test_every_guard_of_a_run_or_attempt_edge_has_evidence_in_this_file() -> None:
     assert {e.guard for _, e in GUARDED} == set(EVIDENCE)
     assert set(EVIDENCE) <= set(GUARDS)
 

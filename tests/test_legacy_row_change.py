@@ -4,13 +4,14 @@ follows the change or refuses it loudly, none keeps doing what the original row 
 The copy sends spec 05 row 9 (a claim never spawned) to row 6's outcome, trigger and write
 (`cancelled`, `cancel`): a change the table's own check accepts. Its consumers are the views
 (the legacy_shadow lifecycle and the drawn decision machine), the decision engine, the shadow
-pass on a real SQLite file, ``qlfsm explain``'s inverse maps and its decision now (the
+pass on a real SQLite file (it decides by the copy; its write, whose Run and Attempt edges are
+still each row's own, refuses), ``qlfsm explain``'s inverse maps and its decision now (the
 pass's own), and the diagram check.
 """
 
 from __future__ import annotations
 
-import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from fsm import (
     ALL_SPECS,
     LEGACY_TABLE,
     DecisionTable,
+    LegacyDecision,
     LegacyFacts,
     Lifecycle,
     MachineDefinitionError,
@@ -32,10 +34,11 @@ from reconciler.cli._diagrams import diagrams_command
 from reconciler.diagrams import PINNED_RENDERER, DiagramsError, find_dot, render
 from reconciler.ops import legacy_now
 from reconciler.ops._explain import LEGACY_ROW_MAPS, legacy_row_maps
-from reconciler.shadow import WRITES, PassPorts, run_pass
+from reconciler.shadow import WRITES, PassHooks, PassPorts, run_pass
 from reconciler.shadow import _pass as shadow_pass
 from reconciler.shadow import _writes as shadow_writes
 from reconciler.shadow._report import Budget
+from storage import LegacyCandidate, Repository
 
 ORIGINS = ("manual", "scheduled_node", "scheduled_system")
 
@@ -113,30 +116,44 @@ def test_the_engine_built_from_the_copy_decides_row_9_by_the_changed_row() -> No
     assert (original.outcome, original.write) == ("abandoned", "abandon")
 
 
-def test_the_shadow_pass_follows_the_copy_and_commits_row_6s_write_for_row_9(
+class Decisions(PassHooks):
+    """What the pass decides for each candidate, read as the pass reads it before deciding."""
+
+    def __init__(self) -> None:
+        self.decided: list[LegacyDecision] = []
+
+    def before_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
+        ctx = shadow_pass.gather(conn, Repository(conn), cand, frozenset(ORIGINS))[1]
+        assert ctx.decision is not None
+        self.decided.append(ctx.decision)
+
+
+def test_the_shadow_pass_follows_the_copy_but_its_write_refuses_row_6s_edges_for_row_9(
     db: LegacyDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The copy changes the decision table only: the Run and Attempt edges a write fires are
+    # still each row's own guarded edges (fsm/_tables.py), and row 9 has no Run edge to
+    # `cancelled` (its Run commit is row 2's repair). The pass decides row 9 by the copy, then
+    # its write refuses loudly: nothing written, the candidate failed (row 12).
     made = db.run(status="queued", attempts=("claimed",))
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
     machine = Lifecycle(views.spec)
     # The pass asks fsm for its engine and the legacy_shadow machine when it decides (and the
-    # machine's row guards ask the engine for the first matching row).
+    # row guards ask the engine for the first matching row).
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
     monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
     monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
-    monkeypatch.setattr(shadow_writes, "legacy_machine", lambda: machine)
+    seen = Decisions()
     outcome = run_pass(
-        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2), ports=PassPorts()
-    )
+        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2),
+        ports=PassPorts(hooks=seen),
+    )  # fmt: skip
+    assert [(d.row, d.outcome, d.write) for d in seen.decided] == [("9", "cancelled", "cancel")]
     counted = {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}
-    assert counted == {"cancelled": 1}
-    assert db.status(made) == ("cancelled", ["cancelled"])
-    rows = db.event_rows(made)
-    # Row 6's effect, from the registry: the shadow writer, its payload key on every event.
-    assert {r["actor_type"] for r in rows} == {WRITES["cancel"].actor.type}
-    assert [r["type"] for r in rows] == ["attempt.cancelled", "run.cancelled"]
-    assert all(json.loads(r["payload"])["legacy_cancel_reason"] == "reconcile" for r in rows)
+    assert counted == {"failed": 1}
+    assert db.status(made) == ("queued", ["claimed"])
+    assert db.event_rows(made) == []
 
 
 def test_explains_decision_now_is_the_shadow_passs_own_and_follows_the_copy_with_it(
@@ -156,12 +173,17 @@ def test_explains_decision_now_is_the_shadow_passs_own_and_follows_the_copy_with
     assert db.status(made) == ("queued", ["claimed"])  # the view reads only
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
     monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
-    monkeypatch.setattr(shadow_writes, "legacy_machine", lambda: machine)
+    # The pass decides what explain says it would, then (the copy's write firing row 6's Run
+    # edge for row 9) its write refuses: the candidate ends failed, nothing written.
+    seen = Decisions()
     outcome = run_pass(
-        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2), ports=PassPorts()
-    )
+        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2),
+        ports=PassPorts(hooks=seen),
+    )  # fmt: skip
+    assert [d.outcome for d in seen.decided] == [now["outcome"]]
     counted = {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}
-    assert counted == {now["outcome"]: 1}
+    assert counted == {"failed": 1}
+    assert db.status(made) == ("queued", ["claimed"])
 
 
 def test_explain_refuses_a_table_in_which_two_rows_make_one_write() -> None:

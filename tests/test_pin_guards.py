@@ -27,6 +27,7 @@ from fsm import (
     attempt_machine,
     run_machine,
 )
+from fsm._guards import LEGACY_EDGE_GUARDS
 
 # Every value each fact can take (None: that step did not happen).
 DOMAIN: dict[str, tuple[Any, ...]] = {
@@ -104,13 +105,23 @@ GUARDED_EDGES = [
     (name, e)
     for name, spec in (("run", RUN_SPEC), ("attempt", ATTEMPT_SPEC))
     for e in spec.edges
-    if e.guard is not None
+    if e.guard is not None and e.cites.startswith("ADR-0068 ")
+]
+# The legacy shadow's write edges (ADR-0448 rows 2, 6, 7, 9, 10): guarded by legacy row guards.
+LEGACY_GUARDED_EDGES = [
+    (name, e)
+    for name, spec in (("run", RUN_SPEC), ("attempt", ATTEMPT_SPEC))
+    for e in spec.edges
+    if e.guard is not None and not e.cites.startswith("ADR-0068 ")
 ]
 
 
 def test_every_primary_guarded_edge_uses_a_guard_pinned_here() -> None:
     assert {e.guard for _, e in GUARDED_EDGES} == set(PRIMARY_GUARDS)
     assert set(PRIMARY_GUARDS) <= set(GUARDS)
+    # Every other guarded Run/Attempt edge is a legacy write's, guarded by its row's guard.
+    assert {e.guard for _, e in LEGACY_GUARDED_EDGES} == set(LEGACY_EDGE_GUARDS)
+    assert all(e.cites.startswith("ADR-0448 row ") for _, e in LEGACY_GUARDED_EDGES)
 
 
 DROP_ONE = [
@@ -186,6 +197,11 @@ def test_a_guarded_edge_is_taken_exactly_when_its_guard_holds(facts: PrimaryFact
         else:
             with pytest.raises(GuardRefused):
                 machine.plan(e.source, e.trigger, facts)
+    # No legacy write's edge is ever taken on the ADR-0068 pass's facts.
+    for machine_name, e in LEGACY_GUARDED_EDGES:
+        machine = run_machine() if machine_name == "run" else attempt_machine()
+        with pytest.raises(GuardRefused):
+            machine.plan(e.source, e.trigger, facts)
 
 
 @pytest.mark.parametrize("evidence", [None, "trusted", {"first_receipt": "trusted"}])

@@ -243,10 +243,15 @@ def test_a_fresh_lifecycle_answers_about_its_own_table(run: Lifecycle) -> None:
         "-> running",
     )
     out = run.edges_from("queued")
-    assert {(e.trigger, e.dest) for e in out} == {
-        ("dispatch", "dispatching"),
-        ("cancel", "cancelled"),
-        ("time_out", "timed_out"),
+    assert {(e.trigger, e.dest, e.guard) for e in out} == {
+        ("dispatch", "dispatching", None),
+        ("cancel", "cancelled", None),
+        ("time_out", "timed_out", None),
+        # The legacy shadow's writes (ADR-0448 rows 2, 6, 7), each along a legal pair.
+        ("cancel_by_repair", "cancelled", "unique_terminal_attempt"),
+        ("time_out_by_repair", "timed_out", "unique_terminal_attempt"),
+        ("cancel_by_instance", "cancelled", "stopped_with_finished"),
+        ("dispatch_by_instance", "dispatching", "unique_finished_evidence"),
     }
     assert all(e.source == "queued" for e in out)
     with pytest.raises(IllegalTransition) as unknown:

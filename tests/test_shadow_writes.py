@@ -12,15 +12,23 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, Made
 
-from fsm import LEGACY_TRIGGERS, LegacyFacts, run_machine
+from fsm import LegacyFacts
 from reconciler.node import FakeClock
 from reconciler.shadow import PassHooks, PassPorts
 from reconciler.shadow import _pass as _shadow_pass
 from reconciler.shadow._pass import PassOutcome, run_pass
 from reconciler.shadow._report import Budget
 from reconciler.shadow._writes import WRITES as WRITE_EFFECTS
-from reconciler.shadow._writes import Guard
-from storage import Conflict, Expect, LegacyCandidate, Repository, RunChange, connect
+from reconciler.shadow._writes import Guard, edge
+from storage import (
+    AttemptChange,
+    Change,
+    Conflict,
+    Expect,
+    LegacyCandidate,
+    Repository,
+    connect,
+)
 
 ORIGINS = ("manual", "scheduled_node", "scheduled_system")
 LOG = "/ql/data/log/job_b/2026-01-01-00-00-00.log"
@@ -261,23 +269,28 @@ def test_a_refused_guard_raises_a_conflict_naming_the_row_and_leaves_the_run_as_
 ) -> None:
     made = mark_lost(db)
     stored = run_row(db, made)
+    attempt = attempt_row(db, made)
     guard = Guard(
         row="10",
-        trigger=LEGACY_TRIGGERS["marked_lost"],
         reread=lambda c: LegacyFacts(run_present=False),  # the Run is gone in the transaction
     )
-    change = RunChange(run_machine().lifecycle_trigger(stored.status, "lost"))
+
+    def build(facts: LegacyFacts) -> list[Change]:
+        trigger = edge("attempt", "10", attempt.status, "lost")
+        return [AttemptChange(attempt.id, trigger, evidence=facts)]
+
     with pytest.raises(Conflict, match="ADR-0448 row 10 was decided on"):
         guard.commit(
             db.repo,
             made.run_id,
             stored.version,
-            [change],
+            build,
             actor=WRITE_EFFECTS["mark_lost"].actor,
             at_ms=T0_MS,
             expect=Expect(),
         )
     assert run_row(db, made).version == stored.version
+    assert attempt_row(db, made).status == attempt.status
     assert db.events(made) == []
 
 

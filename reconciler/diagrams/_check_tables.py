@@ -84,7 +84,7 @@ ADR_0448 = RecordTable(
     decisions={o: o for o in LEGACY_OUTCOMES},  # each outcome its own decision state
     rows=ADR_0448_TABLE,
     steps=ADR_0448_STEPS,
-    lifecycles=("legacy_shadow",),
+    lifecycles=("legacy_shadow", "run", "attempt"),
 )
 
 
@@ -223,5 +223,5 @@ def check_tables(
     adr_0068, adr_0448 = records
     return [
         *compare_table(adr_0068, primary, (run, attempt), codes),
-        *compare_table(adr_0448, legacy, (legacy_shadow,)),
+        *compare_table(adr_0448, legacy, (legacy_shadow, run, attempt)),
     ]

@@ -35,6 +35,76 @@ LEGACY_OUTCOMES: tuple[str, ...] = (
 LEGACY_EVIDENCE_STATES: tuple[str, ...] = ("read_run", "read_attempts", "read_evidence")
 
 
+# The Run and Attempt edges each writing row moves (spec 05's outcome column, ADR-0448 §5, §6),
+# each guarded by the row's own guard: the write is taken only on facts that still make that row
+# the first to match. Every one is a legal ADR-0001 pair; the Run never leaves a state row 1
+# skips (terminal or `lost`).
+
+# Row 2: "Run → the Attempt's status" for each terminal status an Attempt can have, from each
+# Run state with a legal edge to it.
+_ROW_2_EDGES: tuple[EdgeRef, ...] = tuple(
+    EdgeRef("run", source, dest, "unique_terminal_attempt")
+    for source, dest in (
+        ("running", "succeeded"),
+        ("dispatching", "failed"),
+        ("running", "failed"),
+        ("created", "cancelled"),
+        ("queued", "cancelled"),
+        ("dispatching", "cancelled"),
+        ("running", "cancelled"),
+        ("waiting_approval", "cancelled"),
+        ("retry_wait", "cancelled"),
+        ("queued", "timed_out"),
+        ("running", "timed_out"),
+        ("waiting_approval", "timed_out"),
+        ("retry_wait", "timed_out"),
+        ("dispatching", "lost"),
+        ("running", "lost"),
+    )
+)
+# Row 6: "Attempt + Run → `cancelled`", from any active Attempt and any Run state with an edge
+# to `cancelled`.
+_ROW_6_EDGES: tuple[EdgeRef, ...] = (
+    *(
+        EdgeRef("attempt", source, "cancelled", "stopped_with_finished")
+        for source in ("claimed", "starting", "running")
+    ),
+    *(
+        EdgeRef("run", source, "cancelled", "stopped_with_finished")
+        for source in (
+            "created",
+            "queued",
+            "dispatching",
+            "running",
+            "waiting_approval",
+            "retry_wait",
+        )
+    ),
+)
+# Row 7: "Attempt + Run → `succeeded` / `failed`" along the legal chain QingLong's shadow writer
+# writes (Run created → queued → dispatching → running; Attempt claimed → starting → running).
+_ROW_7_EDGES: tuple[EdgeRef, ...] = (
+    EdgeRef("run", "created", "queued", "unique_finished_evidence"),
+    EdgeRef("run", "queued", "dispatching", "unique_finished_evidence"),
+    EdgeRef("run", "dispatching", "running", "unique_finished_evidence"),
+    EdgeRef("run", "running", "succeeded", "unique_finished_evidence"),
+    EdgeRef("run", "running", "failed", "unique_finished_evidence"),
+    EdgeRef("attempt", "claimed", "starting", "unique_finished_evidence"),
+    EdgeRef("attempt", "starting", "running", "unique_finished_evidence"),
+    EdgeRef("attempt", "running", "succeeded", "unique_finished_evidence"),
+    EdgeRef("attempt", "running", "failed", "unique_finished_evidence"),
+)
+# Rows 9 and 10: the Attempt's commit; "then Run → ..." is the second commit, which is row 2's
+# repair of the Attempt just committed (ADR-0448 §6): its edges are row 2's.
+_ROW_9_EDGES: tuple[EdgeRef, ...] = (
+    EdgeRef("attempt", "claimed", "cancelled", "no_spawn_evidence"),
+)
+_ROW_10_EDGES: tuple[EdgeRef, ...] = tuple(
+    EdgeRef("attempt", source, "lost", "no_terminal_evidence")
+    for source in ("claimed", "starting", "running")
+)
+
+
 def _legacy(
     row: str,
     facts: str,
@@ -45,14 +115,18 @@ def _legacy(
     *,
     trigger: str,
     write: str | None = None,
+    moves: tuple[EdgeRef, ...] = (),
+    note: str = "",
 ) -> DecisionRow:
     # ``trigger``: the row's edge on the legacy_shadow lifecycle; ``write``: what the pass
-    # commits for it (spec 05's outcome column; None: "no write").
+    # commits for it (spec 05's outcome column; None: "no write"); ``moves``: the Run and
+    # Attempt edges that write moves.
     return DecisionRow(
         row,
         facts,
         outcome,
-        (EdgeRef("legacy_shadow", "candidate", dest, guard),),
+        (EdgeRef("legacy_shadow", "candidate", dest, guard), *moves),
+        note=note,
         decides=(EdgeRef("legacy_decision", tried_in, dest, guard, write=write, trigger=trigger),),
     )
 
@@ -76,6 +150,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "read_attempts",
         trigger="repair",
         write="repair",
+        moves=_ROW_2_EDGES,
     ),
     _legacy(
         "2b",
@@ -122,6 +197,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "read_evidence",
         trigger="cancel",
         write="cancel",
+        moves=_ROW_6_EDGES,
     ),
     _legacy(
         "7",
@@ -132,6 +208,7 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "read_evidence",
         trigger="complete",
         write="complete",
+        moves=_ROW_7_EDGES,
     ),
     _legacy(
         "8",
@@ -151,6 +228,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "read_evidence",
         trigger="abandon",
         write="abandon",
+        moves=_ROW_9_EDGES,
+        note="the Run's commit is row 2's repair of the Attempt just cancelled (§6)",
     ),
     _legacy(
         "10",
@@ -161,6 +240,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         "read_evidence",
         trigger="mark_lost",
         write="mark_lost",
+        moves=_ROW_10_EDGES,
+        note="the Run's commit is row 2's repair of the Attempt just lost (§6)",
     ),
     _legacy(
         "11",

@@ -13,7 +13,8 @@ Sources:
   of ADR-0068 §2 between the rows.
 - ADR-0448 decision table: spec 05 "Per candidate", rows 1..12 (and the record's §5, §6),
   with each row's edge on the ADR-0448 decision machine over spec 05's evidence order
-  ("Candidates": Run, Attempts, the cron's RunningInstances).
+  ("Candidates": Run, Attempts, the cron's RunningInstances), and the guarded Run and Attempt
+  edges each writing row (2, 6, 7, 9, 10) moves.
 
 Guard names: spec 07 fixes eight (``trusted_receipt``, ``not_running_after_grace``,
 ``unstarted_claim``, ``stopped_with_finished``, ``unique_finished_evidence``,
@@ -95,6 +96,7 @@ RUN_RECORD = MachineRecord(
     edges=(
         *_lifecycle_edges(ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE),
         *_decision_edges("run", ADR_0068_TABLE, ADR_0068_CITE),
+        *_decision_edges("run", ADR_0448_TABLE, ADR_0448_CITE),
     ),
 )
 
@@ -108,6 +110,7 @@ ATTEMPT_RECORD = MachineRecord(
     edges=(
         *_lifecycle_edges(ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE),
         *_decision_edges("attempt", ADR_0068_TABLE, ADR_0068_CITE),
+        *_decision_edges("attempt", ADR_0448_TABLE, ADR_0448_CITE),
     ),
 )
 

@@ -5,13 +5,16 @@ Read-only. Each event that moves a state is one edge of the Run or the Attempt m
 ``(machine, from, to)`` where that names one trigger, narrowed by what the event itself
 records (docs/decisions.md "Operator commands: explain"):
 
-- only the ADR-0068 pass walks the guarded (decision) edges, and it writes as the actors of
-  spec 04 "Writes" (`reconciler`/`local-startup`, `executor`/`completion-receipt`) or with a
-  ``decision`` key; every other writer (the launcher, a scheduler, an operator's `resolve`, the
-  legacy shadow) walks the plain ADR-0001 lifecycle edges;
-- among the decision edges, the row decides: the ``decision`` key's row when recorded, else the
-  row the event's own facts name (spec 04 fixes the error code of each `lost` row and the
-  evidence word of the receipt and adoption edges), else a receipt actor means row 5.
+- the ADR-0068 pass walks its guarded (decision) edges, and it writes as the actors of spec 04
+  "Writes" (`reconciler`/`local-startup`, `executor`/`completion-receipt`) or with a
+  ``decision`` key; among them, the row decides: the ``decision`` key's row when recorded, else
+  the row the event's own facts name (spec 04 fixes the error code of each `lost` row and the
+  evidence word of the receipt and adoption edges), else a receipt actor means row 5;
+- the legacy shadow's writes walk ADR-0448's guarded edges, those of the row the event names
+  (its error code, dedupe key or shadow-writer mark); the Run commit of rows 9/10 is row 2's
+  repair edge. A legacy event whose pair is no edge of that row walks the plain lifecycle edge;
+- every other writer (the launcher, a scheduler, an operator's `resolve`) walks the plain
+  ADR-0001 lifecycle edges.
 
 When several triggers remain, the event type stands in for the trigger.
 
@@ -77,6 +80,8 @@ class LegacyRowMaps:
     by_dedupe: Mapping[str, str]  # the reconciler's other writes, by their dedupe key's prefix
     by_payload_key: Mapping[str, str]  # the shadow writer's write whose events carry a key
     plain_shadow_row: str  # the shadow writer's write whose events carry none
+    # A write of two commits (rows 9/10) -> the row whose edge its Run commit takes (row 2).
+    run_commit_row: Mapping[str, str] = field(default_factory=dict)
 
 
 def legacy_row_maps(table: DecisionTable, writes: Mapping[str, Effect]) -> LegacyRowMaps:
@@ -101,6 +106,11 @@ def legacy_row_maps(table: DecisionTable, writes: Mapping[str, Effect]) -> Legac
         by_dedupe={e.dedupe.partition("{")[0]: row for row, e in reconciler if e.error is None},
         by_payload_key={key: row for row, e in shadow for key in e.payload},
         plain_shadow_row=plain[0],
+        run_commit_row={
+            rows_of[kind][0]: rows_of[e.run_commit_as][0]
+            for kind, e in writes.items()
+            if e.run_commit_as is not None and e.run_commit_as in rows_of
+        },
     )
 
 
@@ -315,9 +325,13 @@ def place(owner: str, events: list[EventRow]) -> list[Step]:
                 and resolution is None
                 and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
             )
+            legacy = owner == "legacy" and resolution is None and record == ADR0448
+            edge_row = row
+            if legacy and machine == "run" and row is not None:
+                edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
             trigger = edge_trigger(
                 SPECS[machine], source, dest, adr0068=adr0068, receipt=actor == RECEIPT_ACTOR,
-                row=row,
+                row=edge_row, legacy=legacy,
             )  # fmt: skip
         steps.append(
             Step(
@@ -411,11 +425,23 @@ def _legacy_row(
 
 
 def edge_trigger(
-    spec: MachineSpec, source: str, dest: str, *, adr0068: bool, receipt: bool, row: str | None
+    spec: MachineSpec,
+    source: str,
+    dest: str,
+    *,
+    adr0068: bool,
+    receipt: bool,
+    row: str | None,
+    legacy: bool = False,
 ) -> str | None:
     """The trigger of ``source -> dest`` on ``spec`` when the tables and the event's facts name
-    exactly one; None otherwise (the caller shows the event type)."""
+    exactly one; None otherwise (the caller shows the event type). ``legacy``: an event of the
+    legacy shadow's write of ADR-0448 row ``row``."""
     edges = [e for e in spec.edges if e.source == source and e.dest == dest]
+    if legacy and row is not None:
+        of_row = [e for e in edges if e.guard is not None and e.cites == f"ADR-0448 row {row}"]
+        if of_row:
+            return of_row[0].trigger if len({e.trigger for e in of_row}) == 1 else None
     if not adr0068:
         edges = [e for e in edges if e.guard is None]
     else:
@@ -426,5 +452,6 @@ def edge_trigger(
             edges = [e for e in edges if e.guard == "trusted_receipt"]
         elif row is not None:
             edges = [e for e in edges if e.cites == f"ADR-0068 row {row}"]
+        edges = [e for e in edges if not e.cites.startswith("ADR-0448 ")]
     triggers = {e.trigger for e in edges}
     return triggers.pop() if len(triggers) == 1 else None

@@ -4,9 +4,10 @@ Imported only when the bootstrap (``reconciler.shadow._entry``) found an enabled
 profile. Each candidate: read what ``fsm``'s ADR-0448 table asks for (a ``LegacyCore``: the Run,
 then its active Attempts, then the cron's RunningInstances), re-read at decision time; fire the
 decided row's guarded edge of the legacy_shadow machine (it refuses unless the guard holds), then
-commit the row's write kind (``reconciler.shadow._writes``). Pending, ambiguous, skipped and
-failed write nothing. The pass talks to its database and candidate source through its ports
-(``reconciler.shadow._ports``).
+commit the row's write kind (``reconciler.shadow._writes``) along the row's guarded Run and
+Attempt edges, their guard evaluated again on the facts re-read in each write transaction.
+Pending, ambiguous, skipped and failed write nothing. The pass talks to its database and
+candidate source through its ports (``reconciler.shadow._ports``).
 """
 
 from __future__ import annotations
@@ -152,8 +153,9 @@ def decide(
         decision = ctx.decision
         assert decision is not None  # the core decided before gather returned
         # The guarded edge refuses (GuardRefused) unless this row is the first that matches;
-        # each write transaction takes it again on the facts it re-reads (a refusal there is a
-        # Conflict: nothing written, the candidate row 12, like every failed compare-and-set).
+        # each write transaction fires the row's guarded Run and Attempt edges on the facts it
+        # re-reads, the same guard evaluated by storage (a refusal there is a Conflict: nothing
+        # written, the candidate row 12, like every failed compare-and-set).
         step = legacy_machine().plan("candidate", decision.trigger, facts)
 
         def reread(c: sqlite3.Connection) -> LegacyFacts:

@@ -2,6 +2,13 @@
 kind of ``fsm``'s table (``LegacyDecision.write``), :data:`WRITES`. Error codes, actors and dedupe
 templates are node facts (QingLong's writer H and start-up reconciler G): each is said once, in
 its write's :class:`Effect`, and read from there by the writer and by ``qlfsm explain``.
+
+Every Run and Attempt edge a write commits is a guarded edge of ``fsm``'s lifecycles
+(``RUN_LEGACY_EDGES`` / ``ATTEMPT_LEGACY_EDGES``, ADR-0448 rows 2, 6, 7, 9, 10), fired with the
+facts re-read inside the write's transaction as its evidence: storage evaluates the row's guard
+there (this row is the first that matches), and a guard that refuses writes nothing. The
+legacy_shadow edge of the row is not taken again in the transaction: its guard is the same
+predicate on the same facts, which every transaction's Run or Attempt edges already evaluate.
 """
 
 from __future__ import annotations
@@ -11,17 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fsm import (
+    LEGACY_EDGE_TRIGGERS,
     LEGACY_TABLE,
     RUN_TERMINAL,
     DecisionTable,
     GuardRefused,
+    IllegalTransition,
     LegacyDecision,
     LegacyFacts,
     MachineDefinitionError,
-    Step,
-    attempt_machine,
-    legacy_machine,
-    run_machine,
 )
 from reconciler.node import Clock
 from reconciler.shadow._ports import PassHooks
@@ -80,47 +85,56 @@ def _rows_of_writes(table: DecisionTable) -> Mapping[str, tuple[str, str]]:
 _ROW_OF_WRITE = _rows_of_writes(LEGACY_TABLE)
 
 
+# The changes of one write transaction, made from the facts re-read in it (their evidence).
+Build = Callable[[LegacyFacts], Sequence[Change]]
+
+
+def edge(machine: str, row: str, source: str, dest: str) -> str:
+    """The trigger of ADR-0448 row ``row``'s guarded ``source -> dest`` edge on ``machine``
+    (``fsm``'s ``LEGACY_EDGE_TRIGGERS``); IllegalTransition when the row has no such edge."""
+    found = LEGACY_EDGE_TRIGGERS.get((machine, row, source, dest))
+    if found is None:
+        raise IllegalTransition(machine, source, f"-> {dest} (ADR-0448 row {row})")
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """The legacy_shadow edge of the decided row, taken again inside each write transaction
-    on the facts re-read there (the pattern of ADR-0068 §4): if they no longer make that row
-    the first to match, the edge's guard refuses and the transaction writes nothing."""
+    """One write transaction of the decided row (the pattern of ADR-0068 §4): the facts are
+    re-read inside it and are the evidence of every Run and Attempt edge it fires, each guarded
+    by the row's guard. If they no longer make that row the first to match, storage's plan of
+    the edge refuses and the transaction writes nothing (a Conflict naming the row)."""
 
     row: str
-    trigger: str
     reread: Reread
 
     def as_write(self, kind: str) -> Guard:
         """The guard of the row that makes the write ``kind``, on the same re-read."""
-        row, trigger = _ROW_OF_WRITE[kind]
-        return Guard(row=row, trigger=trigger, reread=self.reread)
-
-    def check(self, c: sqlite3.Connection, run_id: str) -> Step:
-        """The edge on the facts re-read on ``c``; Conflict (nothing written) if refused."""
-        facts = self.reread(c)
-        try:
-            return legacy_machine().plan("candidate", self.trigger, facts)
-        except GuardRefused as exc:
-            raise Conflict("run", run_id, f"what ADR-0448 row {self.row} was decided on") from exc
+        return Guard(row=_ROW_OF_WRITE[kind][0], reread=self.reread)
 
     def commit(
         self,
         repo: Repository,
         run_id: str,
         expected_version: int,
-        changes: Sequence[Change],
+        build: Build,
         *,
         actor: Actor,
         at_ms: int,
         expect: Expect,
     ) -> Advanced:
-        """``changes`` in ONE transaction, once the guard held on the facts re-read in it."""
+        """The changes ``build`` makes from the facts re-read in ONE transaction, committed
+        only if every guard of their edges holds on those facts."""
 
         def work(c: sqlite3.Connection) -> Advanced:
-            self.check(c, run_id)
-            return repo.advance_in(
-                c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
-            )
+            changes = build(self.reread(c))
+            try:
+                return repo.advance_in(
+                    c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+                )
+            except GuardRefused as exc:
+                what = f"what ADR-0448 row {self.row} was decided on"
+                raise Conflict("run", run_id, what) from exc
 
         return in_transaction(repo.conn, work)
 
@@ -178,17 +192,23 @@ def _repair(
         sets["error_code"] = latest.error_code
         if latest.error_summary is not None:
             sets["error_summary"] = latest.error_summary
-    change = RunChange(
-        run_machine().lifecycle_trigger(run.status, target),
-        set=sets,
-        payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
-        dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
-    )
+
+    def build(facts: LegacyFacts) -> Sequence[Change]:
+        return [
+            RunChange(
+                edge("run", guard.row, run.status, target),
+                evidence=facts,
+                set=sets,
+                payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
+                dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
+            )
+        ]
+
     guard.commit(
         repo,
         run.id,
         run.version,
-        [change],
+        build,
         actor=eff.actor,
         at_ms=at,
         expect=Expect(attempts={latest.id: {"status": latest.status}}),
@@ -208,19 +228,24 @@ def _two_step(
     run, att, target, code = ctx.run, ctx.attempt, eff.target, eff.error
     assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
-    first = guard.commit(
-        repo,
-        run.id,
-        run.version,
-        [
+
+    def attempt_edge(facts: LegacyFacts) -> Sequence[Change]:
+        return [
             AttemptChange(
                 att.id,
-                attempt_machine().lifecycle_trigger(att.status, target),
+                edge("attempt", guard.row, att.status, target),
+                evidence=facts,
                 set=_errors(target, code),
                 dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
                 event_fields=DOMAIN_ATTEMPT_EVENT,
             )
-        ],
+        ]
+
+    first = guard.commit(
+        repo,
+        run.id,
+        run.version,
+        attempt_edge,
         actor=eff.actor,
         at_ms=at,
         expect=_expect(run, att),
@@ -233,18 +258,23 @@ def _two_step(
     run_sets: dict[str, object] = _errors(target, code)
     if target in RUN_TERMINAL:
         run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
-    then.commit(
-        repo,
-        run.id,
-        first.version,
-        [
+
+    def run_edge(facts: LegacyFacts) -> Sequence[Change]:
+        return [
             RunChange(
-                run_machine().lifecycle_trigger(run.status, target),
+                edge("run", then.row, run.status, target),
+                evidence=facts,
                 set=run_sets,
                 payload={"error_code": code[0]},
                 dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
             )
-        ],
+        ]
+
+    then.commit(
+        repo,
+        run.id,
+        first.version,
+        run_edge,
         actor=eff.actor,
         at_ms=at,
         expect=Expect(run={"status": run.status}),
@@ -255,10 +285,15 @@ class _Chain:
     """Builds one shadow-writer transaction (H): each edge one event, dedupe
     ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload, the rest of each payload
     as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
-    Attempt event's ``attempt`` number)."""
+    Attempt event's ``attempt`` number). Each edge is row ``row``'s guarded edge, with the facts
+    re-read in the transaction as its evidence."""
 
-    def __init__(self, run: RunRow, attempt: AttemptRow, dedupe: str) -> None:
+    def __init__(
+        self, run: RunRow, attempt: AttemptRow, dedupe: str, row: str, facts: LegacyFacts
+    ) -> None:
         self.dedupe = dedupe
+        self.row = row
+        self.facts = facts
         self.run_status = run.status
         self.attempt_status = attempt.status
         self.attempt_id = attempt.id
@@ -271,7 +306,8 @@ class _Chain:
         code = {"error_code": sets["error_code"]} if sets.get("error_code") else {}
         self.changes.append(
             RunChange(
-                run_machine().lifecycle_trigger(self.run_status, dest),
+                edge("run", self.row, self.run_status, dest),
+                evidence=self.facts,
                 set=sets,
                 payload={**code, **extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"run.{dest}"),
@@ -284,7 +320,8 @@ class _Chain:
         self.changes.append(
             AttemptChange(
                 self.attempt_id,
-                attempt_machine().lifecycle_trigger(self.attempt_status, dest),
+                edge("attempt", self.row, self.attempt_status, dest),
+                evidence=self.facts,
                 set=sets,
                 payload={**extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"attempt.{dest}"),
@@ -315,15 +352,20 @@ def _cancel(
     )
     target = eff.target
     assert target is not None
-    chain = _Chain(run, attempt, eff.dedupe)
     extra = dict(eff.payload)
-    chain.attempt(target, _errors(target, eff.error), extra)
-    chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
+
+    def build(facts: LegacyFacts) -> Sequence[Change]:
+        assert target is not None
+        chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
+        chain.attempt(target, _errors(target, eff.error), extra)
+        chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
+        return chain.changes
+
     guard.commit(
         repo,
         run.id,
         run.version,
-        chain.changes,
+        build,
         actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
@@ -345,29 +387,33 @@ def _complete(
     terminal = "succeeded" if succeeded else "failed"
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
-    chain = _Chain(run, attempt, eff.dedupe)
-    if chain.run_status == "created":
-        chain.run("queued", {"queued_at_ms": at}, {})
-    if chain.run_status == "queued":
-        chain.run("dispatching", {}, {})
-    if chain.attempt_status == "claimed":
-        chain.attempt("starting", {}, {})
-    if chain.attempt_status == "starting":
-        chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
-    if chain.run_status == "dispatching":
-        chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
     code = None if succeeded else eff.error
-    chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
-    chain.run(
-        terminal,
-        {"finished_at_ms": at, **_errors(terminal, code)},
-        {"legacy_exit_code": exit_code},
-    )
+
+    def build(facts: LegacyFacts) -> Sequence[Change]:
+        chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
+        if chain.run_status == "created":
+            chain.run("queued", {"queued_at_ms": at}, {})
+        if chain.run_status == "queued":
+            chain.run("dispatching", {}, {})
+        if chain.attempt_status == "claimed":
+            chain.attempt("starting", {}, {})
+        if chain.attempt_status == "starting":
+            chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
+        if chain.run_status == "dispatching":
+            chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
+        chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
+        chain.run(
+            terminal,
+            {"finished_at_ms": at, **_errors(terminal, code)},
+            {"legacy_exit_code": exit_code},
+        )
+        return chain.changes
+
     guard.commit(
         repo,
         run.id,
         run.version,
-        chain.changes,
+        build,
         actor=eff.actor,
         at_ms=at,
         expect=_expect(run, ctx.attempt),
@@ -456,12 +502,13 @@ def write(
     hooks: PassHooks,
     reread: Reread,
 ) -> None:
-    """Commit what the decided row says (``decision.write``), each transaction guarded by the
-    row's legacy_shadow edge on the facts ``reread`` gathers inside it."""
+    """Commit what the decided row says (``decision.write``): each transaction's Run and
+    Attempt edges are the row's guarded edges, evaluated on the facts ``reread`` gathers inside
+    it."""
     if decision.write is not None:
         effect = WRITES[decision.write]
-        guard = Guard(row=decision.row, trigger=decision.trigger, reread=reread)
+        guard = Guard(row=decision.row, reread=reread)
         effect.plan(repo, ctx, clock, hooks, effect, guard)
 
 
-__all__ = ["WRITES", "Context", "Effect", "Guard", "Reread", "Writer", "write"]
+__all__ = ["WRITES", "Build", "Context", "Effect", "Guard", "Reread", "Writer", "edge", "write"]

@@ -12,7 +12,6 @@ pass's own), and the diagram check.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,15 +63,6 @@ ROW_9 = LegacyFacts(
     active_attempts=1,
     attempt_status="claimed",
 )
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_the_changed_copy_passes_the_tables_check_and_the_original_is_untouched() -> None:

@@ -10,8 +10,7 @@ through a second connection.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -51,15 +50,6 @@ EDGES: dict[str, list[tuple[str, str, str, str, str]]] = {
         ("run", "running", "lose_by_repair", "lost", "unique_terminal_attempt"),
     ],
 }
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[LegacyDb]:
-    made = LegacyDb(tmp_path / "ql.db")
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def lifecycle_edges(rec: Recording) -> set[tuple[str, str, str, str, str | None]]:

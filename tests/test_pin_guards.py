@@ -336,3 +336,15 @@ def test_every_guard_carries_its_own_name_when_the_guards_module_is_built_again(
     # once, when fsm is imported, and the module built again names them the same way.
     for guards in (GUARDS, built_again("fsm._guards").GUARDS):
         assert [(g.__name__, g.__qualname__) for g in guards.values()] == [(k, k) for k in guards]
+
+
+def test_the_guards_module_built_again_names_the_legacy_tables_guard_rows_on_first_use() -> None:
+    # LEGACY_GUARD_ROWS, LEGACY_ROW_GUARDS and GUARDS are made on first use (PEP 562), all three
+    # at once: the module built again has none of them until asked, then each of them.
+    from fsm import _legacy
+
+    module = built_again("fsm._guards")
+    assert not {"GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS"} & set(vars(module))
+    assert module.LEGACY_GUARD_ROWS is _legacy.LEGACY_GUARD_ROWS
+    assert set(module.LEGACY_ROW_GUARDS) == set(_legacy.LEGACY_GUARD_ROWS) - {"error_raised"}
+    assert set(module.GUARDS) == set(GUARDS)

@@ -133,6 +133,18 @@ def test_the_smallest_good_table_builds() -> None:
     assert DecisionEngine(table(*GOOD), PRIMARY_GUARDS).table == table(*GOOD)
 
 
+def test_a_table_without_observes_is_walked_but_starts_no_core_and_says_why() -> None:
+    with pytest.raises(MachineDefinitionError) as refused:
+        DecisionEngine(table(*GOOD), PRIMARY_GUARDS).start(PrimaryFacts(), lambda *a: None)
+    assert (refused.value.machine, refused.value.problem) == (
+        "t",
+        "a core needs the table's observes",
+    )
+    assert str(refused.value) == (
+        "machine 't' is invalid: a core needs the table's observes; fix the table in fsm/_tables.py"
+    )
+
+
 # --- the engine's answers ----------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from fsm import (
     InstanceEvidence,
     LegacyFacts,
     classify_legacy,
+    legacy_engine,
     legacy_machine,
     legacy_views,
     select_evidence,
@@ -546,3 +547,10 @@ def test_a_deciding_row_without_a_trigger_has_the_empty_trigger_in_the_views_and
     assert views.triggers["skipped"] == ""
     assert [e.trigger for e in views.spec.edges if e.dest == "skipped"] == [""]
     assert views.triggers["repaired"] == "repair"  # the other rows keep theirs
+
+
+def test_a_fresh_legacy_core_has_observed_nothing_not_even_a_run() -> None:
+    # Before read_run: no Run is known to be there (what row 12's failure is decided from).
+    core = legacy_engine().start()
+    assert core.facts == LegacyFacts(run_present=False)
+    assert core.fail(True).facts == LegacyFacts(run_present=False, error=True)

@@ -782,3 +782,49 @@ def test_a_receipt_found_only_on_the_second_read_decides_row_13_never_row_5_or_6
     assert isinstance(d, PrimaryDecision)
     assert (d.row, d.state, d.reason, d.write) == expected
     assert d.path == ("step 2.2", "step 2.5", "13", "13", "13")
+
+
+# --- what a core observes and a walk asks ------------------------------------------------------
+
+
+def test_the_grace_observed_without_grace_paid_leaves_the_core_where_it_was() -> None:
+    # The table asks for pay_grace again unless grace_paid is True: a missing field is not paid.
+    core = dead_core()
+    assert core.observe("pay_grace") is core
+    assert core.observe("pay_grace", grace_paid=False) is core
+
+
+class Bag:
+    """Facts of a table of this test's own, hashed by identity (as a memo key it is always
+    found), holding whatever they are given."""
+
+    def __init__(self, **fields: object) -> None:
+        self.fields = fields
+
+
+def test_a_core_observes_a_value_that_cannot_be_a_memo_key_the_long_way() -> None:
+    observes = {"a": frozenset({"x"}), "b": frozenset({"y"})}
+    e = DecisionEngine(
+        table(*GOOD)._replace(observes=observes),
+        {G: lambda f: True, "error_raised": lambda f: False},
+        evolve=lambda f, fields: Bag(**{**f.fields, **fields}),
+    )
+    core = e.start(Bag(), lambda step, facts, path: (step.row.row, facts.fields, path))
+    core = core.observe("a", x=["not", "hashable"])
+    assert core.next() == Need("b", "1")
+    assert core.observe("b", y={"nor": "this"}).next() == (
+        "2",
+        {"x": ["not", "hashable"], "y": {"nor": "this"}},
+        ("1", "2"),
+    )
+
+
+def test_a_walk_asks_whether_each_evidence_was_observed_on_the_facts_it_walks() -> None:
+    asked: list[tuple[str, object]] = []
+
+    def observed(state: str, facts: object) -> bool:
+        asked.append((state, facts))
+        return state == "a"
+
+    assert engine().walk(CHANGED, observed).need == Need("b", "1")
+    assert asked == [("a", CHANGED), ("b", CHANGED)]

@@ -24,6 +24,7 @@ from fsm import (
     RUN_STATES,
     GuardRefused,
     InstanceEvidence,
+    LegacyEngine,
     LegacyFacts,
     classify_legacy,
     legacy_engine,
@@ -547,6 +548,11 @@ def test_a_deciding_row_without_a_trigger_has_the_empty_trigger_in_the_views_and
     assert views.triggers["skipped"] == ""
     assert [e.trigger for e in views.spec.edges if e.dest == "skipped"] == [""]
     assert views.triggers["repaired"] == "repair"  # the other rows keep theirs
+    # The engine built from those views keeps them, and decides row 1 with that empty trigger.
+    engine = LegacyEngine(views)
+    assert engine.views is views
+    decided = engine.classify(LegacyFacts(run_present=False))
+    assert (decided.row, decided.outcome, decided.trigger) == ("1", "skipped", "")
 
 
 def test_a_fresh_legacy_core_has_observed_nothing_not_even_a_run() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support import built_again
 
 from fsm import (
     PRIMARY_EVIDENCE_FIELDS,
@@ -828,3 +829,15 @@ def test_a_walk_asks_whether_each_evidence_was_observed_on_the_facts_it_walks() 
 
     assert engine().walk(CHANGED, observed).need == Need("b", "1")
     assert asked == [("a", CHANGED), ("b", CHANGED)]
+
+
+def test_the_primary_module_built_again_draws_its_decision_machine_when_first_asked() -> None:
+    # PRIMARY_DECISION_SPEC is made on first use (PEP 562), from the ADR-0068 table.
+    module = built_again("fsm._primary")
+    assert "PRIMARY_DECISION_SPEC" not in vars(module)
+    spec = module.PRIMARY_DECISION_SPEC
+    assert spec == drawn_spec(PRIMARY_TABLE)
+    assert vars(module)["PRIMARY_DECISION_SPEC"] is spec  # from then on a plain attribute
+    with pytest.raises(AttributeError) as missing:
+        module.primary_decision_spec  # noqa: B018
+    assert str(missing.value) == "module 'fsm._primary' has no attribute 'primary_decision_spec'"

@@ -130,6 +130,18 @@ def test_each_rule_of_a_decision_table_refuses_the_smallest_table_that_breaks_it
     assert refused.value.machine == "t"
 
 
+@pytest.mark.parametrize(
+    ("observes", "named"),
+    [({"a": frozenset()}, ["b"]), ({"a": frozenset(), "b": frozenset(), "c": frozenset()}, ["c"])],
+)
+def test_observes_that_do_not_name_each_evidence_state_are_refused_naming_the_difference(
+    observes: dict[str, frozenset[str]], named: list[str]
+) -> None:
+    with pytest.raises(MachineDefinitionError) as refused:
+        DecisionEngine(table(*GOOD)._replace(observes=observes), PRIMARY_GUARDS)
+    assert refused.value.problem == f"observes must name each evidence state: {named}"
+
+
 def test_the_smallest_good_table_builds() -> None:
     assert DecisionEngine(table(*GOOD), PRIMARY_GUARDS).table == table(*GOOD)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support import built_again
 
 from fsm import (
     PRIMARY_EVIDENCE_FIELDS,
@@ -129,8 +130,32 @@ def test_each_rule_of_a_decision_table_refuses_the_smallest_table_that_breaks_it
     assert refused.value.machine == "t"
 
 
+@pytest.mark.parametrize(
+    ("observes", "named"),
+    [({"a": frozenset()}, ["b"]), ({"a": frozenset(), "b": frozenset(), "c": frozenset()}, ["c"])],
+)
+def test_observes_that_do_not_name_each_evidence_state_are_refused_naming_the_difference(
+    observes: dict[str, frozenset[str]], named: list[str]
+) -> None:
+    with pytest.raises(MachineDefinitionError) as refused:
+        DecisionEngine(table(*GOOD)._replace(observes=observes), PRIMARY_GUARDS)
+    assert refused.value.problem == f"observes must name each evidence state: {named}"
+
+
 def test_the_smallest_good_table_builds() -> None:
     assert DecisionEngine(table(*GOOD), PRIMARY_GUARDS).table == table(*GOOD)
+
+
+def test_a_table_without_observes_is_walked_but_starts_no_core_and_says_why() -> None:
+    with pytest.raises(MachineDefinitionError) as refused:
+        DecisionEngine(table(*GOOD), PRIMARY_GUARDS).start(PrimaryFacts(), lambda *a: None)
+    assert (refused.value.machine, refused.value.problem) == (
+        "t",
+        "a core needs the table's observes",
+    )
+    assert str(refused.value) == (
+        "machine 't' is invalid: a core needs the table's observes; fix the table in fsm/_tables.py"
+    )
 
 
 # --- the engine's answers ----------------------------------------------------------------------
@@ -770,3 +795,61 @@ def test_a_receipt_found_only_on_the_second_read_decides_row_13_never_row_5_or_6
     assert isinstance(d, PrimaryDecision)
     assert (d.row, d.state, d.reason, d.write) == expected
     assert d.path == ("step 2.2", "step 2.5", "13", "13", "13")
+
+
+# --- what a core observes and a walk asks ------------------------------------------------------
+
+
+def test_the_grace_observed_without_grace_paid_leaves_the_core_where_it_was() -> None:
+    # The table asks for pay_grace again unless grace_paid is True: a missing field is not paid.
+    core = dead_core()
+    assert core.observe("pay_grace") is core
+    assert core.observe("pay_grace", grace_paid=False) is core
+
+
+class Bag:
+    """Facts of a table of this test's own, hashed by identity (as a memo key it is always
+    found), holding whatever they are given."""
+
+    def __init__(self, **fields: object) -> None:
+        self.fields = fields
+
+
+def test_a_core_observes_a_value_that_cannot_be_a_memo_key_the_long_way() -> None:
+    observes = {"a": frozenset({"x"}), "b": frozenset({"y"})}
+    e = DecisionEngine(
+        table(*GOOD)._replace(observes=observes),
+        {G: lambda f: True, "error_raised": lambda f: False},
+        evolve=lambda f, fields: Bag(**{**f.fields, **fields}),
+    )
+    core = e.start(Bag(), lambda step, facts, path: (step.row.row, facts.fields, path))
+    core = core.observe("a", x=["not", "hashable"])
+    assert core.next() == Need("b", "1")
+    assert core.observe("b", y={"nor": "this"}).next() == (
+        "2",
+        {"x": ["not", "hashable"], "y": {"nor": "this"}},
+        ("1", "2"),
+    )
+
+
+def test_a_walk_asks_whether_each_evidence_was_observed_on_the_facts_it_walks() -> None:
+    asked: list[tuple[str, object]] = []
+
+    def observed(state: str, facts: object) -> bool:
+        asked.append((state, facts))
+        return state == "a"
+
+    assert engine().walk(CHANGED, observed).need == Need("b", "1")
+    assert asked == [("a", CHANGED), ("b", CHANGED)]
+
+
+def test_the_primary_module_built_again_draws_its_decision_machine_when_first_asked() -> None:
+    # PRIMARY_DECISION_SPEC is made on first use (PEP 562), from the ADR-0068 table.
+    module = built_again("fsm._primary")
+    assert "PRIMARY_DECISION_SPEC" not in vars(module)
+    spec = module.PRIMARY_DECISION_SPEC
+    assert spec == drawn_spec(PRIMARY_TABLE)
+    assert vars(module)["PRIMARY_DECISION_SPEC"] is spec  # from then on a plain attribute
+    with pytest.raises(AttributeError) as missing:
+        module.primary_decision_spec  # noqa: B018
+    assert str(missing.value) == "module 'fsm._primary' has no attribute 'primary_decision_spec'"

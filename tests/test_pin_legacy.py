@@ -20,12 +20,16 @@ from fsm import (
     ATTEMPT_STATES,
     LEGACY_GUARD_ROWS,
     LEGACY_SPEC,
+    LEGACY_TABLE,
     RUN_STATES,
     GuardRefused,
     InstanceEvidence,
+    LegacyEngine,
     LegacyFacts,
     classify_legacy,
+    legacy_engine,
     legacy_machine,
+    legacy_views,
     select_evidence,
 )
 from fsm._guards import LEGACY_ROW_GUARDS
@@ -529,3 +533,30 @@ def test_the_legacy_row_guards_are_named_and_hold_exactly_for_their_row(built: s
         assert guard(object()) is False
         for case, f, want in ROW_CASES:
             assert guard(f) is (LEGACY_GUARD_ROWS[name] == want), (name, case)
+
+
+def test_a_deciding_row_without_a_trigger_has_the_empty_trigger_in_the_views_and_on_its_edge() -> (
+    None
+):
+    # A copy of the table whose row 1 names no legacy_shadow trigger: the views say "" (no
+    # trigger), as a LegacyDecision does, never a made-up one.
+    rows = tuple(
+        r._replace(cases=(r.cases[0]._replace(trigger=None),)) if r.row == "1" else r
+        for r in LEGACY_TABLE.rows
+    )
+    views = legacy_views(LEGACY_TABLE._replace(rows=rows))
+    assert views.triggers["skipped"] == ""
+    assert [e.trigger for e in views.spec.edges if e.dest == "skipped"] == [""]
+    assert views.triggers["repaired"] == "repair"  # the other rows keep theirs
+    # The engine built from those views keeps them, and decides row 1 with that empty trigger.
+    engine = LegacyEngine(views)
+    assert engine.views is views
+    decided = engine.classify(LegacyFacts(run_present=False))
+    assert (decided.row, decided.outcome, decided.trigger) == ("1", "skipped", "")
+
+
+def test_a_fresh_legacy_core_has_observed_nothing_not_even_a_run() -> None:
+    # Before read_run: no Run is known to be there (what row 12's failure is decided from).
+    core = legacy_engine().start()
+    assert core.facts == LegacyFacts(run_present=False)
+    assert core.fail(True).facts == LegacyFacts(run_present=False, error=True)

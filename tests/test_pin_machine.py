@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from _support import built_again
 from transitions.core import MachineError
 
 from fsm import (
     ATTEMPT_SPEC,
+    LEGACY_DECISION_SPEC,
     LEGACY_SPEC,
     PRIMARY_DECISION_SPEC,
     RUN_SPEC,
@@ -441,3 +443,21 @@ def test_evidence_that_cannot_be_a_memo_key_is_planned_every_time_all_the_same()
             with pytest.raises(GuardRefused) as refused:
                 run.plan("running", "succeed_by_receipt", unhashable)
             assert refused.value.guard == "trusted_receipt"
+
+
+def test_the_machine_module_built_again_lists_every_spec_when_first_asked() -> None:
+    # ALL_SPECS is made on first use (PEP 562): the five lifecycles and decision machines.
+    module = built_again("fsm._machine")
+    assert "ALL_SPECS" not in vars(module)
+    specs = module.ALL_SPECS
+    assert specs == (
+        RUN_SPEC,
+        ATTEMPT_SPEC,
+        LEGACY_SPEC,
+        PRIMARY_DECISION_SPEC,
+        LEGACY_DECISION_SPEC,
+    )
+    assert vars(module)["ALL_SPECS"] is specs  # from then on a plain attribute
+    with pytest.raises(AttributeError) as missing:
+        module.all_specs  # noqa: B018
+    assert str(missing.value) == "module 'fsm._machine' has no attribute 'all_specs'"

@@ -696,3 +696,37 @@ def test_a_lock_error_escaping_a_candidate_is_named_busy_with_the_connections_wa
         f"{conn.busy_timeout_s:.1f} s); try again when that process has finished writing"
     )
     assert second["reason"] == "database_locked:not_attempted"
+
+
+class FailsAtTheSecondRead(FakeClock):
+    """A monotonic clock that fails the read phase 2 starts with (the second reading after
+    the grace's sleep; the first is the grace's own check that it slept enough)."""
+
+    def __init__(self, start_ms: int) -> None:
+        super().__init__(start_ms)
+        self.after_sleep = 0
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.after_sleep = 1
+
+    def monotonic(self) -> float:
+        if self.after_sleep:
+            self.after_sleep += 1
+            if self.after_sleep == 3:
+                raise OSError("the monotonic clock is gone")
+        return super().monotonic()
+
+
+def test_a_clock_that_fails_before_the_second_read_fails_that_candidate_naming_the_error(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # spec 04 row 14: an error while handling the candidate, before its phase 2 read anything.
+    clock = FailsAtTheSecondRead(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=False)
+    summary = pass_(conn, store, table, clock)
+    assert [(c["row"], c["outcome"], c["reason"]) for c in summary["candidates"]] == [
+        ("14", "failed", "error:OSError: the monotonic clock is gone")
+    ]
+    assert status(repo, "run-1", "at-1") == ("running", "running")

@@ -14,6 +14,7 @@ from test_shadow_support import T0_MS, LegacyDb
 from fsm import LegacyFacts
 from reconciler.node import FakeClock
 from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import _pass as shadow_pass
 from reconciler.shadow._pass import PassOutcome, gather, run_pass
 from reconciler.shadow._report import Budget
 from reconciler.shadow._writes import Context
@@ -21,6 +22,7 @@ from storage import (
     DatabaseReadOnly,
     LegacyCandidate,
     LockBudget,
+    NotAQingLongDatabase,
     Repository,
     connect,
     legacy_candidates,
@@ -210,6 +212,70 @@ def test_a_connection_that_knows_no_path_raises_the_driver_error_as_it_came(
         run(db, ports=PassPorts(open=plain))
     assert not isinstance(refused.value, DatabaseReadOnly)
     assert "readonly" in str(refused.value)
+
+
+# --- the schema, checked once, before the first write (docs/decisions.md D-15) -----------------
+
+
+def _without_the_journal(db: LegacyDb) -> None:
+    # A table qlfsm reads but the candidate query (Runs alone) does not.
+    db.conn.execute('DROP TABLE "LocalCompletionReceiptJournal"')
+
+
+def test_a_file_that_lacks_a_table_qlfsm_reads_fails_the_pass_before_any_write_naming_it(
+    db: LegacyDb,
+) -> None:
+    made = lost_candidate(db)
+    _without_the_journal(db)
+    hooks = Recording()
+    with pytest.raises(NotAQingLongDatabase) as refused:
+        run(db, ports=PassPorts(hooks=hooks))
+    assert (refused.value.path, refused.value.why) == (
+        db.path,
+        "table LocalCompletionReceiptJournal is missing",
+    )
+    assert hooks.seen == []  # no candidate was decided
+    assert db.status(made) == ("running", ["running"])
+
+
+def test_a_connection_that_knows_no_path_names_the_database_it_refuses_as_db(
+    db: LegacyDb,
+) -> None:
+    lost_candidate(db)
+    _without_the_journal(db)
+
+    def plain(path: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    with pytest.raises(NotAQingLongDatabase) as refused:
+        run(db, ports=PassPorts(open=plain))
+    assert refused.value.path == "<db>"
+
+
+def test_a_pass_with_no_candidate_writes_nothing_and_checks_no_schema(db: LegacyDb) -> None:
+    _without_the_journal(db)
+    outcome = run(db)
+    assert (outcome.counts.pages, outcome.counts.stop_reason) == (1, "complete")
+
+
+def test_the_schema_is_checked_once_on_the_first_page_with_candidates_not_on_every_page(
+    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = [lost_candidate(db) for _ in range(3)]
+    checked: list[str] = []
+    real = shadow_pass.check_schema
+
+    def check_schema(conn: sqlite3.Connection, *, path: str) -> None:
+        checked.append(path)
+        real(conn, path=path)
+
+    monkeypatch.setattr(shadow_pass, "check_schema", check_schema)
+    outcome = run(db, budget=budget(page_size=1, max_pages=5))
+    assert outcome.counts.pages >= 3
+    assert checked == [db.path]
+    assert all(db.status(m) == ("lost", ["lost"]) for m in made)
 
 
 # --- the facts gathered for the table ----------------------------------------------------------

@@ -12,14 +12,19 @@ from typing import Any
 import pytest
 from test_shadow_support import T0_MS, LegacyDb, Made
 
-from fsm import LegacyFacts
+from fsm import (
+    LEGACY_ROWS,
+    LEGACY_TABLE,
+    LegacyFacts,
+    MachineDefinitionError,
+)
 from reconciler.node import FakeClock
 from reconciler.shadow import PassHooks, PassPorts
 from reconciler.shadow import _pass as _shadow_pass
 from reconciler.shadow._pass import PassOutcome, run_pass
 from reconciler.shadow._report import Budget
 from reconciler.shadow._writes import WRITES as WRITE_EFFECTS
-from reconciler.shadow._writes import Guard, edge
+from reconciler.shadow._writes import Guard, _rows_of_writes, edge
 from storage import (
     AttemptChange,
     Change,
@@ -279,7 +284,7 @@ def test_a_refused_guard_raises_a_conflict_naming_the_row_and_leaves_the_run_as_
         trigger = edge("attempt", "10", attempt.status, "lost")
         return [AttemptChange(attempt.id, trigger, evidence=facts)]
 
-    with pytest.raises(Conflict, match="ADR-0448 row 10 was decided on"):
+    with pytest.raises(Conflict) as refused:
         guard.commit(
             db.repo,
             made.run_id,
@@ -289,9 +294,48 @@ def test_a_refused_guard_raises_a_conflict_naming_the_row_and_leaves_the_run_as_
             at_ms=T0_MS,
             expect=Expect(),
         )
+    assert str(refused.value) == (
+        f"conflict: run {made.run_id} is no longer what ADR-0448 row 10 was decided on; "
+        "re-read and decide again"
+    )
+    assert (refused.value.what, refused.value.ident) == ("run", made.run_id)
     assert run_row(db, made).version == stored.version
     assert attempt_row(db, made).status == attempt.status
     assert db.events(made) == []
+
+
+ROW_OF = {"repair": "2", "cancel": "6", "complete": "7", "abandon": "9", "mark_lost": "10"}
+
+
+@pytest.mark.parametrize("kind", sorted(WRITES))
+def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the_decided_row(
+    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # What the pass drops (row 12 keeps nothing of an exception: spec 05 privacy), read where
+    # the write raises it.
+    made = WRITES[kind](db)
+    real_gather, real_write = _shadow_pass.gather, _shadow_pass.write
+    raised: list[Exception] = []
+
+    def someone_else_wrote(*args: Any) -> Any:
+        got = real_gather(*args)
+        another_origin(db, made)
+        return got
+
+    def write(*args: Any) -> None:
+        try:
+            real_write(*args)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
+    monkeypatch.setattr(_shadow_pass, "write", write)
+    assert counts(run(db)) == {"failed": 1}
+    assert [str(e) for e in raised] == [
+        f"conflict: run {made.run_id} is no longer what ADR-0448 row {ROW_OF[kind]} was decided "
+        "on; re-read and decide again"
+    ]
 
 
 # --- the time of a write: the latest the aggregate already carries -----------------------------
@@ -468,3 +512,52 @@ def test_a_completion_keeps_the_start_times_already_recorded_and_fills_the_missi
     set_run(db, kept, started_at_ms=created(db, kept) + 2)
     run(db)
     assert run_row(db, kept).started_at_ms == created(db, kept) + 2
+
+
+# --- which row makes each write (the second commit of rows 9/10 is row 2's repair) ------------
+
+
+def test_each_write_is_made_by_one_row_of_spec_05_under_that_rows_trigger() -> None:
+    assert dict(_rows_of_writes(LEGACY_TABLE)) == {
+        "repair": ("2", "repair"),
+        "cancel": ("6", "cancel"),
+        "complete": ("7", "complete"),
+        "abandon": ("9", "abandon"),
+        "mark_lost": ("10", "mark_lost"),
+    }
+
+
+def _row_9_with(*cases: Any) -> Any:
+    return LEGACY_TABLE._replace(rows=(LEGACY_ROWS["9"]._replace(cases=cases),))
+
+
+def test_a_write_is_found_past_a_case_of_its_row_that_writes_nothing_and_twice_in_one_row() -> None:
+    [case] = LEGACY_ROWS["9"].cases
+    table = _row_9_with(
+        case._replace(state="read_run", write=None, trigger="fail"),
+        case,
+        case._replace(state="read_attempts"),  # the same write in another state: still row 9's
+    )
+    assert dict(_rows_of_writes(table)) == {"abandon": ("9", "abandon")}
+
+
+def test_a_write_whose_case_names_no_trigger_is_found_with_the_empty_trigger() -> None:
+    [case] = LEGACY_ROWS["9"].cases
+    assert dict(_rows_of_writes(_row_9_with(case._replace(trigger=None)))) == {"abandon": ("9", "")}
+
+
+def test_a_write_made_by_two_rows_is_refused_naming_both() -> None:
+    rows = tuple(
+        r._replace(cases=(r.cases[0]._replace(write="abandon"),)) if r.row == "10" else r
+        for r in LEGACY_TABLE.rows
+    )
+    with pytest.raises(MachineDefinitionError, match="write 'abandon' made by rows 9 and 10"):
+        _rows_of_writes(LEGACY_TABLE._replace(rows=rows))
+
+
+def test_a_guard_as_another_write_is_that_writes_row_on_the_same_re_read() -> None:
+    def reread(c: Any) -> LegacyFacts:
+        return LegacyFacts(run_present=False)
+
+    guard = Guard(row="10", reread=reread)
+    assert guard.as_write("repair") == Guard(row="2", reread=reread)

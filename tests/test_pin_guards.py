@@ -366,6 +366,16 @@ def test_the_guards_module_built_again_names_the_legacy_tables_guard_rows_on_fir
     assert set(module.GUARDS) == set(GUARDS)
 
 
+def test_the_guards_module_built_again_shares_the_legacy_edge_guards_with_its_row_guards() -> None:
+    # One name, one predicate: the legacy_shadow lifecycle's row guards of rows 2, 6, 7, 9 and
+    # 10 are the very functions that guard the legacy writes' Run and Attempt edges.
+    module = built_again("fsm._guards")
+    shared = module.LEGACY_EDGE_GUARDS
+    assert len(shared) == 5
+    assert all(module.LEGACY_ROW_GUARDS[name] is fn for name, fn in shared.items())
+    assert all(module.GUARDS[name] is fn for name, fn in shared.items())
+
+
 def test_guard_named_finds_a_primary_guard_without_building_the_legacy_ones() -> None:
     module = built_again("fsm._guards")
     assert module.guard_named("run_gone") is module.PRIMARY_GUARDS["run_gone"]

@@ -15,6 +15,7 @@ from test_shadow_support import T0_MS, LegacyDb, Made
 from fsm import (
     LEGACY_ROWS,
     LEGACY_TABLE,
+    IllegalTransition,
     LegacyFacts,
     MachineDefinitionError,
 )
@@ -561,3 +562,17 @@ def test_a_guard_as_another_write_is_that_writes_row_on_the_same_re_read() -> No
 
     guard = Guard(row="10", reread=reread)
     assert guard.as_write("repair") == Guard(row="2", reread=reread)
+
+
+def test_an_edge_its_row_lacks_is_an_illegal_transition_naming_machine_state_and_row() -> None:
+    assert edge("run", "2", "running", "lost") == "lose_by_repair"
+    with pytest.raises(IllegalTransition) as refused:
+        edge("run", "2", "running", "queued")  # row 2 repairs to a terminal status only
+    assert (refused.value.machine, refused.value.state, refused.value.event) == (
+        "run",
+        "running",
+        "-> queued (ADR-0448 row 2)",
+    )
+    assert str(refused.value) == (
+        "run: event '-> queued (ADR-0448 row 2)' is not allowed from state 'running'"
+    )

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from _support import SYSTEM, T0, Model, attempt_in, run_in
+from test_pin_legacy import BASE as _LEGACY
 
 from fsm import (
     ATTEMPT_SPEC,
@@ -332,17 +333,8 @@ def test_machine_validation_rejects_a_bad_spec_when_the_machine_is_built(
 
 # --- guards ----------------------------------------------------------------------------------
 
-# ADR-0448's facts (spec 05): a legacy Run running with one running Attempt, no evidence.
-_LEGACY = LegacyFacts(
-    run_present=True,
-    run_owner="legacy",
-    origin="manual",
-    origin_enabled=True,
-    run_status="running",
-    active_attempts=1,
-    attempt_status="running",
-    selection="none",
-)
+# ADR-0448's facts (spec 05): a legacy Run running with one running Attempt, no evidence
+# (_LEGACY, test_pin_legacy's row 10 candidate).
 
 
 def _legacy(**changes: Any) -> LegacyFacts:

@@ -213,9 +213,6 @@ _REPAIR_TRIGGERS: tuple[tuple[str, str], ...] = (
     ("time_out_by_repair", "timed_out"),
     ("lose_by_repair", "lost"),
 )
-# The Run trigger of a row 2 repair to an Attempt's terminal status (rows 9 and 10 commit the
-# Run that way too: their second commit is row 2's repair of the Attempt just committed).
-REPAIR_TRIGGERS: dict[str, str] = {dest: trigger for trigger, dest in _REPAIR_TRIGGERS}
 _ROW_7 = "unique_finished_evidence"
 
 RUN_LEGACY_EDGES: tuple[Edge, ...] = (

@@ -293,6 +293,7 @@ _EXPORTS.update(
         "QuarantinedRow": "_operator",
         "delete_pending_of_ended": "_operator",
         "delete_quarantined_of_ended": "_operator",
+        "foreign_state_rows": "_operator",
         "journal_shards": "_operator",
         "pending_page": "_operator",
         "quarantined_page": "_operator",
@@ -306,6 +307,7 @@ __all__ += [
     "QuarantinedRow",
     "delete_pending_of_ended",
     "delete_quarantined_of_ended",
+    "foreign_state_rows",
     "journal_shards",
     "pending_page",
     "quarantined_page",
@@ -319,6 +321,7 @@ if TYPE_CHECKING:
     from ._operator import QuarantinedRow as QuarantinedRow
     from ._operator import delete_pending_of_ended as delete_pending_of_ended
     from ._operator import delete_quarantined_of_ended as delete_quarantined_of_ended
+    from ._operator import foreign_state_rows as foreign_state_rows
     from ._operator import journal_shards as journal_shards
     from ._operator import pending_page as pending_page
     from ._operator import quarantined_page as quarantined_page

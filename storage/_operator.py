@@ -9,7 +9,9 @@ rule 3 applied to the journal: a delete that finds the row changed does nothing)
 from __future__ import annotations
 
 import sqlite3
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 from ._connection import in_transaction
 from ._rows import RUN_COLUMNS, RunRow
@@ -54,7 +56,12 @@ def runs_page(
 
 class PendingRow(NamedTuple):
     """A `pending` journal row and what its Attempt is now (``attempt_status`` None: the
-    Attempt row is gone)."""
+    Attempt row is gone).
+
+    ``problem`` (docs/decisions.md D-16 "the unusable journal row"): why a value a foreign
+    writer left cannot be acted on (an id that is not text, text that is not UTF-8, a time
+    that is not an integer), None when the row is as the schema says; ``key`` is the row's
+    keyset position exactly as stored, the next page's cursor."""
 
     attempt_id: str
     run_id: str
@@ -62,14 +69,30 @@ class PendingRow(NamedTuple):
     attempt_status: str | None
     executor_handle: str | None
     pid: int | None
+    problem: str | None = None
+    key: tuple[Any, Any] = (-1, "")
 
 
 class QuarantinedRow(NamedTuple):
+    """A `quarantined` journal row past its purge time (``problem``, ``key``: as PendingRow)."""
+
     attempt_id: str
     run_id: str
     quarantine_ref: str
     purge_after_ms: int
     attempt_status: str | None
+    problem: str | None = None
+    key: tuple[Any, Any] = (-1, "")
+
+
+class ForeignStateRow(NamedTuple):
+    """A journal row whose state is neither `pending` nor `quarantined` (a writer that bypassed
+    the CHECKs): no page reads it, and nothing may act on it (D-16 "the unusable journal
+    row")."""
+
+    attempt_id: str
+    run_id: str
+    state: str
 
 
 # Both pages walk an index of the journal in its own order (spec 02: `(state, updated_at_ms,
@@ -94,44 +117,165 @@ QUARANTINED_PAGE_SQL = (
     "AND (j.purge_after_ms, j.attempt_id) > (?, ?) "
     "ORDER BY j.purge_after_ms, j.attempt_id LIMIT ?"
 )
+# Rows in a state the schema forbids: three ranges of the `(state, updated_at_ms, attempt_id)`
+# index around the two allowed states (numbers sort before text, BLOBs after), so a pass
+# reads only such rows, however large the journal (spec 02).
+_FOREIGN_SELECT = 'SELECT attempt_id, run_id, state FROM "LocalCompletionReceiptJournal" WHERE '
+FOREIGN_STATE_SQL = (
+    " UNION ALL ".join(
+        _FOREIGN_SELECT + where
+        for where in (
+            "state < 'pending'",
+            "state > 'pending' AND state < 'quarantined'",
+            "state > 'quarantined'",
+        )
+    )
+    + " LIMIT ?"
+)
 # The first page starts before every row: times are CHECKed >= 0 (spec 02).
-FIRST: tuple[int, str] = (-1, "")
+FIRST: tuple[Any, Any] = (-1, "")
+
+
+def _decode(data: bytes) -> str:
+    # A foreign writer's TEXT need not be UTF-8 (D-16 "the unusable journal row"): read it,
+    # never raise on it; the bytes that are not UTF-8 come back as lone surrogates, which
+    # `_not_utf8` names.
+    return data.decode("utf-8", "surrogateescape")
+
+
+@contextmanager
+def _tolerant_text(conn: sqlite3.Connection) -> Iterator[None]:
+    saved = conn.text_factory
+    conn.text_factory = _decode
+    try:
+        yield
+    finally:
+        conn.text_factory = saved
+
+
+def _not_utf8(value: object) -> bool:
+    return isinstance(value, str) and not value.isascii() and _has_surrogate(value)
+
+
+def _has_surrogate(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shown(value: object) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def _problem(columns: Sequence[tuple[str, object]], time: tuple[str, object]) -> str | None:
+    """Why a page row's stored values cannot be acted on (D-16 "the unusable journal row"), or
+    None."""
+    for name, value in columns:
+        if value is not None and not isinstance(value, str):
+            return f"has a non-text {name} ({type(value).__name__})"
+        if _not_utf8(value):
+            return f"has a non-UTF-8 {name}"
+    name, value = time
+    if type(value) is not int:
+        return f"has a non-integer {name} ({ascii(_shown(value))[:40]})"
+    return None
+
+
+def _param(value: object) -> tuple[str, object]:
+    """A stored key value as an SQL placeholder and the value to bind to it: text that is not
+    UTF-8 is bound as its bytes and cast back to TEXT, so it compares as stored."""
+    if isinstance(value, str) and _not_utf8(value):
+        return "CAST(? AS TEXT)", value.encode("utf-8", "surrogateescape")
+    return "?", value
+
+
+def _page(conn: sqlite3.Connection, sql: str, head: tuple[object, ...],
+          after: tuple[Any, Any], limit: int) -> list[Any]:  # fmt: skip
+    (p1, v1), (p2, v2) = _param(after[0]), _param(after[1])
+    if (p1, p2) != ("?", "?"):
+        sql = sql.replace(") > (?, ?)", f") > ({p1}, {p2})")
+    with _tolerant_text(conn):
+        return list(conn.execute(sql, (*head, v1, v2, limit + 1)).fetchall())
 
 
 def journal_shards(conn: sqlite3.Connection) -> list[str]:
     """The distinct shard names (first two characters) of the journal's Attempt ids: the
     directories a sweep may touch, checked before it touches any (docs/decisions.md D-16)."""
-    rows = conn.execute(
-        'SELECT DISTINCT substr(attempt_id, 1, 2) FROM "LocalCompletionReceiptJournal" '
-        "WHERE typeof(attempt_id) = 'text'"
-    ).fetchall()
-    return [r[0] for r in rows if isinstance(r[0], str)]
+    with _tolerant_text(conn):
+        rows = conn.execute(
+            'SELECT DISTINCT substr(attempt_id, 1, 2) FROM "LocalCompletionReceiptJournal" '
+            "WHERE typeof(attempt_id) = 'text'"
+        ).fetchall()
+    return [r[0] for r in rows if isinstance(r[0], str) and not _not_utf8(r[0])]
 
 
 def pending_page(
-    conn: sqlite3.Connection, after: tuple[int, str], limit: int
+    conn: sqlite3.Connection, after: tuple[Any, Any], limit: int
 ) -> tuple[list[PendingRow], bool]:
-    rows = conn.execute(PENDING_PAGE_SQL, (after[0], after[1], limit + 1)).fetchall()
-    found = [
-        PendingRow(str(r[0]), str(r[1]), int(r[2]), r[3], r[4], r[5] if type(r[5]) is int else None)
-        for r in rows
-    ]
+    rows = _page(conn, PENDING_PAGE_SQL, (), after, limit)
+    found: list[PendingRow] = []
+    for r in rows:
+        problem = _problem(
+            [("attempt_id", r[0]), ("run_id", r[1]), ("Attempt status", r[3]),
+             ("executor_handle", r[4])],
+            ("updated_at_ms", r[2]),
+        )  # fmt: skip
+        found.append(
+            PendingRow(
+                _shown(r[0]),
+                _shown(r[1]),
+                r[2] if type(r[2]) is int else -1,
+                r[3] if isinstance(r[3], str) else None,
+                r[4] if isinstance(r[4], str) else None,
+                r[5] if type(r[5]) is int else None,
+                problem,
+                (r[2], r[0]),
+            )
+        )
     return found[:limit], len(found) > limit
 
 
 def quarantined_page(
-    conn: sqlite3.Connection, now_ms: int, after: tuple[int, str], limit: int
+    conn: sqlite3.Connection, now_ms: int, after: tuple[Any, Any], limit: int
 ) -> tuple[list[QuarantinedRow], bool]:
-    params = (now_ms, after[0], after[1], limit + 1)
     try:
-        rows = conn.execute(QUARANTINED_PAGE_SQL, params).fetchall()
+        rows = _page(conn, QUARANTINED_PAGE_SQL, (now_ms,), after, limit)
     except sqlite3.OperationalError as exc:
         if _PURGE_INDEX not in str(exc):
             raise
         plain = QUARANTINED_PAGE_SQL.replace(f" INDEXED BY {_PURGE_INDEX}", "")
-        rows = conn.execute(plain, params).fetchall()
-    found = [QuarantinedRow(str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4]) for r in rows]
+        rows = _page(conn, plain, (now_ms,), after, limit)
+    found: list[QuarantinedRow] = []
+    for r in rows:
+        problem = _problem(
+            [("attempt_id", r[0]), ("run_id", r[1]), ("quarantine_ref", r[2]),
+             ("Attempt status", r[4])],
+            ("purge_after_ms", r[3]),
+        )  # fmt: skip
+        if problem is None and r[2] is None:
+            problem = "is quarantined with no quarantine_ref"
+        found.append(
+            QuarantinedRow(
+                _shown(r[0]),
+                _shown(r[1]),
+                r[2] if isinstance(r[2], str) else "",
+                r[3] if type(r[3]) is int else -1,
+                r[4] if isinstance(r[4], str) else None,
+                problem,
+                (r[3], r[0]),
+            )
+        )
     return found[:limit], len(found) > limit
+
+
+def foreign_state_rows(conn: sqlite3.Connection, limit: int) -> list[ForeignStateRow]:
+    """Up to ``limit`` journal rows in a state the schema forbids (D-16 "the unusable journal
+    row")."""
+    with _tolerant_text(conn):
+        rows = conn.execute(FOREIGN_STATE_SQL, (limit,)).fetchall()
+    return [ForeignStateRow(_shown(r[0]), _shown(r[1]), _shown(r[2])) for r in rows]
 
 
 _NOT_ACTIVE = (

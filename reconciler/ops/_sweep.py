@@ -32,13 +32,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.node import Clock, ProcessProvider, inspect_handle, validate_id, witness_ms
+from reconciler.node import (
+    Clock,
+    ProcessProvider,
+    inspect_handle,
+    parse_quarantine_ref,
+    validate_id,
+    witness_ms,
+)
 from storage import (
     FIRST,
     PendingRow,
     QuarantinedRow,
     delete_pending_of_ended,
     delete_quarantined_of_ended,
+    foreign_state_rows,
     journal_shards,
     pending_page,
     quarantined_page,
@@ -94,8 +102,10 @@ class SweepResult:
     quarantine: QuarantineCounts = field(default_factory=QuarantineCounts)
     remaining: bool = False
     errors: list[dict[str, str]] = field(default_factory=list)
-    # One line per row that cannot be acted on at all (an Attempt id that is no path): named
-    # once, skipped, not an error (D-16); only present in the JSON when there is one.
+    # One line per row that cannot be acted on at all (D-16 "the unusable journal row": an
+    # Attempt id that is no path, a quarantine_ref that is no quarantine name of its own
+    # Attempt, a value a foreign writer left that the schema forbids): named once, skipped,
+    # not an error (D-16); only present in the JSON when there is one.
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -110,19 +120,22 @@ class SweepResult:
             out["warnings"] = list(self.warnings)
         return out
 
-    def _unusable(self, attempt_id: str, run_id: str) -> bool:
-        """True (and the row named once) when ``attempt_id`` cannot be turned into a receipt
-        path (spec 03: paths only from a validated Attempt id): nothing is done with the row,
-        which no pass can settle by a file; an operator looks at it."""
-        if validate_id(attempt_id):
+    def _unusable(self, attempt_id: str, run_id: str, problem: str | None) -> bool:
+        """True (and the row named once) when ``problem`` says why the row cannot be acted on
+        (D-16 "the unusable journal row"; spec 03: paths only from a validated Attempt id or
+        quarantine name): nothing is done with the row, which no pass can settle by a file; an
+        operator looks at it."""
+        if problem is None:
             return False
+        self._name(attempt_id, run_id, problem)
+        return True
+
+    def _name(self, attempt_id: str, run_id: str, problem: str) -> None:
         if len(self.warnings) < MAX_ERRORS_SHOWN:
             self.warnings.append(
                 f"journal row of Attempt {ascii(attempt_id)[:120]} (run {ascii(run_id)[:120]}) "
-                "has an id that is no receipt path: skipped, nothing touched; look at it with "
-                "`qlfsm inspect`"
+                f"{problem}: skipped, nothing touched; look at it with `qlfsm inspect`"
             )
-        return True
 
     def _error(self, attempt_id: str, step: str, exc: BaseException) -> None:
         if len(self.errors) < MAX_ERRORS_SHOWN:
@@ -151,6 +164,11 @@ def sweep(
         return result
     # D-16: a shard another user may write is refused like such a root, before any removal.
     store.check_shards(journal_shards(conn))
+    for row in foreign_state_rows(conn, MAX_ERRORS_SHOWN):
+        # D-16 "the unusable journal row": no page reads such a row (neither state is its
+        # own); named, never acted on.
+        result._name(row.attempt_id, row.run_id, f"has state {ascii(row.state)[:40]}, which the "
+                     "schema forbids")  # fmt: skip
     _receipts(conn, store, provider, result, page, max_pages)
     _quarantine(conn, store, _purge_now(clock, result), result, page, max_pages)
     return result
@@ -193,7 +211,7 @@ def _receipts(
             _one_pending(conn, store, provider, row, result)
         if not more:
             return
-        cursor = (rows[-1].updated_at_ms, rows[-1].attempt_id)
+        cursor = rows[-1].key  # as stored: an unusable row's odd key still moves the page on
     result.remaining = True
 
 
@@ -205,7 +223,7 @@ def _one_pending(
     result: SweepResult,
 ) -> None:
     counts = result.receipts
-    if result._unusable(row.attempt_id, row.run_id):
+    if result._unusable(row.attempt_id, row.run_id, row.problem or _id_problem(row.attempt_id)):
         return
     if row.attempt_status in _ACTIVE:
         counts.kept_active += 1  # its receipt is the ADR-0068 pass's evidence
@@ -250,7 +268,7 @@ def _quarantine(
             _one_quarantined(conn, store, row, result)
         if not more:
             return
-        cursor = (rows[-1].purge_after_ms, rows[-1].attempt_id)
+        cursor = rows[-1].key
     result.remaining = True
 
 
@@ -258,7 +276,8 @@ def _one_quarantined(
     conn: sqlite3.Connection, store: SweepStore, row: QuarantinedRow, result: SweepResult
 ) -> None:
     counts = result.quarantine
-    if result._unusable(row.attempt_id, row.run_id):
+    problem = row.problem or _id_problem(row.attempt_id) or _ref_problem(row)
+    if result._unusable(row.attempt_id, row.run_id, problem):
         return
     if row.attempt_status in _ACTIVE:
         # It still blocks its candidate (D-3a): someone decides first (`qlfsm resolve`).
@@ -275,6 +294,33 @@ def _one_quarantined(
         return
     if delete_quarantined_of_ended(conn, row):
         counts.rows_removed += 1
+
+
+def _id_problem(attempt_id: str) -> str | None:
+    # spec 03: a receipt path is made only of a validated Attempt id.
+    return None if validate_id(attempt_id) else "has an id that is no receipt path"
+
+
+def _ref_problem(row: QuarantinedRow) -> str | None:
+    """Why ``row.quarantine_ref`` names no copy this row may purge (D-16 "the unusable journal
+    row"), or None: only a name `quarantine_ref` makes of the row's OWN Attempt is ever turned
+    into a path."""
+    ref = row.quarantine_ref
+    parsed = parse_quarantine_ref(ref)
+    if parsed is not None and parsed[0] == row.attempt_id:
+        return None
+    shown = ascii(ref)[:120]
+    if parsed is not None:
+        return f"has a quarantine_ref {shown} of another Attempt ({ascii(parsed[0])[:60]})"
+    if "\x00" in ref:
+        why = "holds a NUL"
+    elif ref.startswith("/"):
+        why = "is an absolute path"
+    elif ".." in ref.replace("\\", "/").split("/"):
+        why = "leaves the receipt root (`..`)"
+    else:
+        why = "is no name of the form .quarantine/<ab>/<attempt id>[+<n>].json"
+    return f"has a quarantine_ref {shown} that {why}"
 
 
 def _lock_removed(store: SweepStore, attempt_id: str, result: SweepResult) -> bool:

@@ -287,3 +287,46 @@ def test_the_rows_in_a_forbidden_state_are_found_by_index_ranges_not_a_scan(
     searches = [p for p in plan if p.startswith("SEARCH")]
     assert len(searches) == 3 and not any(p.startswith("SCAN") for p in plan), plan
     assert all("USING INDEX ql3_local_receipt_journal_scan_idx (state" in p for p in searches)
+
+
+# --- not unusable rows: a well-formed ref of its own Attempt whose slot holds no file ----------
+
+
+def test_a_symbolic_link_at_a_rows_own_quarantine_slot_is_removed_and_never_its_target(
+    db_path: Path, store: FileReceiptStore
+) -> None:
+    root = Path(store.root)
+    sentinel = root.parent / SENTINEL
+    sentinel.write_text("keep me")
+    slot = root / quarantine_ref("ab-1")
+    slot.parent.mkdir(parents=True, mode=0o700)
+    slot.symlink_to(sentinel)
+    write_foreign(db_path, [q("ab-1"), q("run-x"), q("quarantined"), q(quarantine_ref("ab-1")),
+                            "1", "1", "1"])  # fmt: skip
+    out = qlfsm("sweep", "--db", str(db_path), "--receipt-root", store.root, "--json")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    data = json.loads(out.stdout)
+    assert data["quarantine"]["copies_purged"] == 1 and data["quarantine"]["rows_removed"] == 1
+    assert not slot.is_symlink() and sentinel.read_text() == "keep me"
+    assert stored(db_path) == []
+
+
+def test_a_directory_at_a_rows_own_quarantine_slot_is_kept_with_its_row_and_named_with_the_fix(
+    db_path: Path, store: FileReceiptStore
+) -> None:
+    root = Path(store.root)
+    slot = root / quarantine_ref("ab-1")
+    slot.mkdir(parents=True)
+    (slot / "inside").write_text("someone's")
+    write_foreign(db_path, [q("ab-1"), q("run-x"), q("quarantined"), q(quarantine_ref("ab-1")),
+                            "1", "1", "1"])  # fmt: skip
+    before = stored(db_path)
+    for _ in range(2):  # every pass the same: the operator must act
+        out = qlfsm("sweep", "--db", str(db_path), "--receipt-root", store.root)
+        assert out.returncode == 1, out.stderr
+        [not_cleaned] = [line for line in out.stdout.splitlines() if "not cleaned" in line]
+        assert "attempt ab-1 (purge_quarantine)" in not_cleaned
+        assert f"a directory stands at the quarantined copy {str(slot)!r}" in not_cleaned
+        assert "Is a directory:" not in out.stdout  # the bare error named no fix
+        assert out.stderr.count("\n") == 1 and "could not be cleaned" in out.stderr
+    assert (slot / "inside").read_text() == "someone's" and stored(db_path) == before

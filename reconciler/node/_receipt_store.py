@@ -400,9 +400,19 @@ class FileReceiptStore:
         try:
             for slot in range(1, last + 1):
                 name = quarantine_ref(attempt_id, slot).rsplit("/", 1)[1]
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     os.unlink(name, dir_fd=q_fd)
-                    removed += 1
+                except FileNotFoundError:
+                    continue
+                except IsADirectoryError:
+                    # D-16: a copy is a file; a directory there is someone's, never purged.
+                    path = os.path.join(self.root, QUARANTINE_DIR, attempt_id[:2], name)
+                    raise OSError(
+                        errno.EISDIR,
+                        f"a directory stands at the quarantined copy {path!r}: look inside it, "
+                        "then remove it; the row stays until then",
+                    ) from None
+                removed += 1
             if removed:
                 _fsync_dir_best_effort(q_fd)
         finally:

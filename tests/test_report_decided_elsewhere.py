@@ -77,12 +77,12 @@ def test_a_run_a_concurrent_writer_completed_is_reported_decided_elsewhere_and_n
             wait_until_waiting_for_the_lock(proc)
             # QingLong's receipt processor: the Attempt and the Run succeeded, one commit.
             writer.execute(
-                'UPDATE "RunAttempts" SET status = \'succeeded\', exit_code = 0, '
+                "UPDATE \"RunAttempts\" SET status = 'succeeded', exit_code = 0, "
                 "finished_at_ms = ? WHERE id = 'at-a'",
                 (T0 + 1,),
             )
             writer.execute(
-                'UPDATE "Runs" SET status = \'succeeded\', version = version + 1, '
+                "UPDATE \"Runs\" SET status = 'succeeded', version = version + 1, "
                 "finished_at_ms = ? WHERE id = 'run-a'",
                 (T0 + 1,),
             )

@@ -340,3 +340,55 @@ def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> l
         for c in summary.get("candidates", [])
     ]
     return fit_table(headers, rows) if rows else []
+
+
+def reason_below_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
+) -> list[str]:
+    """An aligned table of every column but the last, each row followed by its last column
+    (the reason) on lines of its own, ``    HEADER: reason``, wrapped as ``fit_table`` wraps a
+    reason (cut after a space, at most four lines, then ``...``), continuation lines under
+    the reason's first character. For a table whose other columns leave a reason no room
+    beside them (the demo's, D-22). A row whose other cells are wider than ``width`` leaves
+    the table for the long form: its first cell, then each other cell on a line of its own,
+    ``    HEADER value``, then its reason."""
+    fixed = len(headers) - 1
+    cells = [[clean(v) for v in row[:fixed]] for row in rows]
+    fitting = list(range(len(rows)))
+
+    def widths(chosen: list[int]) -> list[int]:
+        return [
+            max([columns(headers[i])] + [columns(cells[r][i]) for r in chosen])
+            for i in range(fixed)
+        ]
+
+    ws = widths(fitting)
+    while fitting and sum(ws) + 2 * (fixed - 1) > width:
+        # The row with the widest cells leaves the table for the long form.
+        fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
+        ws = widths(fitting)
+    lead = f"    {headers[fixed]}: "
+    under = " " * columns(lead)
+
+    def reason(r: int) -> list[str]:
+        first, *more = wrap_cell(rows[r][fixed], width - columns(lead))
+        return [lead + first, *(under + part for part in more)]
+
+    lines: list[str] = []
+    if fitting:
+        lines.append(
+            "  ".join(_pad(h, w) for h, w in zip(headers[:fixed], ws, strict=True)).rstrip()
+        )
+        lines.append("  ".join("-" * w for w in ws))
+        for r in fitting:
+            lines.append("  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True)).rstrip())
+            lines.extend(reason(r))
+    for r in range(len(rows)):
+        if r in fitting:
+            continue
+        lines.extend(_chunks(rows[r][0], width))
+        for header, value in zip(headers[1:fixed], rows[r][1:fixed], strict=True):
+            head = f"    {header} "
+            lines.extend(head + part for part in _chunks(value, width - columns(head)))
+        lines.extend(reason(r))
+    return lines

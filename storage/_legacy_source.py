@@ -195,6 +195,9 @@ def latest_attempt(conn: sqlite3.Connection, run_id: str) -> LatestAttempt | Non
 # --- the RunningInstances evidence adapter ----------------------------------------------------
 
 _INSTANCE_STATUS: dict[int, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
+# The largest time in milliseconds QingLong can read back (a JavaScript safe integer): a finish
+# time past it would be written to Runs.finished_at_ms and make QingLong reject that Run.
+MAX_SAFE_MS = 2**53 - 1
 
 
 def legacy_log_id(log_path: str) -> str:
@@ -225,11 +228,22 @@ def instance_evidence(
                 pid=_int(r[0]),
                 log_id=legacy_log_id(raw_path) if isinstance(raw_path, str) and raw_path else None,
                 status=status,  # type: ignore[arg-type]
-                finished_at_ms=None if r[3] is None else int(r[3]) * 1000,
+                finished_at_ms=_finish_ms(r[3]),
                 exit_code=_int(r[4]),
             )
         )
     return out, len(rows) > EVIDENCE_MAX
+
+
+def _finish_ms(seconds: object) -> int | None:
+    """A RunningInstances `finished_at` (unix seconds) in milliseconds (spec 05: seconds x 1000);
+    None, no finish time, when its milliseconds pass 2^53 - 1: that row is then no terminal
+    evidence (spec 05: a matched row without `finished_at` is not), the other rows of the
+    cron are read as usual (docs/decisions.md D-18)."""
+    if seconds is None:
+        return None
+    ms = int(seconds) * 1000  # type: ignore[call-overload]
+    return ms if ms <= MAX_SAFE_MS else None
 
 
 def _int(value: object) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from reconciler.cli import _guard
 from reconciler.cli._text import shell_word
-from reconciler.cli._util import UsageError, clean, parser, table
+from reconciler.cli._util import UsageError, clean, parser
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
 T_SLEEP = "30"
@@ -344,8 +344,10 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
             error = run.error_code if run else None
             mark = "ok" if status == job.expect else f"UNEXPECTED (wanted {job.expect})"
             ok = ok and status == job.expect
+            # The run's state first, then what was true when the server died; the why under
+            # the row: at most 100 columns a line, as start-up's report (D-22).
             rows.append(
-                [job.label, job.owner, job.before, status, mark, why(job, status, error, primary)]
+                [job.label, job.owner, status, mark, job.before, why(job, status, error, primary)]
             )
     finally:
         conn.close()
@@ -364,7 +366,10 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
     # `recovered` split into what it means, in `startup`'s own words (docs/decisions.md D-22).
     say(f"primary: {plain_counts(prim)} -> {SAFE if result['safe'] else BLOCKED}")
     say("")
-    say(table(["run", "owner", "when the server died", "after start-up", "check", "why"], rows))
+    from reconciler.cli._report import reason_below_table
+
+    headers = ["run", "owner", "after start-up", "check", "when the server died", "why"]
+    say("\n".join(reason_below_table(headers, rows)))
     return ok
 
 

@@ -32,9 +32,16 @@ MAX_REASON_LINES = 4
 ELLIPSIS = "..."
 
 # spec 04 "Summary" outcome -> what it means for the run, in plain words (D-22). `recovered`
-# is split by how: a trusted receipt (rows 5/13: "completed") or `lost` (rows 3, 4b, 7, 13).
+# is split by how: a trusted receipt (rows 5/13: "completed"), `lost` written by this pass
+# (rows 3, 4b, 7, 13), or decided by another writer during the pass (D-20:
+# "decided elsewhere: <status now>", which this pass did not mark lost).
 PLAIN = {"remaining": "kept running", "unresolved": "blocked", "failed": "failed"}
 PLAIN_ORDER = ("completed", "lost", "kept running", "blocked", "failed")
+ELSEWHERE = "decided elsewhere"
+# D-20's reason for a Run another writer decided meanwhile (reconciler.primary._pass).
+ELSEWHERE_REASON = "decided_elsewhere:"
+# The long form's row and outcome cells: "decided elsewhere: cancelled" fits whole.
+LONG_CELL = 32
 
 
 def columns(text: str) -> int:
@@ -155,27 +162,38 @@ def _pad(text: str, width: int) -> str:
 
 
 def outcome_words(candidate: Mapping[str, Any]) -> str:
-    """The candidate's spec 04 outcome as what happened to the run: completed, lost, kept
-    running, blocked or failed."""
+    """The candidate's spec 04 outcome as what happened to the run: completed, lost, decided
+    elsewhere (with the status another writer gave it), kept running, blocked or failed."""
     outcome = candidate.get("outcome")
     if outcome == "recovered":
+        reason = str(candidate.get("reason", ""))
+        if reason.startswith(ELSEWHERE_REASON):
+            # D-20: another writer decided it during the pass; this pass marked nothing.
+            return f"{ELSEWHERE}: {reason[len(ELSEWHERE_REASON) :]}"
         # spec 04 rows 5 and 13: a trusted receipt's reason is `receipt_<terminal>[...]`.
-        return "completed" if str(candidate.get("reason", "")).startswith("receipt_") else "lost"
+        return "completed" if reason.startswith("receipt_") else "lost"
     return PLAIN.get(str(outcome), clean(outcome))
 
 
 def plain_counts(summary: Mapping[str, Any]) -> str:
     """``1 completed, 2 lost, 1 kept running, 0 blocked, 0 failed``: spec 04's counts with
-    `recovered` split into what it means."""
-    completed = sum(1 for c in summary.get("candidates", []) if outcome_words(c) == "completed")
+    `recovered` split into what it means; ``N decided elsewhere`` after "lost" only when a
+    Run was (D-20), so "lost" counts only the runs this pass marked lost."""
+    kinds = [outcome_words(c) for c in summary.get("candidates", [])]
+    completed = kinds.count("completed")
+    elsewhere = sum(1 for k in kinds if k.startswith(ELSEWHERE + ":"))
     counts = {
         "completed": completed,
-        "lost": int(summary.get("recovered", 0)) - completed,
+        "lost": int(summary.get("recovered", 0)) - completed - elsewhere,
+        ELSEWHERE: elsewhere,
         "kept running": int(summary.get("remaining", 0)),
         "blocked": int(summary.get("unresolved", 0)),
         "failed": int(summary.get("failed", 0)),
     }
-    return ", ".join(f"{counts[k]} {k}" for k in PLAIN_ORDER)
+    order = list(PLAIN_ORDER)
+    if elsewhere:
+        order.insert(order.index("lost") + 1, ELSEWHERE)
+    return ", ".join(f"{counts[k]} {k}" for k in order)
 
 
 def fit_table(
@@ -224,7 +242,7 @@ def fit_table(
             lead = f"    {header} "
             lines.extend(lead + part for part in _chunks(value, width - len(lead)))
         row, outcome, reason = rows[r][-3:]
-        lead = f"    {headers[-3]} {shorten(row, 16)}, {shorten(outcome, 16)}: "
+        lead = f"    {headers[-3]} {shorten(row, LONG_CELL)}, {shorten(outcome, LONG_CELL)}: "
         first, *more = wrap_cell(reason, width - columns(lead))
         lines.append(lead + first)
         lines.extend(" " * columns(lead) + part for part in more)
@@ -322,3 +340,55 @@ def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> l
         for c in summary.get("candidates", [])
     ]
     return fit_table(headers, rows) if rows else []
+
+
+def reason_below_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
+) -> list[str]:
+    """An aligned table of every column but the last, each row followed by its last column
+    (the reason) on lines of its own, ``    HEADER: reason``, wrapped as ``fit_table`` wraps a
+    reason (cut after a space, at most four lines, then ``...``), continuation lines under
+    the reason's first character. For a table whose other columns leave a reason no room
+    beside them (the demo's, D-22). A row whose other cells are wider than ``width`` leaves
+    the table for the long form: its first cell, then each other cell on a line of its own,
+    ``    HEADER value``, then its reason."""
+    fixed = len(headers) - 1
+    cells = [[clean(v) for v in row[:fixed]] for row in rows]
+    fitting = list(range(len(rows)))
+
+    def widths(chosen: list[int]) -> list[int]:
+        return [
+            max([columns(headers[i])] + [columns(cells[r][i]) for r in chosen])
+            for i in range(fixed)
+        ]
+
+    ws = widths(fitting)
+    while fitting and sum(ws) + 2 * (fixed - 1) > width:
+        # The row with the widest cells leaves the table for the long form.
+        fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
+        ws = widths(fitting)
+    lead = f"    {headers[fixed]}: "
+    under = " " * columns(lead)
+
+    def reason(r: int) -> list[str]:
+        first, *more = wrap_cell(rows[r][fixed], width - columns(lead))
+        return [lead + first, *(under + part for part in more)]
+
+    lines: list[str] = []
+    if fitting:
+        lines.append(
+            "  ".join(_pad(h, w) for h, w in zip(headers[:fixed], ws, strict=True)).rstrip()
+        )
+        lines.append("  ".join("-" * w for w in ws))
+        for r in fitting:
+            lines.append("  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True)).rstrip())
+            lines.extend(reason(r))
+    for r in range(len(rows)):
+        if r in fitting:
+            continue
+        lines.extend(_chunks(rows[r][0], width))
+        for header, value in zip(headers[1:fixed], rows[r][1:fixed], strict=True):
+            head = f"    {header} "
+            lines.extend(head + part for part in _chunks(value, width - columns(head)))
+        lines.extend(reason(r))
+    return lines

@@ -85,6 +85,7 @@ def demo_command(argv: list[str]) -> int:
     qlfsm("db", "init", "--db", str(db))
     say(f"1. created the QingLong 3.0 schema in {db.name} (`qlfsm db init`)")
     jobs: list[Job] = []
+    held = hold_orphans(True)
     try:
         runtime_jobs(str(db), str(receipts), logs, jobs)
         legacy_jobs(str(db), jobs)
@@ -104,6 +105,8 @@ def demo_command(argv: list[str]) -> int:
         explain_kept(str(db), str(receipts), jobs)
     finally:
         stopped = stop_survivors(jobs)
+        if held:
+            hold_orphans(False)
     if stopped:
         say("\ncleanup: the still-running job was sent SIGTERM (its process group) so the demo "
             "leaves no process behind; its wrapper records the exit in a receipt, which the "
@@ -191,6 +194,24 @@ def wait_gone(pid: int, timeout_s: float = 3.0) -> None:
         except (FileNotFoundError, ProcessLookupError, IndexError):
             return
         time.sleep(0.02)
+
+
+def hold_orphans(on: bool) -> bool:
+    """Make this process the child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``) or stop being it.
+
+    The SIGKILLed job's wrapper is orphaned once `qlfsm launch` has exited. Whether PID 1 reaps
+    it before start-up's probe reads ``/proc`` decided between ``zombie_or_dead`` and
+    ``pid_absent`` (both ADR-0068 row 13): as its subreaper the demo holds the zombie until it
+    ends, so the demo tells the same story on every machine. False where it cannot be set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, int(on), 0, 0, 0) == 0)  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
 
 
 def stop_survivors(jobs: list[Job]) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_schemas import validate
 from test_primary_support import (
     dead_handle,
     insert_bare_runs,
@@ -138,7 +139,7 @@ def test_live_processes_stay_running_receipts_are_applied_and_the_dead_are_lost_
         out = qlfsm("drain", "--db", str(db_path), "--receipt-root", str(root), "--json",
                     env=env("5"))  # fmt: skip
         assert out.returncode == 0, out.stderr
-        summary = json.loads(out.stdout)
+        summary = validate("drain", out.stdout)  # reconciler/cli/schemas/drain.json
         assert [p["scanned"] for p in summary["pages"]] == [256, 47]
         outcome = {c["run_id"]: (c["row"], c["outcome"]) for c in summary["candidates"]}
         for run_id in placed:
@@ -186,7 +187,7 @@ def test_a_page_full_of_blockers_is_passed_once_and_the_candidates_after_it_are_
     # Again: the blockers are walked once more, nothing new is decided, and it ends.
     again = qlfsm("drain", *base, "--json", env=env("5"))
     assert again.returncode == 3
-    summary = json.loads(again.stdout)
+    summary = validate("drain", again.stdout)
     assert [p["scanned"] for p in summary["pages"]] == [256, 4]
     assert summary["recovered"] == 0 and summary["unresolved"] == 260
     assert summary["truncated"] is True and summary["left"] == PRIMARY_PAGE + 1

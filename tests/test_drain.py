@@ -312,3 +312,32 @@ def test_a_window_starts_after_its_bound_and_ends_at_its_limit(
     page, more, end = candidate_window(conn, last2, limit=4)
     assert [c.run_id for c in page] == ["run-008", "run-009"] and more is False
     assert candidate_window(conn, end) == ([], False, None)
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["fresh", "after-ANALYZE"])
+def test_every_window_statement_is_an_index_range_in_id_order_never_a_scan_or_a_sort(
+    db_path: Path, analyzed: bool
+) -> None:
+    from test_query_plans import plan, populate, scans_runs
+
+    from storage import _candidate_window as w
+    from storage import connect
+
+    conn = connect(str(db_path))
+    try:
+        populate(conn)
+        if analyzed:
+            conn.execute("ANALYZE")
+        statements = [
+            (w._SELECT + w._ORDER, (257,)),
+            (w._SELECT + w._AFTER + w._ORDER, (3, 257)),
+            (w._SELECT + w._AFTER + w._UPTO + w._ORDER, (3, 9, 257)),
+            (w._LAST, ()),
+        ]
+        for sql, params in statements:
+            details = plan(conn, sql, params)
+            assert not scans_runs(details), details
+            assert not [d for d in details if d.startswith("SCAN") or "TEMP B-TREE" in d], details
+            assert details[0].startswith("SEARCH r USING INDEX"), details
+    finally:
+        conn.close()

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "connect": "_connection",
     "in_transaction": "_connection",
     "init_schema": "_schema",
+    "last_candidate": "_candidate_window",
     "journal_get": "_journal",
     "journal_quarantine": "_journal",
     "journal_register": "_journal",
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "primary_candidates": "_candidates",
     "run_with_attempts": "_candidates",
     "advance_read": "_advance_once",
+    "candidate_window": "_candidate_window",
     "check_read": "_advance_once",
     "transaction": "_connection",
     "uuid7": "_rows",
@@ -83,6 +85,7 @@ __all__ = [
     "RunRow",
     "StorageError",
     "advance_read",
+    "candidate_window",
     "check_read",
     "check_schema",
     "connect",
@@ -93,6 +96,7 @@ __all__ = [
     "journal_register",
     "journal_resolve",
     "journal_withdraw_quarantine",
+    "last_candidate",
     "prepare_for_writes",
     "primary_candidates",
     "run_with_attempts",
@@ -102,6 +106,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._advance_once import advance_read, check_read
+    from ._candidate_window import candidate_window, last_candidate
     from ._candidates import (
         PRIMARY_CANDIDATES_SQL,
         PRIMARY_PAGE,

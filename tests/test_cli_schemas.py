@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 COMMANDS = (
     "db-init",
+    "drain",
     "explain",
     "inspect",
     "launch",
@@ -252,6 +253,7 @@ EMPTY: list[Mode] = [
     ),
     ("shadow", ["shadow", "--db", "{tmp}/none.db", "--json", "--origins", "manual"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json"], OK),
+    ("drain", ["drain", *R], OK),
 ]
 
 BLOCKED_NODE: list[Mode] = [
@@ -376,6 +378,8 @@ TRUNCATED: list[Mode] = [
     ("reconcile", ["reconcile", *R, "--dry-run"], BLOCKED),
     ("startup", ["startup", *R, "--dry-run"], BLOCKED),
     ("startup", ["startup", *R], BLOCKED),
+    ("drain", ["drain", *R, "--dry-run"], BLOCKED),
+    ("drain", ["drain", *R, "--profile", "edge"], BLOCKED),
 ]
 
 LAUNCH: list[Mode] = [
@@ -518,6 +522,9 @@ def test_every_mode_on_a_truncated_page_matches_its_schema(
     got = run_modes(TRUNCATED, **node_paths(db_path, tmp_path))
     assert [g["truncated"] for g in got[:2]] == [True, True]
     assert got[2]["primary"]["truncated"] is True and got[2]["dry_run"] is True
+    # `drain` walks both pages (D-26); a Run without an Attempt blocks (spec 04 row 2).
+    assert [p["scanned"] for p in got[4]["pages"]] == [256, 1] and got[4]["dry_run"] is True
+    assert got[5]["unresolved"] == 257 and got[5]["left"] == 257 and got[5]["truncated"]
 
 
 @linux_only

@@ -63,6 +63,7 @@ WRITING_COMMANDS = {
     "resolve": ["resolve", "--run", "run-1", "--to", "lost", "--reason", "gone"],
     "launch": ["launch", "--receipt-root", "{r}", "--run-id", "run-1"],
     "db init": ["db", "init"],
+    "drain": ["drain", "--receipt-root", "{r}"],
 }
 
 

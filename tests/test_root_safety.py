@@ -231,6 +231,7 @@ COMMANDS: dict[str, Callable[[Path, str], list[str]]] = {
     ],
     "startup": lambda db, root: ["startup", "--db", str(db), "--receipt-root", root],
     "sweep": lambda db, root: ["sweep", "--db", str(db), "--receipt-root", root],
+    "drain": lambda db, root: ["drain", "--db", str(db), "--receipt-root", root],
     "explain": lambda db, root: [
         "explain",
         "--db",

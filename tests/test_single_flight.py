@@ -425,6 +425,7 @@ LOCKED_COMMANDS = {
     "db init": ["db", "init"],
     "resolve": ["resolve", "--run", "run-01", "--to", "lost", "--reason", "dead after reboot"],
     "sweep": ["sweep", "--receipt-root", "{root}", "--json"],
+    "drain": ["drain", "--receipt-root", "{root}", "--json"],
 }
 
 

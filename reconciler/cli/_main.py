@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reconcile": ("reconciler.cli._reconcile", "reconcile_command", "ADR-0068 start-up pass"),
     "shadow": ("reconciler.cli._shadow", "shadow_command", "ADR-0448 legacy-shadow pass"),
     "startup": ("reconciler.cli._shadow", "startup_command", "normalize, shadow, then primary"),
+    "drain": ("reconciler.cli._drain", "drain_command", "more than 256 candidates, page by page"),
     "explain": ("reconciler.cli._explain", "explain_command", "one run's path and decisions"),
     "resolve": ("reconciler.cli._resolve", "resolve_command", "an operator's audited decision"),
     "sweep": ("reconciler.cli._sweep", "sweep_command", "remove what ended runs left behind"),

@@ -41,7 +41,12 @@ def blocking_lines(
         from reconciler.cli._report import command_lines
 
         lines.append("blocked: more than 256 candidate runs (the page was truncated), so none")
-        lines.append("was decided; list them with (and again with --status dispatching):")
+        lines.append("was decided; decide them page by page, each with the whole pass (D-26):")
+        root: tuple[str, object | None] = (
+            ("--receipt-root", receipt_root) if receipt_root else ("--receipt-root DIR", None)
+        )
+        lines.extend(command_lines([("qlfsm drain", None), ("--db", db), root]))
+        lines.append("or list them with (and again with --status dispatching):")
         lines.extend(
             command_lines([("qlfsm inspect", None), ("--db", db), ("--status running", None)])
         )

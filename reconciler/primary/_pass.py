@@ -81,6 +81,8 @@ CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
 CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
 Step = Callable[[PassContext, PassStatus, Candidate], Candidate]
+# Reads a page of candidates again (the final verifier): candidates and "more exist".
+PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
 
 
 class PrimaryReconciler:
@@ -132,12 +134,26 @@ class PrimaryReconciler:
         return self.status.warnings
 
     def run(self) -> dict[str, Any]:
-        ctx, status = self.context, self.status
+        ctx = self.context
         page, truncated = primary_candidates(ctx.conn)
         summary = before_any_candidate(page, truncated)
         if summary is None:
-            with lock_budget(ctx.conn, ctx.budget):
-                summary = run_pass(ctx, status, page)
+            return self.run_page(page)
+        return self._marked(summary)
+
+    def run_page(
+        self, page: list[PrimaryCandidate], query: PageQuery | None = None
+    ) -> dict[str, Any]:
+        """The whole pass on ``page`` (not empty), its verifier re-reading the page with
+        ``query`` (default start-up's own query): `qlfsm drain` gives each of its pages its
+        window (``storage.candidate_window``, docs/decisions.md D-26)."""
+        ctx = self.context
+        with lock_budget(ctx.conn, ctx.budget):
+            summary = run_pass(ctx, self.status, page, query)
+        return self._marked(summary)
+
+    def _marked(self, summary: dict[str, Any]) -> dict[str, Any]:
+        ctx, status = self.context, self.status
         if ctx.dry_run:
             summary["dry_run"] = True
         if status.warnings:
@@ -148,8 +164,14 @@ class PrimaryReconciler:
 # --- the pass: gather → decide → commit → verify → summarize ---------------------------------
 
 
-def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> dict[str, Any]:
-    """One pass over a page of candidates, neither empty nor truncated: spec 04's summary."""
+def run_pass(
+    ctx: PassContext,
+    status: PassStatus,
+    page: list[PrimaryCandidate],
+    query: PageQuery | None = None,
+) -> dict[str, Any]:
+    """One pass over a page of candidates, neither empty nor truncated: spec 04's summary.
+    ``query`` reads the page again for the final verifier (default: start-up's query)."""
     check_root(ctx, page)
     todo = [guarded(ctx, status, start(c), drive) for c in page]
     waiting = [c for c in todo if c.result is None]
@@ -159,7 +181,7 @@ def run_pass(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate])
     if status.stopped is not None:
         # The verifier's reads could wait on the same lock; the pass is blocked anyway.
         return summarize([_not_verified(c, status.stopped) for c in todo], False)
-    results, truncated = verify(ctx, todo)
+    results, truncated = verify(ctx, todo, query)
     return summarize(results, truncated)
 
 

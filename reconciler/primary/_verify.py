@@ -6,6 +6,9 @@ result; nothing decided earlier is changed in place.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+
 from fsm import ATTEMPT_ACTIVE, PrimaryDecision
 from reconciler.node import Missing
 from reconciler.primary._state import (
@@ -20,11 +23,16 @@ from reconciler.primary._summary import CandidateResult, describe, fingerprint
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
 
-def verify(ctx: PassContext, todo: list[Candidate]) -> tuple[list[CandidateResult], bool]:
+def verify(
+    ctx: PassContext,
+    todo: list[Candidate],
+    query: Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]] | None = None,
+) -> tuple[list[CandidateResult], bool]:
     """Every candidate's result as the verifier leaves it (in ``todo``'s order, then what it
-    found besides), and whether its page was truncated."""
+    found besides), and whether its page was truncated. ``query``: the page's own query
+    (default start-up's; `qlfsm drain` gives a page its window, docs/decisions.md D-26)."""
     # spec 04 "Final verifier": the candidate query runs again (the page is not reused).
-    page, truncated = primary_candidates(ctx.conn)
+    page, truncated = (primary_candidates if query is None else query)(ctx.conn)
     by_id = {c.page.run_id: c for c in todo}
     retained = {c.page.run_id: c for c in todo if c.result and c.result.outcome == "remaining"}
     proven: dict[str, CandidateResult] = {}

@@ -1,0 +1,205 @@
+"""`qlfsm drain`: the candidates of more than one page, decided page by page (D-26).
+
+Start-up reads at most one page of candidates (256) and, when there are more, decides none of
+them (spec 04 "Before any candidate": ADR-0068 fails a truncated page closed before any
+evidence is read). The way out used to be one `qlfsm resolve` per run. `drain` takes the
+candidates in Run id order, a window of at most 256 at a time, and gives each window the whole
+ADR-0068 pass — receipt, probe, ONE grace, the receipt again, a transaction per decision, the
+final verifier re-reading that window — through :meth:`PrimaryReconciler.run_page`: the
+protocol is the pass's own, not a second one.
+
+Paging is a keyset on ``Runs.id`` (``storage.candidate_window``): each window starts after the
+last candidate of the one before, so a window full of candidates that stay (retained live
+processes, blockers) is passed once and the candidates after it are reached; no window is read
+twice, so blockers cannot keep it looping, and it ends at the candidate that was last when it
+began (Runs created meanwhile are left to start-up). A dry run walks the same windows and
+writes nothing.
+
+The whole drain holds the single-flight lock (``reconciler._flight``) that `startup` and
+`reconcile` take, and spends one lock budget. Every page's decisions are committed before the
+next page is read: an interrupt between pages loses nothing committed (the CLI says so).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from reconciler._errors import FatalError, RetryLater, UsageError
+from reconciler._reconcile import (
+    check_profile,
+    check_receipt_root,
+    inspect_receipt_root,
+    lock_budget_s,
+    locked_line,
+    open_database,
+)
+from storage import LockBudget
+
+COUNTS = ("scanned", "recovered", "remaining", "unresolved", "failed")
+# The outcomes that let start-up proceed (spec 04 "Summary").
+PASSING = frozenset({"recovered", "remaining"})
+
+
+def drain(
+    db: str,
+    receipt_root: str,
+    profile: str,
+    budget: LockBudget | None = None,
+    *,
+    dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
+    on_page: Callable[[dict[str, Any]], None] | None = None,
+    clock: Any = None,
+    provider: Any = None,
+    probe: Any = None,
+) -> dict[str, Any]:
+    """Drain the database ``db`` (a path): every page's spec 04 summary and the totals.
+
+    Raises UsageError (bad root, profile or lock budget) before anything is opened, FatalError
+    (missing, unusable or foreign database), RetryLater (another process held the database or
+    the start-up lock past the budget: the pages done before it keep what they wrote).
+    ``on_page`` gets each page's summary as soon as it is committed. ``clock``, ``provider``
+    and ``probe``: the pass's ports (default the system clock and ``/proc``)."""
+    root = check_receipt_root(receipt_root)
+    check_profile(profile)
+    inspect_receipt_root(root)  # D-16: a root that is not a trustworthy directory, exit 2
+    if budget is None:
+        budget = lock_budget_s()
+    conn = open_database(db, read_only=dry_run)
+    try:
+        if dry_run:
+            conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses any write
+            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
+                clock, provider, probe))  # fmt: skip
+        from reconciler._flight import single_flight
+
+        # D-20: the lock of `startup` and `reconcile`, held across every page.
+        with single_flight(db, budget, notify):
+            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
+                clock, provider, probe))  # fmt: skip
+    finally:
+        conn.close()
+
+
+def _drain(
+    conn: sqlite3.Connection,
+    db: str,
+    root: str,
+    profile: str,
+    budget: LockBudget,
+    dry_run: bool,
+    on_page: Callable[[dict[str, Any]], None] | None,
+    notify: Callable[[str], None] | None,
+    *,
+    ports: tuple[Any, Any, Any],
+) -> dict[str, Any]:
+    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
+    from reconciler.primary import PrimaryReconciler
+    from storage import candidate_window, check_schema, last_candidate
+
+    check_schema(conn, path=db)
+    clock, provider, probe = ports
+    store = FileReceiptStore(root)
+    clock = SystemClock() if clock is None else clock
+    provider = ProcProvider() if provider is None else provider
+    end = _read(db, partial(last_candidate, conn))
+    pages: list[dict[str, Any]] = []
+    after: int | None = None
+    while end is not None:
+        page, _, last = _read(db, partial(candidate_window, conn, after, end))
+        if not page:
+            break
+
+        def window(c: sqlite3.Connection, a: int | None = after, u: int | None = last) -> Any:
+            # spec 04 "Final verifier": this page's query again, bounded to this page's ids.
+            found, more, _ = candidate_window(c, a, u)
+            return found, more
+
+        pass_ = PrimaryReconciler(
+            conn, store, provider, clock, profile=profile, budget=budget, probe=probe,
+            dry_run=dry_run,
+        )  # fmt: skip
+        try:
+            summary = pass_.run_page(page, window)
+        except ReceiptRootError as exc:
+            # D-3c: the root checked before this page wrote anything.
+            raise UsageError(f"{exc}; {_kept(pages)}") from exc
+        if pass_.stopped == "database_locked":
+            raise RetryLater(f"{locked_line(db, summary, budget)}; {_kept(pages)}")
+        summary["page"] = len(pages) + 1
+        pages.append(summary)
+        for warning in summary.get("warnings", []):
+            _say(notify, f"qlfsm: warning: {warning}")
+        if on_page is not None:
+            on_page(summary)
+        if pass_.stopped is not None:
+            break  # read-only or full: no later page could write either (row 14 says why)
+        if last == end:
+            break
+        after = last
+    return _total(conn, db, pages, dry_run)
+
+
+def _total(
+    conn: sqlite3.Connection, db: str, pages: list[dict[str, Any]], dry_run: bool
+) -> dict[str, Any]:
+    from storage import PRIMARY_PAGE, primary_candidates
+
+    totals = {k: sum(int(p[k]) for p in pages) for k in COUNTS}
+    candidates = [c for p in pages for c in p["candidates"]]
+    if dry_run:
+        # Nothing was written: what would stay a candidate is what the pages did not decide.
+        left = sum(1 for c in candidates if c["outcome"] != "recovered")
+        truncated = left > PRIMARY_PAGE
+    else:
+        # What start-up's own query finds now (one statement): more than a page still blocks.
+        now, truncated = _read(db, partial(primary_candidates, conn))
+        left = len(now) + int(truncated)
+    summary: dict[str, Any] = {
+        "safe": all(p["safe"] for p in pages) and not truncated,
+        "pages": [
+            {"page": p["page"], **{k: p[k] for k in COUNTS}, "safe": p["safe"]} for p in pages
+        ],
+        **totals,
+        "left": left,
+        "truncated": truncated,
+        "candidates": candidates,
+    }
+    if dry_run:
+        summary["dry_run"] = True
+    warnings = [w for p in pages for w in p.get("warnings", [])]
+    if warnings:
+        summary["warnings"] = list(dict.fromkeys(warnings))
+    return summary
+
+
+def _kept(pages: list[dict[str, Any]]) -> str:
+    if not pages:
+        return "no earlier page was drained"
+    decided = sum(int(p["recovered"]) for p in pages)
+    return f"the {len(pages)} page(s) drained before it keep their {decided} decision(s)"
+
+
+def _read(db: str, query: Callable[[], Any]) -> Any:
+    """A candidate read, its failure named (locked: exit 75; anything else: exit 1)."""
+    import time
+
+    from storage import Busy, database_error
+
+    started = time.monotonic()
+    try:
+        return query()
+    except sqlite3.DatabaseError as exc:
+        named = database_error(db, exc, waited_s=time.monotonic() - started)
+        if isinstance(named, Busy):
+            raise RetryLater(str(named)) from exc
+        raise FatalError(str(named)) from exc
+
+
+def _say(notify: Callable[[str], None] | None, line: str) -> None:
+    from reconciler._notify import to_stderr
+
+    (to_stderr if notify is None else notify)(line)

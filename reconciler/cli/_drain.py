@@ -1,0 +1,110 @@
+"""`qlfsm drain --db PATH --receipt-root DIR [--profile P] [--json] [--dry-run]` (D-26): more
+than a page of candidates decided page by page, each page with the whole ADR-0068 pass
+(``reconciler._drain``).
+
+Exit codes as `reconcile` (spec 06): 0 nothing blocks start-up any more, 3 blockers remain (or
+more than a page of candidates still stays, their processes alive), 2 usage, 1 fatal, 75 the
+database or the start-up lock held past the lock budget, 130/143 interrupted (the pages
+finished before it stay committed, and the one line says how many).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
+from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, parser, print_json
+
+
+def drain_command(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm drain",
+        "Decide more candidates than start-up reads at once (256): page by page in Run id "
+        "order, each page with the whole ADR-0068 pass (receipts, probes, one grace, the "
+        "receipt again, the verifier), until none is left or only blockers are; under the "
+        "single-flight lock of `startup`. Exit 0 safe to start, 3 blocked, 2 usage, 1 fatal, "
+        "75 locked (try again), 130/143 interrupted (finished pages stay committed).",
+    )
+    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
+    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help=f"one of {', '.join(PROFILES)}; only {' or '.join(LOCAL_PROFILES)} run this "
+        f"local pass (default: ${PROFILE_ENV}, else standalone)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="walk every page (real receipt reads, real probes, the grace) and write nothing",
+    )
+    args = p.parse_args(argv)
+    from reconciler._drain import drain
+    from reconciler._reconcile import default_profile
+    from reconciler.cli import _guard
+
+    profile = args.profile if args.profile is not None else default_profile()
+    done: list[dict[str, Any]] = []
+
+    def on_page(summary: dict[str, Any]) -> None:
+        done.append(summary)
+        kept = sum(int(p["recovered"]) for p in done)
+        written = "nothing was written (dry run)" if args.dry_run else (
+            f"the {len(done)} page(s) drained stay committed ({kept} run(s) decided)"
+        )  # fmt: skip
+        _guard.advise_after_interrupt(f"{written}; run qlfsm drain again for the rest")
+        if not args.json:
+            sys.stdout.write(page_line(summary) + "\n")
+            sys.stdout.flush()
+
+    _guard.advise_after_interrupt(
+        "no page was finished (a decision committed before it stays); run qlfsm drain again"
+    )
+    summary = drain(args.db, args.receipt_root, profile, dry_run=args.dry_run, on_page=on_page)
+    if args.json:
+        print_json(summary)
+    else:
+        sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
+    return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
+
+
+def counts(summary: dict[str, Any]) -> str:
+    return (
+        f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
+        f"{summary['remaining']}, unresolved {summary['unresolved']}, failed {summary['failed']}"
+    )
+
+
+def page_line(summary: dict[str, Any]) -> str:
+    """One page, one line (at most 100 columns: counts only, D-22)."""
+    return f"page {summary['page']}: {counts(summary)}"
+
+
+def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
+    """The total, what still blocks start-up (the command that explains each blocking run)
+    and the verdict (``_verdict``: one wording)."""
+    from reconciler.cli._verdict import blocking_lines, verdict_line
+
+    pages = len(summary["pages"])
+    lines = [f"drained {pages} page(s): {counts(summary)}"]
+    if summary["truncated"]:
+        from reconciler.cli._report import wrap
+
+        lines.append(
+            wrap(
+                f"still more than 256 candidates ({summary['remaining']} retained: their "
+                "processes are alive); start-up reads one page and stays blocked: run qlfsm "
+                "drain again once they have ended"
+            )
+        )
+    blocking = blocking_lines({"candidates": summary["candidates"]}, db, receipt_root)
+    if blocking:
+        lines.append("")
+        lines.extend(blocking)
+    verdict = verdict_line(bool(summary["safe"]))
+    if summary.get("dry_run"):
+        verdict = f"dry run, nothing written; the drain would say: {verdict}"
+    lines.append(verdict)
+    return "\n".join(lines)

@@ -32,7 +32,14 @@ _ACTIVE = "('claimed','starting','running')"
 # qlfsm_runs_legacy_keyset_idx (the status list must repeat the index's WHERE verbatim), never
 # OFFSET, LIMIT page + 1. The one active Attempt is found through (run_id, status, id); it
 # is used only when the count is exactly one, so the sub-select needs no ORDER BY (no sort).
-_CANDIDATES_SQL = (
+# One arm per status, merged in keyset order (`MERGE (UNION ALL)`): on a node without qlfsm's
+# index (`db init` never ran) each arm is an equality SEARCH of QingLong's own
+# `(execution_owner, status, id)` whose sort holds that status's legacy Runs only, never the
+# history; one `status IN (...)` let the planner skip-scan `(project_id, created_at_ms, id)`
+# over every Run once ANALYZE had run (issue 27 item 4; docs/decisions.md D-26). The
+# parameters are numbered so that the three arms share them: ?1, ?2 the cursor, then the
+# origins, then the limit (the caller's tuple is unchanged).
+_CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, r.execution_origin, r.legacy_cron_id, r.created_at_ms, "
     '(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN '
     + _ACTIVE
@@ -46,17 +53,21 @@ _CANDIDATES_SQL = (
     + " LIMIT 1) "
     "WHERE r.execution_owner = 'legacy' "
     "AND r.status IN ('queued','dispatching','running') "
-    "AND (r.created_at_ms, r.id) > (?, ?) "
-    "AND r.execution_origin IN ({origins}) "
-    "ORDER BY r.created_at_ms, r.id LIMIT ?"
+    "AND r.status = '{status}' "
+    "AND (r.created_at_ms, r.id) > (?1, ?2) "
+    "AND r.execution_origin IN ({origins})"
 )
+_LEGACY_STATUSES = ("queued", "dispatching", "running")
 
 
 def candidates_sql(origin_count: int) -> str:
     """The candidate statement for ``origin_count`` enabled origins (for EXPLAIN in tests)."""
     if not 1 <= origin_count <= 16:
         raise ValueError("between 1 and 16 origins")
-    return _CANDIDATES_SQL.format(origins=", ".join("?" * origin_count))
+    origins = ", ".join(f"?{3 + i}" for i in range(origin_count))
+    arms = [_CANDIDATE_ARM.format(status=s, origins=origins) for s in _LEGACY_STATUSES]
+    # Result columns 6 and 1: r.created_at_ms, r.id (a compound's ORDER BY names its columns).
+    return " UNION ALL ".join(arms) + f" ORDER BY 6, 1 LIMIT ?{3 + origin_count}"
 
 
 @dataclass(frozen=True)

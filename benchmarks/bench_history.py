@@ -9,7 +9,8 @@ maintenance runs). It is built once with ``executemany`` in one transaction and 
 ``--dir`` (default /tmp/qlfsm-bench-history).
 
 Each figure is measured as whole processes, every variant once per round in a rotating order,
-the figure the median over the rounds:
+the figure the median over the rounds, of the wall time and of the process's CPU time (user +
+system, which a loaded machine inflates less):
 
 - ``startup``: `qlfsm startup --db D --receipt-root R --json` (zero candidates);
 - ``inspect``: `qlfsm inspect --db D --json` (one page, the default limit);
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -109,13 +111,18 @@ def build(path: Path, n: int) -> None:
     tmp.rename(path)
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one whole process, run in ``cwd``: `python -c`
+    puts its working directory first on sys.path, so it must not hold a qlfsm tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False, env=env)
+    done = subprocess.run(argv, capture_output=True, check=False, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{argv[3:6]} failed ({done.returncode}): {done.stderr.decode()}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def bench(sizes: list[int], rounds: int, work: Path, before: str | None) -> dict[str, Any]:
@@ -150,14 +157,18 @@ def bench(sizes: list[int], rounds: int, work: Path, before: str | None) -> dict
                 runs[f"{name} (before)"] = runs[name]
                 envs[f"{name} (before)"] = old
         for name, argv in runs.items():  # one untimed run of each writes the bytecode
-            timed(argv, envs[name])
-        times: dict[str, list[float]] = {name: [] for name in runs}
+            timed(argv, envs[name], work)
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
         names = list(runs)
         for i in range(rounds):
             for name in names[i % len(names) :] + names[: i % len(names)]:
-                times[name].append(timed(runs[name], envs[name]))
+                times[name].append(timed(runs[name], envs[name], work))
         result["sizes"][n] = {
-            name: round(statistics.median(t) * 1000, 1) for name, t in times.items()
+            name: {
+                "wall_ms": round(statistics.median(w for w, _ in t) * 1000, 1),
+                "cpu_ms": round(statistics.median(c for _, c in t) * 1000, 1),
+            }
+            for name, t in times.items()
         }
     result["load"] = [round(x, 2) for x in os.getloadavg()]
     return result
@@ -176,9 +187,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    print(f"medians of {out['rounds']} rounds, ms (load after: {out['load']})")
+    print(f"medians of {out['rounds']} rounds, wall / CPU ms (load after: {out['load']})")
     for n, med in out["sizes"].items():
-        print(f"{n:>9} Runs: " + ", ".join(f"{k} {v}" for k, v in med.items()))
+        for k, v in med.items():
+            print(f"{n:>9} Runs  {k:<28} {v['wall_ms']:>8} / {v['cpu_ms']}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ PRIMARY_PAGE = 256
 # (spec 02) on any node, or on qlfsm's partial index below where `db init` made it. A single
 # `status IN (...)` with `ORDER BY r.id` lets the planner walk the primary key instead, once
 # ANALYZE's statistics say a status holds many Runs: every Run read, in id order, to find none
-# (issue 27 item 4; docs/decisions.md D-26). Each arm repeats the partial index's WHERE
+# (issue 27 item 4; docs/decisions.md D-27). Each arm repeats the partial index's WHERE
 # verbatim, or SQLite would not consider that index for it.
 _CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, "

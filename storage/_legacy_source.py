@@ -39,7 +39,7 @@ _ACTIVE = "('claimed','starting','running')"
 # `(execution_owner, status, id)` whose sort holds that status's active legacy Runs, never the
 # history. The single `status IN (...)` unhinted let the planner skip-scan
 # `(task_id, created_at_ms, id)` over every Run once ANALYZE had run (issue 27 item 4;
-# docs/decisions.md D-26). The parameters are numbered so that the arms share them: ?1, ?2 the
+# docs/decisions.md D-27). The parameters are numbered so that the arms share them: ?1, ?2 the
 # cursor, then the origins, then the limit (the caller's tuple is the same for both forms).
 _KEYSET_INDEX = "qlfsm_runs_legacy_keyset_idx"
 _CANDIDATE_ARM = (
@@ -129,7 +129,7 @@ def legacy_candidates(
         except sqlite3.OperationalError as exc:
             if _KEYSET_INDEX not in str(exc):
                 raise
-            # No qlfsm index here (`db init` never ran): the per-status form (D-26).
+            # No qlfsm index here (`db init` never ran): the per-status form (D-27).
             plain = candidates_sql(len(origins), keyset_index=False)
             rows = conn.execute(plain, params).fetchall()
     return [_legacy_candidate(r) for r in rows[:page]], len(rows) > page

@@ -37,7 +37,7 @@ def runs_page(
     same however long the history: the primary key, or with ``status`` one range of
     `(execution_owner, status, id)` per owner merged in id order (`MERGE (UNION ALL)`). The
     order is the Run id's, not creation time's: no QingLong index orders all Runs by time
-    (docs/decisions.md D-26). A Run whose id is NULL (SQLite lets a TEXT primary key hold one;
+    (docs/decisions.md D-27). A Run whose id is NULL (SQLite lets a TEXT primary key hold one;
     QingLong never writes it) is on no page: it could not be named by ``--after`` or ``--run``.
     """
     key = "r.id > ?2" if after is not None else "r.id IS NOT NULL"

@@ -99,7 +99,7 @@ def inspect_command(argv: list[str]) -> int:
         if args.run:
             runs = [repo.get_run(args.run)]
         else:
-            # --after is a keyset cursor: the last Run id of the previous page (D-26).
+            # --after is a keyset cursor: the last Run id of the previous page (D-27).
             if args.after is not None and run_position(conn, args.after) is None:
                 raise UsageError(
                     f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "

@@ -9,13 +9,26 @@ from ._errors import BadRow
 PRIMARY_PAGE = 256
 
 # One statement: the zero-candidate start-up pays exactly this and nothing else (spec 04).
-PRIMARY_CANDIDATES_SQL = (
+# One arm per candidate status, merged in id order (`MERGE (UNION ALL)`), so that each arm is an
+# equality SEARCH that comes out in id order: on QingLong's own `(execution_owner, status, id)`
+# (spec 02) on any node, or on qlfsm's partial index below where `db init` made it. A single
+# `status IN (...)` with `ORDER BY r.id` lets the planner walk the primary key instead, once
+# ANALYZE's statistics say a status holds many Runs: every Run read, in id order, to find none
+# (issue 27 item 4; docs/decisions.md D-27). Each arm repeats the partial index's WHERE
+# verbatim, or SQLite would not consider that index for it.
+_CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, "
     '(SELECT COUNT(*) FROM "RunAttempts" a WHERE a.run_id = r.id '
     "AND a.status IN ('claimed','starting','running')) AS active "
     'FROM "Runs" r '
     "WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running') "
-    "ORDER BY r.id LIMIT ?"
+    "AND r.status = '{status}'"
+)
+PRIMARY_CANDIDATES_SQL = (
+    _CANDIDATE_ARM.format(status="dispatching")
+    + " UNION ALL "
+    + _CANDIDATE_ARM.format(status="running")
+    + " ORDER BY id LIMIT ?"
 )
 
 
@@ -24,7 +37,7 @@ PRIMARY_CANDIDATES_SQL = (
 # is an in-order index range, with no sort and no scan of Runs even after ANALYZE (where
 # QingLong's (execution_owner, status, id) index loses to a scan of the primary key on a small
 # table). Its status list must repeat the query's WHERE verbatim for SQLite to use it. Without
-# it (a node `db init` never touched) the query still searches QingLong's status index.
+# it (a node `db init` never touched) each arm of the query searches QingLong's status index.
 PRIMARY_CANDIDATES_INDEX = (
     "CREATE INDEX IF NOT EXISTS qlfsm_runs_primary_candidates_idx "
     "ON \"Runs\" (execution_owner, id) WHERE status IN ('dispatching','running')"

@@ -32,31 +32,53 @@ _ACTIVE = "('claimed','starting','running')"
 # qlfsm_runs_legacy_keyset_idx (the status list must repeat the index's WHERE verbatim), never
 # OFFSET, LIMIT page + 1. The one active Attempt is found through (run_id, status, id); it
 # is used only when the count is exactly one, so the sub-select needs no ORDER BY (no sort).
-_CANDIDATES_SQL = (
+# Where `db init` made that index the statement names it (`INDEXED BY`): every page is then
+# an in-order range of it, O(page) however many legacy Runs are active. On a node without it
+# (`db init` never ran) naming it is an error, and the statement is instead one arm per status
+# merged in keyset order (`MERGE (UNION ALL)`): each arm an equality SEARCH of QingLong's own
+# `(execution_owner, status, id)` whose sort holds that status's active legacy Runs, never the
+# history. The single `status IN (...)` unhinted let the planner skip-scan
+# `(task_id, created_at_ms, id)` over every Run once ANALYZE had run (issue 27 item 4;
+# docs/decisions.md D-27). The parameters are numbered so that the arms share them: ?1, ?2 the
+# cursor, then the origins, then the limit (the caller's tuple is the same for both forms).
+_KEYSET_INDEX = "qlfsm_runs_legacy_keyset_idx"
+_CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, r.execution_origin, r.legacy_cron_id, r.created_at_ms, "
     '(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN '
     + _ACTIVE
     + ") AS active, "
     "a.id, a.status, a.pid, a.log_artifact_id, a.created_at_ms, a.started_at_ms, "
     "a.callback_sequence "
-    'FROM "Runs" r '
+    'FROM "Runs" r{hint} '
     'LEFT JOIN "RunAttempts" a ON a.id = ('
     '  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN '
     + _ACTIVE
     + " LIMIT 1) "
     "WHERE r.execution_owner = 'legacy' "
-    "AND r.status IN ('queued','dispatching','running') "
-    "AND (r.created_at_ms, r.id) > (?, ?) "
-    "AND r.execution_origin IN ({origins}) "
-    "ORDER BY r.created_at_ms, r.id LIMIT ?"
+    "AND r.status IN ('queued','dispatching','running') {status}"
+    "AND (r.created_at_ms, r.id) > (?1, ?2) "
+    "AND r.execution_origin IN ({origins})"
 )
+_LEGACY_STATUSES = ("queued", "dispatching", "running")
 
 
-def candidates_sql(origin_count: int) -> str:
-    """The candidate statement for ``origin_count`` enabled origins (for EXPLAIN in tests)."""
+def candidates_sql(origin_count: int, *, keyset_index: bool = True) -> str:
+    """The candidate statement for ``origin_count`` enabled origins (for EXPLAIN in tests):
+    the form that names qlfsm's keyset index, or (``keyset_index=False``) the one for a
+    database without it."""
     if not 1 <= origin_count <= 16:
         raise ValueError("between 1 and 16 origins")
-    return _CANDIDATES_SQL.format(origins=", ".join("?" * origin_count))
+    origins = ", ".join(f"?{3 + i}" for i in range(origin_count))
+    limit = f"?{3 + origin_count}"
+    if keyset_index:
+        one = _CANDIDATE_ARM.format(hint=f" INDEXED BY {_KEYSET_INDEX}", status="", origins=origins)
+        return f"{one} ORDER BY r.created_at_ms, r.id LIMIT {limit}"
+    arms = [
+        _CANDIDATE_ARM.format(hint="", status=f"AND r.status = '{s}' ", origins=origins)
+        for s in _LEGACY_STATUSES
+    ]
+    # Result columns 6 and 1: r.created_at_ms, r.id (a compound's ORDER BY names its columns).
+    return " UNION ALL ".join(arms) + f" ORDER BY 6, 1 LIMIT {limit}"
 
 
 @dataclass(frozen=True)
@@ -100,10 +122,16 @@ def legacy_candidates(
     if not 1 <= page <= LEGACY_PAGE_MAX:
         raise ValueError(f"a page holds 1..{LEGACY_PAGE_MAX} candidates")
     c_ms, c_id = after if after is not None else CURSOR_START
+    params = (c_ms, c_id, *origins, page + 1)
     with lenient(conn):
-        rows = conn.execute(
-            candidates_sql(len(origins)), (c_ms, c_id, *origins, page + 1)
-        ).fetchall()
+        try:
+            rows = conn.execute(candidates_sql(len(origins)), params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if _KEYSET_INDEX not in str(exc):
+                raise
+            # No qlfsm index here (`db init` never ran): the per-status form (D-27).
+            plain = candidates_sql(len(origins), keyset_index=False)
+            rows = conn.execute(plain, params).fetchall()
     return [_legacy_candidate(r) for r in rows[:page]], len(rows) > page
 
 

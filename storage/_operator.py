@@ -29,26 +29,37 @@ def runs_page(
     conn: sqlite3.Connection,
     *,
     limit: int,
-    after: tuple[int, str] | None = None,
+    after: str | None = None,
     status: str | None = None,
 ) -> tuple[list[RunRow], bool]:
-    """Up to ``limit`` Runs in ``(created_at_ms, id)`` order after ``after``, optionally of one
-    ``status``; and whether more follow (limit + 1 are fetched)."""
-    where: list[str] = []
-    params: list[object] = []
-    if after is not None:
-        where.append("(created_at_ms, id) > (?, ?)")
-        params += [after[0], after[1]]
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
-    rows = conn.execute(
-        f'SELECT {RUN_COLUMNS} FROM "Runs" {clause}ORDER BY created_at_ms, id LIMIT ?',
-        (*params, limit + 1),
-    ).fetchall()
+    """Up to ``limit`` Runs in id order after the Run id ``after``, optionally of one
+    ``status``; and whether more follow (limit + 1 are fetched).
+
+    A page is an in-order range of an index QingLong itself creates (spec 02), so it costs the
+    same however long the history: the primary key, or with ``status`` one range of
+    `(execution_owner, status, id)` per owner merged in id order (`MERGE (UNION ALL)`). The
+    order is the Run id's, not creation time's: no QingLong index orders all Runs by time
+    (docs/decisions.md D-27). A Run whose id is NULL (SQLite lets a TEXT primary key hold one;
+    QingLong never writes it) is on no page: it could not be named by ``--after`` or ``--run``.
+    """
+    key = "r.id > ?2" if after is not None else "r.id IS NOT NULL"
+    if status is None:
+        sql = f'SELECT {_RUN_COLUMNS_R} FROM "Runs" r WHERE {key} ORDER BY r.id LIMIT ?3'
+    else:
+        arm = f"SELECT {_RUN_COLUMNS_R} FROM \"Runs\" r WHERE r.execution_owner = '{{owner}}' "
+        arm += f"AND r.status = ?1 AND {key}"
+        sql = (
+            arm.format(owner="legacy")
+            + " UNION ALL "
+            + arm.format(owner="runtime")
+            + " ORDER BY 1 LIMIT ?3"  # column 1: r.id
+        )
+    rows = conn.execute(sql, (status, after, limit + 1)).fetchall()
     runs = [RunRow.of(r) for r in rows]
     return runs[:limit], len(runs) > limit
+
+
+_RUN_COLUMNS_R = ", ".join("r." + c.strip() for c in RUN_COLUMNS.split(","))
 
 
 # --- the receipt journal, for `qlfsm sweep` ------------------------------------------------------

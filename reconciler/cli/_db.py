@@ -65,7 +65,7 @@ def inspect_command(argv: list[str]) -> int:
     p = parser(
         "qlfsm inspect",
         "Runs, attempts and events of a QingLong 3.0 database (read-only). Runs are listed "
-        "oldest first, a page at a time: when more follow, the output says so and names the "
+        "in run id order, a page at a time: when more follow, the output says so and names the "
         "--after to pass for the next page.",
     )
     p.add_argument("--db", required=True, help="path of the SQLite file")
@@ -99,15 +99,15 @@ def inspect_command(argv: list[str]) -> int:
         if args.run:
             runs = [repo.get_run(args.run)]
         else:
-            after = None
-            if args.after is not None:
-                after = run_position(conn, args.after)
-                if after is None:
-                    raise UsageError(
-                        f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
-                        "the last run id of the previous page"
-                    )
-            page, truncated = runs_page(conn, limit=args.limit, after=after, status=args.status)
+            # --after is a keyset cursor: the last Run id of the previous page (D-27).
+            if args.after is not None and run_position(conn, args.after) is None:
+                raise UsageError(
+                    f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
+                    "the last run id of the previous page"
+                )
+            page, truncated = runs_page(
+                conn, limit=args.limit, after=args.after, status=args.status
+            )
             runs = list(page)
         if args.run and runs[0] is None:
             raise UsageError(

@@ -365,6 +365,8 @@ SHADOW_EXPECTED: dict[str, list[tuple[str, bool, set[str], str | None]]] = {
         ("run.failed", False, {*G_RUN, "legacy_exit_code", "shadow"}, "LEGACY_EXIT_NON_ZERO"),
     ],
 }
+
+
 def repair_timed_out(db: LegacyDb) -> Made:  # row 2 along the RUN_TRANSITIONS amendment
     made = db.run(status="dispatching", attempts=("timed_out",))
     db.conn.execute(

@@ -325,7 +325,7 @@ if TYPE_CHECKING:
     from ._operator import run_position as run_position
     from ._operator import runs_page as runs_page
 
-# --- the counters QingLong reads (version, event sequence): their bound, D-28 ------------------
+# --- the counters QingLong reads (version, event sequence): their bound, D-29 ------------------
 _EXPORTS.update(
     {"MAX_COUNTER": "_changes", "CounterExhausted": "_errors", "next_counter": "_changes"}
 )

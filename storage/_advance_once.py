@@ -63,7 +63,7 @@ def advance_read(
     steps = []
     attempt_id: str | None
     for change in changes:
-        # spec 01: each edge takes the Run's next version and event sequence (bounded, D-28).
+        # spec 01: each edge takes the Run's next version and event sequence (bounded, D-29).
         version = next_counter("run", run_id, "version", version)
         sequence = next_counter("run", run_id, "event_sequence", sequence)
         if isinstance(change, AttemptChange):

@@ -36,7 +36,7 @@ NON_MOVING_EVENTS = frozenset(
 # JavaScript's Number.MAX_SAFE_INTEGER: QingLong 3.0 reads `Runs.version`, `Runs.event_sequence`
 # and `RunAttempts.callback_sequence` as JavaScript numbers and rejects a row whose value is not
 # a safe integer ("invalid version"), after which it can neither show nor advance that Run
-# (issue 27 item 7, docs/decisions.md D-28).
+# (issue 27 item 7, docs/decisions.md D-29).
 MAX_COUNTER = 2**53 - 1
 
 

@@ -201,7 +201,7 @@ class BadRow(StorageError):
 
 class CounterExhausted(StorageError):
     """An edge would move a counter QingLong reads past 2^53 - 1 (``storage._changes``
-    ``MAX_COUNTER``, docs/decisions.md D-28): the transaction is rolled back before anything
+    ``MAX_COUNTER``, docs/decisions.md D-29): the transaction is rolled back before anything
     is written, so the row stays one QingLong can read."""
 
     def __init__(self, what: str, ident: str, counter: str, value: int) -> None:

@@ -53,7 +53,7 @@ class RowStatements:
         self, c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
     ) -> tuple[int, int]:
         """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-        # spec 01: the event takes the Run's next version and event sequence (bounded, D-28).
+        # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
         version = next_counter("run", run.id, "version", run.version)
         sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
         columns = {"version": version, "event_sequence": sequence, **sets}

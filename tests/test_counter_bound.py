@@ -1,4 +1,4 @@
-"""The counters QingLong reads stay within 2^53 - 1 (issue 27 item 7, docs/decisions.md D-28).
+"""The counters QingLong reads stay within 2^53 - 1 (issue 27 item 7, docs/decisions.md D-29).
 
 QingLong 3.0 reads `Runs.version`, `Runs.event_sequence` and `RunAttempts.callback_sequence` as
 JavaScript numbers and rejects a row whose value is not a safe integer ("invalid version"). A

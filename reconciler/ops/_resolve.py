@@ -361,7 +361,7 @@ def resolve(
     journal = journal_of(conn, attempts)
     if dry_run:
         # spec 01: every edge one version and one event, bounded as the write bounds them (a
-        # dry run refuses what the write would refuse, D-28).
+        # dry run refuses what the write would refuse, D-29).
         version, sequence = run.version, run.event_sequence
         for _ in changes:
             version = next_counter("run", run.id, "version", version)

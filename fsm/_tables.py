@@ -96,6 +96,10 @@ RUN_LIFECYCLE_EDGES: tuple[Edge, ...] = (
     ),
     # Not in ADR-0001's table: QingLong 3.0 added it for lost-run retry (ADR-0380).
     Edge("schedule_retry", "lost", "retry_wait", None, "ADR-0380 amendment"),
+    # Not in ADR-0001's table either: QingLong 3.0's own Run machine allows it (spec 01 (**),
+    # `RUN_TRANSITIONS` in back/runtime/domain/runStateMachine.ts), so ADR-0448 row 2 repairs a
+    # `dispatching` Run whose unique Attempt timed out (docs/decisions.md D-28).
+    Edge("time_out", "dispatching", "timed_out", None, "RUN_TRANSITIONS amendment"),
 )
 
 # --- Attempt (ADR-0001, spec 01) -----------------------------------------------------------

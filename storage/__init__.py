@@ -332,3 +332,14 @@ if TYPE_CHECKING:
     from ._operator import quarantined_page as quarantined_page
     from ._operator import run_position as run_position
     from ._operator import runs_page as runs_page
+
+# --- the counters QingLong reads (version, event sequence): their bound, D-29 ------------------
+_EXPORTS.update(
+    {"MAX_COUNTER": "_changes", "CounterExhausted": "_errors", "next_counter": "_changes"}
+)
+__all__ += ["MAX_COUNTER", "CounterExhausted", "next_counter"]
+
+if TYPE_CHECKING:
+    from ._changes import MAX_COUNTER as MAX_COUNTER
+    from ._changes import next_counter as next_counter
+    from ._errors import CounterExhausted as CounterExhausted

@@ -30,6 +30,7 @@ from ._changes import (
     _check_fields,
     _check_time,
     _set_clause,
+    next_counter,
 )
 from ._errors import Conflict, InvalidField, NotFound
 from ._row_statements import RowStatements
@@ -62,8 +63,9 @@ def advance_read(
     steps = []
     attempt_id: str | None
     for change in changes:
-        version += 1
-        sequence += 1
+        # spec 01: each edge takes the Run's next version and event sequence (bounded, D-29).
+        version = next_counter("run", run_id, "version", version)
+        sequence = next_counter("run", run_id, "event_sequence", sequence)
         if isinstance(change, AttemptChange):
             att = by_id.get(change.attempt_id)
             if att is None:
@@ -88,6 +90,8 @@ def advance_read(
                     "callback_sequence is set only on a terminal attempt and must be "
                     f"the stored sequence + 1 ({att.callback_sequence + 1})"
                 )
+            if "callback_sequence" in sets:
+                next_counter("attempt", att.id, "callback_sequence", att.callback_sequence)
             moved[att.id] = (step.dest, {**now_sets, **sets} if now_sets else sets)
             payload: dict[str, object] = {
                 "attempt_id": att.id,

@@ -9,7 +9,7 @@ from typing import Any
 
 from fsm import Step
 
-from ._errors import Conflict, InvalidField
+from ._errors import Conflict, CounterExhausted, InvalidField
 from ._record import field, record
 
 ACTORS = frozenset(
@@ -33,6 +33,22 @@ ACTORS = frozenset(
 NON_MOVING_EVENTS = frozenset(
     {"attempt.late_callback_ignored", "run.reconciled", "run.cancel_requested"}
 )
+# JavaScript's Number.MAX_SAFE_INTEGER: QingLong 3.0 reads `Runs.version`, `Runs.event_sequence`
+# and `RunAttempts.callback_sequence` as JavaScript numbers and rejects a row whose value is not
+# a safe integer ("invalid version"), after which it can neither show nor advance that Run
+# (issue 27 item 7, docs/decisions.md D-29).
+MAX_COUNTER = 2**53 - 1
+
+
+def next_counter(what: str, ident: str, counter: str, value: int) -> int:
+    """``value + 1``: the next value of a counter QingLong reads (a Run's version or event
+    sequence, an Attempt's callback sequence), or CounterExhausted past :data:`MAX_COUNTER`.
+    Every write computes its next values here, so the bound holds on every path."""
+    if value >= MAX_COUNTER:
+        raise CounterExhausted(what, ident, counter, value)
+    return value + 1
+
+
 # spec 01 "Field rules": error fields only on these targets.
 _ERROR_TARGETS = frozenset({"failed", "cancelled", "timed_out", "lost", "retry_wait"})
 _RUN_SETTABLE = frozenset(

@@ -197,3 +197,20 @@ class InvalidField(StorageError):
 class BadRow(StorageError):
     """A candidate row qlfsm cannot read (a value of the wrong type, or text that is not
     UTF-8): that candidate fails, the others are handled as usual."""
+
+
+class CounterExhausted(StorageError):
+    """An edge would move a counter QingLong reads past 2^53 - 1 (``storage._changes``
+    ``MAX_COUNTER``, docs/decisions.md D-29): the transaction is rolled back before anything
+    is written, so the row stays one QingLong can read."""
+
+    def __init__(self, what: str, ident: str, counter: str, value: int) -> None:
+        super().__init__(
+            f"{what} {ident} has {counter} {value}, the largest QingLong 3.0 can read (2^53 - 1): "
+            "no further edge can be recorded on it, nothing was written; leave it as it is "
+            "(QingLong refuses to advance it too) and repair the row by hand if it must move"
+        )
+        self.what = what
+        self.ident = ident
+        self.counter = counter
+        self.value = value

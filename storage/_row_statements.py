@@ -12,6 +12,7 @@ from ._changes import (
     Actor,
     _index_of,
     _set_clause,
+    next_counter,
 )
 from ._errors import Conflict, DuplicateEvent, NotFound, RowNotInserted
 from ._rows import (
@@ -52,10 +53,13 @@ class RowStatements:
         self, c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
     ) -> tuple[int, int]:
         """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-        assignments = ["version = version + 1", "event_sequence = event_sequence + 1"]
-        columns = dict(sets) if status is None else {"status": status, **sets}
-        more, params = _set_clause(columns)
-        assignments += more
+        # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
+        version = next_counter("run", run.id, "version", run.version)
+        sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
+        columns = {"version": version, "event_sequence": sequence, **sets}
+        if status is not None:
+            columns["status"] = status
+        assignments, params = _set_clause(columns)
         # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
         cur = c.execute(
             f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? '
@@ -64,7 +68,7 @@ class RowStatements:
         )
         if cur.rowcount != 1:
             raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
-        return run.version + 1, run.event_sequence + 1
+        return version, sequence
 
     def _cas_attempt(
         self, c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]

@@ -172,6 +172,11 @@ def test_the_readme_shows_each_diagram_with_its_tables_and_mermaid() -> None:
         assert f"```mermaid\n{mermaid}\n```" in readme
     assert "| `lost` | `queued`, `failed`, `cancelled`, `retry_wait` (\\*) |" in readme
     assert "ADR-0380 amendment" in readme
+    assert (
+        "| `dispatching` | `running`, `retry_wait`, `failed`, `cancelled`, `lost`, "
+        "`timed_out` (\\*\\*) |" in readme
+    )
+    assert "RUN_TRANSITIONS amendment" in readme
     assert "ADR-0001 has no\n`dispatching -> succeeded` edge" in readme
     assert "| 13 | probe: `not_running` |" in readme
     assert "graphviz-pure" in readme
@@ -714,8 +719,15 @@ def test_the_records_use_the_eight_guard_names_fixed_by_spec_07() -> None:
     assert fixed <= used
 
 
-def test_lost_to_retry_wait_is_the_only_amendment_and_is_marked_adr_0380() -> None:
+def test_the_two_amendments_of_spec_01_are_the_only_ones_each_marked_with_its_record() -> None:
+    # spec 01 (*) lost -> retry_wait (ADR-0380) and (**) dispatching -> timed_out
+    # (QingLong's RUN_TRANSITIONS): nothing else is added to ADR-0001's table.
     amended = [e for e in RECORDS_BY_MACHINE["run"].edges if "amendment" in e.cites]
-    assert [(e.source, e.dest, e.cites) for e in amended] == [
-        ("lost", "retry_wait", "ADR-0380 amendment to ADR-0001 Run table, row lost")
+    assert sorted((e.source, e.dest, e.cites) for e in amended) == [
+        (
+            "dispatching",
+            "timed_out",
+            "RUN_TRANSITIONS amendment to ADR-0001 Run table, row dispatching",
+        ),
+        ("lost", "retry_wait", "ADR-0380 amendment to ADR-0001 Run table, row lost"),
     ]

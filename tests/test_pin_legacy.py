@@ -176,7 +176,7 @@ TERMINAL_ATTEMPT = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 RUN_TO: dict[str, set[str]] = {
     "created": {"queued", "cancelled"},
     "queued": {"dispatching", "cancelled", "timed_out"},
-    "dispatching": {"running", "retry_wait", "failed", "cancelled", "lost"},
+    "dispatching": {"running", "retry_wait", "failed", "cancelled", "lost", "timed_out"},  # (**)
     "running": {"waiting_approval", "retry_wait", "succeeded", "failed", "cancelled"}
     | {"timed_out", "lost"},
     "waiting_approval": {"running", "cancelled", "timed_out"},

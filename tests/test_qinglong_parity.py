@@ -336,6 +336,8 @@ G_RUN = {"from_status", "to_status", "version", "error_code"}
 SHADOW_EXPECTED: dict[str, list[tuple[str, bool, set[str], str | None]]] = {
     # The repaired Attempt carries no error code here: nor does the Run event.
     "repair": [("run.failed", False, G_RUN - {"error_code"}, None)],
+    # spec 01 (**): a `dispatching` Run takes its timed-out Attempt's status and error code.
+    "repair_timed_out": [("run.timed_out", False, G_RUN, "EXECUTION_TIMED_OUT")],
     "abandon": [
         ("attempt.cancelled", True, G_ATTEMPT, "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED"),
         ("run.cancelled", False, G_RUN, "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED"),
@@ -363,8 +365,20 @@ SHADOW_EXPECTED: dict[str, list[tuple[str, bool, set[str], str | None]]] = {
         ("run.failed", False, {*G_RUN, "legacy_exit_code", "shadow"}, "LEGACY_EXIT_NON_ZERO"),
     ],
 }
+
+
+def repair_timed_out(db: LegacyDb) -> Made:  # row 2 along the RUN_TRANSITIONS amendment
+    made = db.run(status="dispatching", attempts=("timed_out",))
+    db.conn.execute(
+        'UPDATE "RunAttempts" SET error_code = ? WHERE id = ?',
+        ("EXECUTION_TIMED_OUT", made.attempt_ids[0]),
+    )
+    return made
+
+
 SHADOW_WRITES = {
     "repair": repair,
+    "repair_timed_out": repair_timed_out,
     "abandon": abandon,
     "mark_lost": mark_lost,
     "cancel": cancel,

@@ -42,6 +42,7 @@ RUN_NEXT: dict[str, dict[str, str]] = {
         "fail": "failed",
         "cancel": "cancelled",
         "mark_lost": "lost",
+        "time_out": "timed_out",  # spec 01 (**): the RUN_TRANSITIONS amendment
     },
     "running": {
         "await_approval": "waiting_approval",

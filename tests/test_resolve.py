@@ -39,7 +39,7 @@ from storage import Conflict, Repository
 RUN_EDGES = {
     "created": {"queued", "cancelled"},
     "queued": {"dispatching", "cancelled", "timed_out"},
-    "dispatching": {"running", "retry_wait", "failed", "cancelled", "lost"},
+    "dispatching": {"running", "retry_wait", "failed", "cancelled", "lost", "timed_out"},  # (**)
     "running": {
         "waiting_approval", "retry_wait", "succeeded", "failed", "cancelled", "timed_out", "lost"
     },

@@ -124,6 +124,41 @@ def test_row_2_a_queued_run_whose_attempt_was_cancelled_is_repaired_to_cancelled
     assert run is not None and run.finished_at_ms is not None
 
 
+def test_row_2_a_dispatching_run_whose_only_attempt_timed_out_is_repaired_to_timed_out(
+    db: LegacyDb,
+) -> None:
+    # spec 01 (**): QingLong's RUN_TRANSITIONS allows dispatching -> timed_out, so row 2's
+    # "Run -> that status is legal" holds and QingLong's reconciler repairs the Run.
+    made = db.run(status="dispatching", attempts=("timed_out",))
+    db.conn.execute(
+        'UPDATE "RunAttempts" SET error_code = ?, error_summary = ?, finished_at_ms = ? '
+        "WHERE id = ?",
+        ("EXECUTION_TIMED_OUT", "deadline passed", T0_MS + 5_000, made.attempt_ids[0]),
+    )
+    result = shadow(db)
+    assert outcomes(result) == {"repaired": 1}
+    assert result.audit["report"]["assessment"] == "converged"
+    assert db.status(made) == ("timed_out", ["timed_out"])
+    (event,) = db.event_rows(made)
+    assert (event["type"], event["actor_type"], event["actor_id"], event["attempt_id"]) == (
+        "run.timed_out",
+        "reconciler",
+        None,
+        None,
+    )
+    assert event["dedupe_key"] == f"legacy-startup-repair:{made.attempt_ids[0]}:timed_out"
+    run = db.repo.get_run(made.run_id)
+    assert run is not None
+    assert payload(event) == {
+        "from_status": "dispatching",
+        "to_status": "timed_out",
+        "version": run.version,
+        "error_code": "EXECUTION_TIMED_OUT",
+    }
+    assert (run.error_code, run.error_summary) == ("EXECUTION_TIMED_OUT", "deadline passed")
+    assert run.finished_at_ms is not None  # timed_out is terminal (spec 01)
+
+
 def test_row_2b_no_attempt_at_all_is_ambiguous_and_writes_nothing(db: LegacyDb) -> None:
     made = db.run(status="dispatching", attempts=())
     assert outcomes(shadow(db)) == {"ambiguous": 1}

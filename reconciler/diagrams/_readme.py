@@ -25,11 +25,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# spec 01's footnote mark of each amendment to ADR-0001's table, by the record that made it.
+_AMENDMENT_MARKS = {"ADR-0380": "(\\*)", "RUN_TRANSITIONS": "(\\*\\*)"}
+
+
 def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> list[str]:
     lines = ["| from | allowed to |", "|---|---|"]
     for row in table:
         dests = [f"`{d}`" for d in row.allowed]
-        dests += [f"`{d}` (\\*)" for d, _ in row.amended]
+        dests += [f"`{d}` {_AMENDMENT_MARKS[record]}" for d, record in row.amended]
         lines.append(f"| `{row.source}` | {', '.join(dests) or 'none (terminal)'} |")
     return lines
 
@@ -157,6 +161,12 @@ def readme_text(
             parts.append(
                 "(\\*) `lost -> retry_wait` is not in ADR-0001's table: the QingLong 3.0 "
                 "implementation added it for lost-run retry (ADR-0380 amendment).\n"
+            )
+            parts.append(
+                "(\\*\\*) `dispatching -> timed_out` is not in ADR-0001's table either: "
+                "QingLong 3.0's own Run machine allows it (`RUN_TRANSITIONS` in "
+                "`back/runtime/domain/runStateMachine.ts`; RUN_TRANSITIONS amendment), so "
+                "ADR-0448 row 2 repairs a `dispatching` Run whose unique Attempt timed out.\n"
             )
         elif spec.name == "attempt":
             parts.append("### ADR-0001 Attempt table (spec 01 §Attempt)\n")

@@ -1,5 +1,6 @@
 """ADR-0001's lifecycle tables: Run (spec 01 "Run") and Attempt (spec 01 "Attempt
-(RunAttempt)"), with the ADR-0380 amendment ``lost -> retry_wait``.
+(RunAttempt)"), with the ADR-0380 amendment ``lost -> retry_wait`` and the ``RUN_TRANSITIONS``
+amendment ``dispatching -> timed_out`` (spec 01 (*) and (**)).
 
 Transcribed by hand from the record, never imported from ``fsm`` (see ``_records.py``).
 """
@@ -33,7 +34,13 @@ RUN_TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "t
 ADR_0001_RUN_TABLE: tuple[LifecycleRow, ...] = (
     LifecycleRow("created", ("queued", "cancelled")),
     LifecycleRow("queued", ("dispatching", "cancelled", "timed_out")),
-    LifecycleRow("dispatching", ("running", "retry_wait", "failed", "cancelled", "lost")),
+    # spec 01 (**): `dispatching -> timed_out` is NOT in ADR-0001's table either; QingLong 3.0's
+    # Run machine allows it (`RUN_TRANSITIONS`, runStateMachine.ts). Marked as an amendment.
+    LifecycleRow(
+        "dispatching",
+        ("running", "retry_wait", "failed", "cancelled", "lost"),
+        amended=(("timed_out", "RUN_TRANSITIONS"),),
+    ),
     LifecycleRow(
         "running",
         ("waiting_approval", "retry_wait", "succeeded", "failed", "cancelled", "timed_out", "lost"),

@@ -55,6 +55,7 @@ _ROW_2_EDGES: tuple[EdgeRef, ...] = tuple(
         ("waiting_approval", "cancelled"),
         ("retry_wait", "cancelled"),
         ("queued", "timed_out"),
+        ("dispatching", "timed_out"),  # spec 01 (**): the RUN_TRANSITIONS amendment
         ("running", "timed_out"),
         ("waiting_approval", "timed_out"),
         ("retry_wait", "timed_out"),

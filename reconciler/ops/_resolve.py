@@ -46,6 +46,7 @@ from storage import (
     Repository,
     RunChange,
     RunRow,
+    next_counter,
 )
 
 # The operator's choices: the three ways out of an active (or lost) run that ADR-0001 has.
@@ -359,7 +360,12 @@ def resolve(
     writes = [_write_of(plan, ch) for ch in changes]
     journal = journal_of(conn, attempts)
     if dry_run:
-        version = run.version + len(changes)  # spec 01: every edge one version
+        # spec 01: every edge one version and one event, bounded as the write bounds them (a
+        # dry run refuses what the write would refuse, D-29).
+        version, sequence = run.version, run.event_sequence
+        for _ in changes:
+            version = next_counter("run", run.id, "version", version)
+            sequence = next_counter("run", run.id, "event_sequence", sequence)
         return Resolved(plan, text, actor, version, (), journal, writes, dry_run=True)
     done = repo.advance(run.id, run.version, changes, actor=actor, at_ms=at, expect=expect)
     journal = journal_of(conn, attempts)

@@ -92,7 +92,7 @@ def inspect_command(argv: list[str]) -> int:
         raise UsageError("qlfsm inspect: --run shows one run; --status filters the list")
     after_sequence = 0
     if args.run and args.after is not None:
-        # D-26: with --run, --after is an event sequence (keyset on (run_id, sequence)).
+        # D-30: with --run, --after is an event sequence (keyset on (run_id, sequence)).
         try:
             after_sequence = int(args.after)
         except ValueError:

@@ -27,7 +27,7 @@ _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_p
 
 
 # A stretch of more than this many consecutive events that move no state is folded into one line
-# in the human page (docs/decisions.md D-26): a storm is counted, an ordinary run shows all.
+# in the human page (docs/decisions.md D-30): a storm is counted, an ordinary run shows all.
 FOLD_OVER = 20
 _HEADERS = ["#", "time (UTC)", "actor", "edge", "trigger"]
 

@@ -11,7 +11,7 @@ whole advance back: no orphan event, no Run update without its event.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from fsm import RUN_TERMINAL, attempt_machine, run_machine
@@ -92,6 +92,28 @@ class Repository(RowStatements):
             (run_id,),
         )
         return [EventRow.of(r) for r in cur]
+
+    def events_page(self, run_id: str, *, after: int = 0, limit: int = 500) -> list[EventRow]:
+        """At most ``limit`` of the run's events after sequence ``after``, in order: a keyset
+        page on the unique index ``(run_id, sequence)`` (spec 02), so a long history is read a
+        page at a time (issue 29)."""
+        cur = self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? AND sequence > ? '
+            "ORDER BY sequence LIMIT ?",
+            (run_id, after, limit),
+        )
+        return [EventRow.of_columns(r) for r in cur]
+
+    def iter_events(self, run_id: str, *, page: int = 500) -> Iterator[EventRow]:
+        """Every event of the run in sequence order, read in keyset pages of ``page``: memory
+        holds one page, whatever the history's length."""
+        after = 0
+        while True:
+            rows = self.events_page(run_id, after=after, limit=page)
+            yield from rows
+            if len(rows) < page:
+                return
+            after = rows[-1].sequence
 
     def list_runs(self, limit: int = 200) -> list[RunRow]:
         cur = self.conn.execute(

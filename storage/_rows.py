@@ -95,6 +95,13 @@ class EventRow:
         values["payload"] = json.loads(values["payload"])
         return cls(**values)
 
+    @classmethod
+    def of_columns(cls, row: sqlite3.Row) -> EventRow:
+        """A row selected as ``EVENT_COLUMNS``, by position (the columns are the fields, in
+        order): what a long history's pages are read with."""
+        payload = json.loads(row[8])
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
+
 
 def uuid7() -> str:
     """A UUIDv7 (time-ordered), the identifier shape QingLong uses."""

@@ -302,9 +302,11 @@ BLOCKED_NODE: list[Mode] = [
     ("startup", ["startup", *R], BLOCKED),
     ("startup", ["startup", *R, "--legacy-normalize", "--origins", "manual"], BLOCKED),
     ("explain", ["explain", "--db", "{db}", "--run", "run-1", "--json"], OK),
+    ("explain", ["explain", "--db", "{db}", "--run", "run-1", "--json", "--all-events"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json", "--limit", "1"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json", "--run", "run-1"], OK),
+    ("inspect", ["inspect", "--db", "{db}", "--json", "--run", "run-1", "--after", "1"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json", "--status", "running"], OK),
     ("inspect", ["inspect", "--db", "{db}", "--json", "--after", "run-1"], OK),
     (

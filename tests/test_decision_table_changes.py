@@ -239,7 +239,7 @@ def test_row_9_changed_in_a_copy_is_what_explain_predicts(
     monkeypatch: pytest.MonkeyPatch,
     row_9_unresolved: DecisionTable,
 ) -> None:
-    from reconciler.cli._explain import _primary_now
+    from reconciler.ops._explain_run import _primary_now
 
     _one_running(repo)
     monkeypatch.setattr(primary_pass_module, "inspect_handle", _unavailable)

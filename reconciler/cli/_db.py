@@ -66,21 +66,42 @@ def inspect_command(argv: list[str]) -> int:
         "qlfsm inspect",
         "Runs, attempts and events of a QingLong 3.0 database (read-only). Runs are listed "
         "in run id order, a page at a time: when more follow, the output says so and names the "
-        "--after to pass for the next page.",
+        "--after to pass for the next page. With --run, the run's events are paged the same "
+        "way (--limit events after the sequence --after).",
     )
     p.add_argument("--db", required=True, help="path of the SQLite file")
     p.add_argument("--run", help="show one run in full")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--limit", type=int, default=200, help="at most this many runs (default 200)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=200,
+        help="at most this many runs, or with --run events (default 200)",
+    )
     p.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
     p.add_argument(
-        "--after", metavar="ID", help="the page after this run (the last one of the previous page)"
+        "--after",
+        metavar="ID",
+        help="the page after this run (the last one of the previous page); with --run, after "
+        "this event sequence",
     )
     args = p.parse_args(argv)
     if args.limit < 1:
         raise UsageError(f"qlfsm inspect: --limit must be at least 1, not {args.limit}")
-    if args.run and (args.after or args.status):
-        raise UsageError("qlfsm inspect: --run shows one run; --after and --status page the list")
+    if args.run and args.status:
+        raise UsageError("qlfsm inspect: --run shows one run; --status filters the list")
+    after_sequence = 0
+    if args.run and args.after is not None:
+        # D-30: with --run, --after is an event sequence (keyset on (run_id, sequence)).
+        try:
+            after_sequence = int(args.after)
+        except ValueError:
+            after_sequence = -1
+        if after_sequence < 0:
+            raise UsageError(
+                f"qlfsm inspect: --after {args.after!r} with --run is an event sequence: pass "
+                "the last sequence of the previous page (0 or more)"
+            )
     from storage import (
         Repository,
         busy_wait_s,
@@ -117,7 +138,13 @@ def inspect_command(argv: list[str]) -> int:
         for run in runs:
             assert run is not None
             item: dict[str, Any] = {"run": run.__dict__, "attempts": [], "events": []}
-            if args.run or args.json:
+            if args.run:
+                item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
+                # One keyset page of events, one more read to know whether more follow.
+                chunk = repo.events_page(run.id, after=after_sequence, limit=args.limit + 1)
+                truncated = len(chunk) > args.limit
+                item["events"] = [e.__dict__ for e in chunk[: args.limit]]
+            elif args.json:
                 item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
                 item["events"] = [e.__dict__ for e in repo.events_of(run.id)]
             out.append(item)
@@ -127,6 +154,8 @@ def inspect_command(argv: list[str]) -> int:
     finally:
         conn.close()
     next_after = out[-1]["run"]["id"] if truncated and out else None
+    if args.run and truncated:
+        next_after = str(out[0]["events"][-1]["sequence"])
     if args.json:
         print_json({"runs": out, "truncated": truncated, "next_after": next_after})
         return 0
@@ -145,7 +174,7 @@ def inspect_command(argv: list[str]) -> int:
         for r in out
     ]
     sys.stdout.write(table(["run", "owner", "origin", "status", "version", "error"], rows) + "\n")
-    if truncated:
+    if truncated and not args.run:
         more = [f"--db {shell_word(args.db)}", f"--limit {args.limit}"]
         if args.status:
             more.append(f"--status {args.status}")
@@ -181,4 +210,11 @@ def inspect_command(argv: list[str]) -> int:
         ]
         sys.stdout.write("\nevents\n")
         sys.stdout.write(table(["seq", "type", "actor", "payload"], events) + "\n")
+        if truncated:
+            more = [f"--db {shell_word(args.db)}", f"--run {shell_word(args.run)}"]
+            more += [f"--limit {args.limit}", f"--after {next_after}"]
+            sys.stdout.write(
+                f"(truncated: showing {len(events)} event(s) after sequence {after_sequence}; "
+                f"more follow: qlfsm inspect {' '.join(more)})\n"
+            )
     return 0

@@ -5,19 +5,31 @@ drawing by ``reconciler.diagrams._path``."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
 
+from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
-from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import FatalError, UsageError, parser, print_json, table
+from reconciler.cli._text import clean, json_line, shell_word
+from reconciler.cli._util import FatalError, UsageError, parser
 from reconciler.ops import iso_time
+
+if TYPE_CHECKING:
+    from reconciler.ops import Explanation, Step
 
 _ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
 _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_paid", "reread")
+
+
+# A stretch of more than this many consecutive events that move no state is folded into one line
+# in the human page (docs/decisions.md D-30): a storm is counted, an ordinary run shows all.
+FOLD_OVER = 20
+_HEADERS = ["#", "time (UTC)", "actor", "edge", "trigger"]
 
 
 def explain_command(argv: list[str]) -> int:
@@ -25,11 +37,19 @@ def explain_command(argv: list[str]) -> int:
         "qlfsm explain",
         "One run's path through the Run and Attempt machines, from its events: time, actor, "
         "from -> to, trigger, and the row, reason and evidence of each recovery decision. "
-        "Read-only. Exit 0, 2 unknown run or no dot for --svg, 1 unusable database.",
+        f"More than {FOLD_OVER} consecutive events that move no state are counted on one line "
+        "(--all-events shows each). Read-only. Exit 0, 2 unknown run or no dot for --svg, "
+        "1 unusable database.",
     )
     p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
     p.add_argument("--run", required=True, metavar="ID", help="the run to explain")
     p.add_argument("--json", action="store_true", help="print the path as one JSON object")
+    p.add_argument(
+        "--all-events",
+        action="store_true",
+        help=f"show every event, also stretches of more than {FOLD_OVER} events that move no "
+        "state (folded into one counting line by default; --json always lists every event)",
+    )
     p.add_argument(
         "--svg",
         metavar="FILE",
@@ -65,139 +85,241 @@ def explain_command(argv: list[str]) -> int:
 
         inspect_receipt_root(check_receipt_root(args.receipt_root))
     from reconciler._reconcile import open_database
-    from reconciler.ops import ACTIVE_RUN, UnknownRun, explain
+    from reconciler.ops import UnknownRun, explain_run
     from storage import check_schema
 
     conn = open_database(args.db)
     try:
         check_schema(conn, path=args.db)
         try:
-            found = explain(conn, args.run)
+            found = explain_run(
+                conn,
+                args.db,
+                args.run,
+                receipt_root=args.receipt_root,
+                profile=args.profile,
+                origins=args.origins,
+            )
         except UnknownRun as exc:
             raise UsageError(
                 f"run {args.run!r} is not in {args.db}; list runs with "
                 f"`qlfsm inspect --db {shell_word(args.db)}`"
             ) from exc
-        if found.run.status in ACTIVE_RUN and found.run.execution_owner == "legacy":
-            found.now = _legacy_now(conn, found.run, args.origins)
+        if args.svg is not None:
+            _write_svg(args.svg, found, args.dot)
+        # The steps are read from `conn` as they are written (issue 29): it stays open.
+        if args.json:
+            write_json(found, sys.stdout)
+        else:
+            fold = None if args.all_events else FOLD_OVER
+            write_human(found, sys.stdout, db=args.db, fold=fold)
+            if args.svg is not None:
+                sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     finally:
         conn.close()
-    if (
-        found.run.status in ACTIVE_RUN
-        and found.run.execution_owner == "runtime"
-        and args.receipt_root is not None
-    ):
-        found.now = _primary_now(args.db, args.receipt_root, args.profile, found.run.id)
-    if found.run.status in ACTIVE_RUN and found.run.execution_owner == "runtime":
-        _decide(found, args.db)
-    if args.svg is not None:
-        _write_svg(args.svg, found, args.dot)
-    data = found.as_dict()
-    if args.json:
-        print_json(data)
-    else:
-        sys.stdout.write(render(data) + "\n")
-        if args.svg is not None:
-            sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     return 0
 
 
-# The outcomes of spec 04 that leave a run for an operator (start-up BLOCKED on it).
-_BLOCKING = frozenset({"unresolved", "failed"})
+def write_json(found: Explanation, out: TextIO) -> None:
+    """``found`` as one line of JSON, byte for byte what ``print_json(found.as_dict())`` prints,
+    written a step at a time: the head, each step through ``json.dumps``, the tail (issue 29)."""
+    head = json_line({**found.head(), "steps": []})
+    # `json.dumps` ends the object `..., "steps": []}`: the steps go between the brackets.
+    out.write(head[: -len("]}")])
+    # `json_line`'s encoding with one encoder for every step (json.dumps makes one per call).
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    sep = ""
+    for step in found.steps:
+        out.write(sep + json_safe(encode(step.as_dict())))
+        sep = ", "
+    out.write("], " + json_line(found.tail())[1:] + "\n")
 
 
-def _decide(found: Any, db: str) -> None:
-    """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
-    with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
-    from fsm import ATTEMPT_ACTIVE
-    from reconciler.node import ProcProvider
-    from reconciler.ops import legal_targets, process_view, stop_command
-
-    active = [a for a in found.attempts if a.status in ATTEMPT_ACTIVE]
-    provider = ProcProvider()
-    found.processes = [process_view(a, provider) for a in active]
-    targets = legal_targets(found.run.status, [a.status for a in active])
-    now = found.now
-    blocks = None if now is None or now.get("outcome") is None else now["outcome"] in _BLOCKING
-    command = None
-    if targets:
-        command = (
-            f"qlfsm resolve --db {shell_word(db)} --run {shell_word(found.run.id)} "
-            f"--to {'|'.join(targets)} --reason '…'"
-        )
-    found.decide = {
-        "blocks": blocks,
-        "targets": targets,
-        "command": command,
-        "stop": stop_command(found.processes),
-    }
+def _cells(s: Mapping[str, Any]) -> list[str]:
+    source = s["from"] if s["from"] is not None else "·"
+    move = f"{s['machine']}: {source} -> {s['to']}" if s["machine"] else "-"
+    actor = s["actor_type"] + (f":{clean(s['actor_id'])}" if s["actor_id"] else "")
+    return [clean(c) for c in (str(s["sequence"]), s["at"], actor, move, clean(s["trigger"]))]
 
 
-def _legacy_now(conn: Any, run: Any, origins: str | None) -> dict[str, Any]:
-    """ADR-0448's row for this run now, with the origins `startup` would enable."""
-    from reconciler.ops import legacy_now
-    from reconciler.shadow import ORIGINS_ENV, parse_origins
-
-    chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
-    return legacy_now(conn, run, frozenset(chosen.enabled))
-
-
-def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
-    """ADR-0068's row for this run now: what a dry run decides for this one candidate (only it
-    is read and probed, the grace paid only when it needs it; retained, the final verifier
-    proves it again). Checked and opened as a dry run of the pass is."""
-    from reconciler._reconcile import (
-        check_profile,
-        check_receipt_root,
-        default_profile,
-        inspect_receipt_root,
-        lock_budget_s,
-        open_database,
+def _quiet(step: Step) -> bool:
+    """An event that moves no state and records no decision: what a fold may count."""
+    return (
+        step.machine is None
+        and step.row is None
+        and step.decision is None
+        and step.resolution is None
     )
-    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
-    from reconciler.ops import ADR0068, ROW_FACTS
-    from reconciler.primary import predict
-    from storage import check_schema
 
-    root = check_receipt_root(root)
-    profile = check_profile(profile if profile is not None else default_profile())
-    inspect_receipt_root(root)
-    conn = open_database(db, read_only=True)
-    try:
-        conn.execute("PRAGMA query_only = ON")  # nothing may be written
-        check_schema(conn, path=db)
-        try:
-            entry, truncated = predict(
-                conn,
-                FileReceiptStore(root),
-                ProcProvider(),
-                SystemClock(),
-                run_id,
-                profile=profile,
-                budget=lock_budget_s(),
-            )
-        except ReceiptRootError as exc:
-            raise UsageError(f"{exc}; nothing was written") from exc
-    finally:
-        conn.close()
-    if entry is None:
-        why = (
-            "the candidate page was truncated before it"
-            if truncated
-            else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
+
+@dataclass
+class _Stretch:
+    """A run of consecutive quiet events: its first and last sequence, and counts by type."""
+
+    first: int
+    last: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    cells: list[list[str]] = field(default_factory=list)  # kept while it may still be short
+
+    def add(self, step: Step, fold: int) -> None:
+        self.last = step.sequence
+        self.counts[step.type] = self.counts.get(step.type, 0) + 1
+        if sum(self.counts.values()) <= fold:
+            self.cells.append(_cells(step.as_dict()))
+        else:
+            self.cells = []
+
+    @property
+    def folds(self) -> bool:
+        return not self.cells
+
+
+@dataclass
+class _Plan:
+    """The first pass over the steps: the table's column widths over the rows shown, and the
+    stretches that fold (by first sequence)."""
+
+    widths: list[int]
+    folded: dict[int, _Stretch]
+    any_row: bool = False
+
+
+def _plan(found: Explanation, fold: int | None) -> _Plan:
+    plan = _Plan([len(h) for h in _HEADERS], {})
+    stretch: _Stretch | None = None
+
+    def shown(cells: list[str]) -> None:
+        plan.widths[:] = [max(w, len(c)) for w, c in zip(plan.widths, cells, strict=True)]
+
+    def close(st: _Stretch | None) -> None:
+        if st is None:
+            return
+        if st.folds:
+            plan.folded[st.first] = st
+        for cells in st.cells:
+            shown(cells)
+
+    for step in found.steps:
+        plan.any_row = plan.any_row or bool(step.row)
+        if fold is not None and _quiet(step):
+            if stretch is None:
+                stretch = _Stretch(step.sequence)
+            stretch.add(step, fold)
+            continue
+        close(stretch)
+        stretch = None
+        shown(_cells(step.as_dict()))
+    close(stretch)
+    return plan
+
+
+def _count(n: int) -> str:
+    return f"{n:,}".replace(",", " ")
+
+
+def _fold_line(st: _Stretch) -> str:
+    # The wording of issue 29: a count, a multiplication sign, the type; an en dash, an em dash.
+    kinds = ", ".join(f"{_count(n)} \u00d7 {clean(kind)}" for kind, n in st.counts.items())
+    return f"events {_count(st.first)}\u2013{_count(st.last)}: {kinds} \u2014 no state change"
+
+
+def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -> None:
+    """The human page, written as it goes: two passes over the steps (the widths and the folds,
+    then the rows), each one keyset page of events at a time (issue 29)."""
+    plan = _plan(found, fold)
+    run = found.run
+    head = found.head()
+    lines = [
+        f"run {clean(run.id)} ({clean(run.execution_owner)}, "
+        f"{clean(run.execution_origin)}): now {clean(run.status)}"
+        + (f" ({clean(run.error_code)})" if run.error_code else "")
+    ]
+    for a in head["attempts"]:
+        lines.append(
+            f"attempt {a['attempt']} {clean(a['id'])}: {a['status']}"
+            + (f" ({clean(a['error_code'])})" if a["error_code"] else "")
+            + (f", exit {a['exit_code']}" if a["exit_code"] is not None else "")
         )
-        return {"record": ADR0068, "row": None, "outcome": None, "reason": why}
-    row = str(entry["row"])
-    return {
-        "record": ADR0068,
-        "row": row,
-        "outcome": entry["outcome"],
-        "reason": entry["reason"],
-        "row_facts": ROW_FACTS.get((ADR0068, row)),
-    }
+    status_of = {a["id"]: a["status"] for a in head["attempts"]}
+    for j in head["journal"]:
+        where = f" at {clean(j['quarantine_ref'])}" if j["quarantine_ref"] else ""
+        line = f"receipt journal of attempt {clean(j['attempt_id'])}: {j['state']}{where}"
+        status = status_of.get(j["attempt_id"])
+        if j["state"] == "quarantined" and status not in _ACTIVE_ATTEMPT:
+            # docs/decisions.md D-12 "resolve": the row outlives the decision on purpose.
+            line += (
+                f"; no longer blocks start-up (the Attempt is {clean(status)}); `qlfsm sweep` "
+                f"removes the copy and this row after {iso_time(j['purge_after_ms'])}"
+            )
+        lines.append(line)
+    lines.append("")
+    widths = plan.widths
+    lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    out.write("\n".join(lines) + "\n")
+    skip_to = 0
+    for step in found.steps:
+        if step.sequence <= skip_to:
+            continue
+        stretch = plan.folded.get(step.sequence)
+        if stretch is not None:
+            out.write(_fold_line(stretch) + "\n")
+            skip_to = stretch.last
+            continue
+        data = step.as_dict()
+        cells = _cells(data)
+        row = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+        out.write(row + "\n")
+        out.writelines(f"    {n}\n" for n in _notes(data))
+    out.writelines(f"{line}\n" for line in _tail(found, plan, db))
 
 
-def _write_svg(path: str, found: Any, dot: str | None) -> None:
+def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
+    lines: list[str] = []
+    run = found.run
+    if plan.folded:
+        folded = sum(sum(st.counts.values()) for st in plan.folded.values())
+        first = min(plan.folded)
+        lines.append("")
+        lines.append(
+            f"{_count(folded)} events that move no state are counted above, not shown (stretches "
+            f"of more than {FOLD_OVER}); every event: qlfsm explain --db {shell_word(db)} --run "
+            f"{shell_word(run.id)} --all-events, or a page at a time: qlfsm inspect --db "
+            f"{shell_word(db)} --run {shell_word(run.id)} --after {first - 1}"
+        )
+    active = run.status in ("queued", "dispatching", "running")
+    if active and not plan.any_row:
+        lines.append("")
+        lines.append(
+            "no start-up decision moved this run: a pass writes an event only when it moves a "
+            "state (a live process kept running, or a run left unresolved or pending, leaves "
+            "none)"
+        )
+    now = found.now
+    if isinstance(now, Mapping):
+        lines.append("")
+        lines.append(_render_now(now))
+    elif active and run.execution_owner == "runtime":
+        lines.append("")
+        lines.append(
+            "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
+            "its receipt, probes its process, writes nothing)"
+        )
+    if found.processes:
+        lines.append("")
+        lines.append("what /proc says now (pids, groups and ticks only):")
+        for view in found.processes:
+            lines.extend(f"    {x}" for x in render_process(view))
+    decide = found.decide
+    if isinstance(decide, Mapping):
+        lines.append("")
+        lines.extend(_render_decide(decide, now))
+    return lines
+
+
+def _write_svg(path: str, found: Explanation, dot: str | None) -> None:
+    """The diagrams with the path of this run's state-moving events (issue 29: an event that
+    moves nothing is no edge), written whole to a temporary file, then moved into place."""
     from reconciler.diagrams import DiagramsError, path_svg
 
     title = f"run {found.run.id}: the edges it took, numbered by event sequence"
@@ -215,75 +337,6 @@ def _write_svg(path: str, found: Any, dot: str | None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise FatalError(f"--svg {path!r} cannot be written ({exc.strerror})") from exc
-
-
-def render(data: Mapping[str, Any]) -> str:
-    run = data["run"]
-    lines = [
-        f"run {clean(run['id'])} ({clean(run['execution_owner'])}, "
-        f"{clean(run['execution_origin'])}): now {clean(run['status'])}"
-        + (f" ({clean(run['error_code'])})" if run["error_code"] else "")
-    ]
-    for a in data["attempts"]:
-        lines.append(
-            f"attempt {a['attempt']} {clean(a['id'])}: {a['status']}"
-            + (f" ({clean(a['error_code'])})" if a["error_code"] else "")
-            + (f", exit {a['exit_code']}" if a["exit_code"] is not None else "")
-        )
-    status_of = {a["id"]: a["status"] for a in data["attempts"]}
-    for j in data["journal"]:
-        where = f" at {clean(j['quarantine_ref'])}" if j["quarantine_ref"] else ""
-        line = f"receipt journal of attempt {clean(j['attempt_id'])}: {j['state']}{where}"
-        status = status_of.get(j["attempt_id"])
-        if j["state"] == "quarantined" and status not in _ACTIVE_ATTEMPT:
-            # docs/decisions.md D-12 "resolve": the row outlives the decision on purpose.
-            line += (
-                f"; no longer blocks start-up (the Attempt is {clean(status)}); `qlfsm sweep` "
-                f"removes the copy and this row after {iso_time(j['purge_after_ms'])}"
-            )
-        lines.append(line)
-    lines.append("")
-    rows = []
-    notes: dict[int, list[str]] = {}
-    for s in data["steps"]:
-        source = s["from"] if s["from"] is not None else "·"
-        move = f"{s['machine']}: {source} -> {s['to']}" if s["machine"] else "-"
-        actor = s["actor_type"] + (f":{clean(s['actor_id'])}" if s["actor_id"] else "")
-        rows.append([str(s["sequence"]), s["at"], actor, move, clean(s["trigger"])])
-        notes[s["sequence"]] = _notes(s)
-    rendered = table(["#", "time (UTC)", "actor", "edge", "trigger"], rows).splitlines()
-    lines.extend(rendered[:2])
-    for s, line in zip(data["steps"], rendered[2:], strict=True):
-        lines.append(line)
-        lines.extend(f"    {n}" for n in notes[s["sequence"]])
-    active = run["status"] in ("queued", "dispatching", "running")
-    if active and not any(s["row"] for s in data["steps"]):
-        lines.append("")
-        lines.append(
-            "no start-up decision moved this run: a pass writes an event only when it moves a "
-            "state (a live process kept running, or a run left unresolved or pending, leaves "
-            "none)"
-        )
-    now = data.get("now")
-    if isinstance(now, Mapping):
-        lines.append("")
-        lines.append(_render_now(now))
-    elif active and run["execution_owner"] == "runtime":
-        lines.append("")
-        lines.append(
-            "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
-            "its receipt, probes its process, writes nothing)"
-        )
-    if data.get("processes"):
-        lines.append("")
-        lines.append("what /proc says now (pids, groups and ticks only):")
-        for view in data["processes"]:
-            lines.extend(f"    {x}" for x in render_process(view))
-    decide = data.get("decide")
-    if isinstance(decide, Mapping):
-        lines.append("")
-        lines.extend(_render_decide(decide, now))
-    return "\n".join(lines)
 
 
 def render_process(view: Mapping[str, Any]) -> list[str]:

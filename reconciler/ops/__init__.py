@@ -15,9 +15,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from reconciler.ops._explain import ADR0068 as ADR0068
     from reconciler.ops._explain import ROW_FACTS as ROW_FACTS
+    from reconciler.ops._explain import Explanation as Explanation
+    from reconciler.ops._explain import Step as Step
     from reconciler.ops._explain import UnknownRun as UnknownRun
     from reconciler.ops._explain import explain as explain
     from reconciler.ops._explain import iso_time as iso_time
+    from reconciler.ops._explain_run import explain_run as explain_run
     from reconciler.ops._now import ACTIVE_RUN as ACTIVE_RUN
     from reconciler.ops._now import legacy_now as legacy_now
     from reconciler.ops._process import process_view as process_view
@@ -35,7 +38,10 @@ _EXPORTS: dict[str, str] = {
     "ADR0068": "reconciler.ops._explain",
     "ROW_FACTS": "reconciler.ops._explain",
     "UnknownRun": "reconciler.ops._explain",
+    "Explanation": "reconciler.ops._explain",
+    "Step": "reconciler.ops._explain",
     "explain": "reconciler.ops._explain",
+    "explain_run": "reconciler.ops._explain_run",
     "iso_time": "reconciler.ops._explain",
     "ACTIVE_RUN": "reconciler.ops._now",
     "legacy_now": "reconciler.ops._now",

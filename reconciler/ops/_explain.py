@@ -28,8 +28,9 @@ codes and QingLong's shadow-writer marks) and no evidence is claimed. An operato
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -193,11 +194,33 @@ class Step:
         }
 
 
-@dataclass
+# Events read per keyset page (issue 29): memory holds one page, whatever the history's length.
+EVENT_PAGE = 500
+
+
+class Steps:
+    """The run's events placed on their machines, in sequence order: a re-iterable streaming
+    source. Each iteration reads the events again in keyset pages through the connection
+    (open while it is iterated) and places them one at a time; nothing is held between pages
+    but the machines' current states."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, run_id: str, owner: str, *, page: int = EVENT_PAGE
+    ) -> None:
+        self._repo = Repository(conn)
+        self._run_id = run_id
+        self._owner = owner
+        self._page = page
+
+    def __iter__(self) -> Iterator[Step]:
+        return place_each(self._owner, self._repo.iter_events(self._run_id, page=self._page))
+
+
+@dataclass(frozen=True)
 class Explanation:
     run: RunRow
     attempts: list[AttemptRow]
-    steps: list[Step]
+    steps: Iterable[Step]  # a streaming source (``Steps``) from ``explain``: iterate, never hold
     journal: list[JournalRow] = field(default_factory=list)
     # The decision a start-up pass would take NOW for a run that is still active (``decide_now``
     # for a legacy run, a dry run of the primary pass for a runtime one): a pass writes nothing
@@ -209,14 +232,16 @@ class Explanation:
     decide: Mapping[str, Any] | None = None
 
     def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
-        """The edges of ``machine`` this run took, each with the sequences that took it."""
+        """The edges of ``machine`` this run took, each with the sequences that took it: the
+        state-moving events only (an event that moves nothing is no edge)."""
         out: dict[tuple[str, str], list[int]] = {}
         for s in self.steps:
             if s.machine == machine and s.source is not None and s.dest is not None:
                 out.setdefault((s.source, s.dest), []).append(s.sequence)
         return out
 
-    def as_dict(self) -> dict[str, Any]:
+    def head(self) -> dict[str, Any]:
+        """The JSON object's members before ``steps``, in their order."""
         run = self.run
         return {
             "run": {
@@ -241,11 +266,19 @@ class Explanation:
                 for a in self.attempts
             ],
             "journal": journal_entries(self.journal),
-            "steps": [s.as_dict() for s in self.steps],
+        }
+
+    def tail(self) -> dict[str, Any]:
+        """The JSON object's members after ``steps``, in their order."""
+        return {
             "now": dict(self.now) if self.now is not None else None,
             "processes": [dict(p) for p in self.processes],
             "decide": dict(self.decide) if self.decide is not None else None,
         }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole object at once (the Python API; the command writes it a step at a time)."""
+        return {**self.head(), "steps": [s.as_dict() for s in self.steps], **self.tail()}
 
 
 def journal_of(conn: sqlite3.Connection, attempts: Sequence[AttemptRow]) -> list[JournalRow]:
@@ -267,32 +300,42 @@ def journal_entries(journal: Sequence[JournalRow]) -> list[dict[str, Any]]:
 
 
 def iso_time(at_ms: int) -> str:
+    second = _second_of(at_ms // 1000)
+    return str(at_ms) if second is None else second + f"{at_ms % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _second_of(second: int) -> str | None:
+    # Cached: a storm's events share their seconds (issue 29); the cache is bounded.
     try:
-        moment = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
+        moment = datetime.fromtimestamp(second, tz=UTC)
     except (OverflowError, OSError, ValueError):
-        return str(at_ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at_ms % 1000:03d}Z"
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
-    """The run's path from its events; UnknownRun when there is no such run. Reads only."""
+    """The run's path from its events; UnknownRun when there is no such run. Reads only. The
+    steps are read from ``conn`` each time they are iterated: keep it open until then."""
     repo = Repository(conn)
     run = repo.get_run(run_id)
     if run is None:
         raise UnknownRun(run_id)
     attempts = repo.attempts_of(run_id)
-    events = repo.events_of(run_id)
-    return Explanation(
-        run, attempts, place(run.execution_owner, events), journal_of(conn, attempts)
-    )
+    steps = Steps(conn, run_id, run.execution_owner)
+    return Explanation(run, attempts, steps, journal_of(conn, attempts))
 
 
 def place(owner: str, events: list[EventRow]) -> list[Step]:
     """Each event on its machine, in sequence order (pure)."""
+    return list(place_each(owner, sorted(events, key=lambda ev: ev.sequence)))
+
+
+def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
+    """Each event of ``events`` (in sequence order) on its machine, one at a time (pure)."""
     run_state: str | None = None
     attempt_state: dict[str, str] = {}
-    steps: list[Step] = []
-    for e in sorted(events, key=lambda ev: ev.sequence):
+    for e in events:
         payload: Mapping[str, Any] = e.payload if isinstance(e.payload, dict) else {}
         machine, to_state = _moves(e.type)
         attempt_id = e.attempt_id or _text(payload.get("attempt_id"))
@@ -333,28 +376,25 @@ def place(owner: str, events: list[EventRow]) -> list[Step]:
                 SPECS[machine], source, dest, adr0068=adr0068, receipt=actor == RECEIPT_ACTOR,
                 row=edge_row, legacy=legacy,
             )  # fmt: skip
-        steps.append(
-            Step(
-                sequence=e.sequence,
-                at_ms=e.created_at_ms,
-                type=e.type,
-                actor_type=e.actor_type,
-                actor_id=e.actor_id,
-                attempt_id=attempt_id,
-                machine=machine,
-                source=source,
-                dest=dest,
-                trigger=trigger or e.type,
-                trigger_from_tables=trigger is not None,
-                record=record,
-                row=row,
-                row_recorded=recorded,
-                decision=decision,
-                resolution=resolution,
-                payload=dict(payload),
-            )
+        yield Step(
+            sequence=e.sequence,
+            at_ms=e.created_at_ms,
+            type=e.type,
+            actor_type=e.actor_type,
+            actor_id=e.actor_id,
+            attempt_id=attempt_id,
+            machine=machine,
+            source=source,
+            dest=dest,
+            trigger=trigger or e.type,
+            trigger_from_tables=trigger is not None,
+            record=record,
+            row=row,
+            row_recorded=recorded,
+            decision=decision,
+            resolution=resolution,
+            payload=dict(payload),
         )
-    return steps
 
 
 def _text(value: object) -> str | None:

@@ -1,0 +1,139 @@
+"""`explain` as one operation (issue 28 item 5, built like ``resolve``): gather the run's path,
+the decision a start-up pass would take for it now, what `/proc` says about its active Attempts
+and the decision left to the operator, and return one frozen :class:`Explanation`. Reads only;
+never prints (the command line renders it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+from typing import Any
+
+from reconciler._errors import UsageError
+from reconciler._escape import shell_word
+from reconciler.ops._explain import ADR0068, ROW_FACTS, Explanation, explain
+from reconciler.ops._now import ACTIVE_RUN, legacy_now
+from reconciler.ops._process import process_view, stop_command
+from reconciler.ops._resolve import legal_targets
+
+# The outcomes of spec 04 that leave a run for an operator (start-up BLOCKED on it).
+_BLOCKING = frozenset({"unresolved", "failed"})
+
+
+def explain_run(
+    conn: sqlite3.Connection,
+    db: str,
+    run_id: str,
+    *,
+    receipt_root: str | None = None,
+    profile: str | None = None,
+    origins: str | None = None,
+) -> Explanation:
+    """The explanation of ``run_id`` in the database ``db`` open as ``conn``: its steps a
+    streaming source read through ``conn`` (keep it open while they are iterated). For a legacy
+    run still active, ADR-0448's row now with ``origins`` (default ``$QL3_SHADOW_ORIGINS``);
+    for a runtime one, ADR-0068's row now from a dry run when ``receipt_root`` is given, and
+    `/proc` with the operator's decision (D-23). UnknownRun when there is no such run;
+    UsageError when the receipt root cannot be read."""
+    found = explain(conn, run_id)
+    run = found.run
+    if run.status not in ACTIVE_RUN:
+        return found
+    if run.execution_owner == "legacy":
+        return dataclasses.replace(found, now=_legacy_now(conn, run, origins))
+    if run.execution_owner != "runtime":
+        return found
+    now = None
+    if receipt_root is not None:
+        now = _primary_now(db, receipt_root, profile, run.id)
+    return _with_decision(dataclasses.replace(found, now=now), db)
+
+
+def _with_decision(found: Explanation, db: str) -> Explanation:
+    """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
+    with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
+    from fsm import ATTEMPT_ACTIVE
+    from reconciler.node import ProcProvider
+
+    active = [a for a in found.attempts if a.status in ATTEMPT_ACTIVE]
+    provider = ProcProvider()
+    processes = [process_view(a, provider) for a in active]
+    targets = legal_targets(found.run.status, [a.status for a in active])
+    now = found.now
+    blocks = None if now is None or now.get("outcome") is None else now["outcome"] in _BLOCKING
+    command = None
+    if targets:
+        command = (
+            f"qlfsm resolve --db {shell_word(db)} --run {shell_word(found.run.id)} "
+            f"--to {'|'.join(targets)} --reason '…'"
+        )
+    decide = {
+        "blocks": blocks,
+        "targets": targets,
+        "command": command,
+        "stop": stop_command(processes),
+    }
+    return dataclasses.replace(found, processes=processes, decide=decide)
+
+
+def _legacy_now(conn: sqlite3.Connection, run: Any, origins: str | None) -> dict[str, Any]:
+    """ADR-0448's row for this run now, with the origins `startup` would enable."""
+    from reconciler.shadow import ORIGINS_ENV, parse_origins
+
+    chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
+    return legacy_now(conn, run, frozenset(chosen.enabled))
+
+
+def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
+    """ADR-0068's row for this run now: what a dry run decides for this one candidate (only it
+    is read and probed, the grace paid only when it needs it; retained, the final verifier
+    proves it again). Checked and opened as a dry run of the pass is."""
+    from reconciler._reconcile import (
+        check_profile,
+        check_receipt_root,
+        default_profile,
+        inspect_receipt_root,
+        lock_budget_s,
+        open_database,
+    )
+    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
+    from reconciler.primary import predict
+    from storage import check_schema
+
+    root = check_receipt_root(root)
+    profile = check_profile(profile if profile is not None else default_profile())
+    inspect_receipt_root(root)
+    conn = open_database(db, read_only=True)
+    try:
+        conn.execute("PRAGMA query_only = ON")  # nothing may be written
+        check_schema(conn, path=db)
+        try:
+            entry, truncated = predict(
+                conn,
+                FileReceiptStore(root),
+                ProcProvider(),
+                SystemClock(),
+                run_id,
+                profile=profile,
+                budget=lock_budget_s(),
+            )
+        except ReceiptRootError as exc:
+            raise UsageError(f"{exc}; nothing was written") from exc
+    finally:
+        conn.close()
+    if entry is None:
+        why = (
+            "the candidate page was truncated before it"
+            if truncated
+            else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
+        )
+        return {"record": ADR0068, "row": None, "outcome": None, "reason": why}
+    row = str(entry["row"])
+    return {
+        "record": ADR0068,
+        "row": row,
+        "outcome": entry["outcome"],
+        "reason": entry["reason"],
+        "row_facts": ROW_FACTS.get((ADR0068, row)),
+    }

@@ -377,3 +377,86 @@ def test_a_legacy_cancel_or_complete_is_stamped_no_earlier_than_the_runs_own_sta
     assert after is not None and after.status == status
     assert after.finished_at_ms == started
     assert {r["created_at_ms"] for r in db.event_rows(made)} == {started}
+
+
+# --- the error each ADR-0068 write sets (module-level data mutmut never changes) -------------
+
+
+def _row_3(repo: Repository, table: FakeProcessTable, store: FileReceiptStore) -> None:
+    make_run(repo, "run-1", "dispatching")
+
+
+def _row_7(repo: Repository, table: FakeProcessTable, store: FileReceiptStore) -> None:
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+
+
+def _row_13(repo: Repository, table: FakeProcessTable, store: FileReceiptStore) -> None:
+    dead_candidate(repo, table)
+
+
+def _row_5(exit_code: int, cancel_reason: str | None = None) -> Callable[..., None]:
+    def make(repo: Repository, table: FakeProcessTable, store: FileReceiptStore) -> None:
+        dead_candidate(repo, table)
+        if cancel_reason is not None:
+            repo.conn.execute(
+                'UPDATE "Runs" SET cancel_requested_at_ms = ?, cancel_reason = ? '
+                "WHERE id = 'run-1'",
+                (T0, cancel_reason),
+            )
+        store.publish(receipt("run-1", "at-1", exit_code=exit_code))
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("make", "row", "status", "code", "summary"),
+    [
+        (
+            _row_3, "3", "lost", "RECOVERY_ATTEMPT_MISSING_BEFORE_START",
+            "Dispatching Run has no durable Attempt",
+        ),
+        (
+            _row_7, "7", "lost", "RECOVERY_UNSTARTED_CLAIM",
+            "Claimed Attempt never crossed the start barrier",
+        ),
+        (
+            _row_13, "13", "lost", "RECOVERY_PROCESS_NOT_RUNNING",
+            "Durable process identity proves the execution is not running",
+        ),
+        (_row_5(3), "5", "failed", "EXECUTION_FAILED", "Execution completed without success"),
+        (
+            _row_5(0, "user"), "5", "cancelled", "EXECUTION_CANCELLED",
+            "Execution was cancelled",
+        ),
+        (
+            _row_5(0, "timeout"), "5", "timed_out", "EXECUTION_TIMED_OUT",
+            "Execution exceeded its configured timeout",
+        ),
+        (_row_5(0), "5", "succeeded", None, None),
+    ],
+)  # fmt: skip
+def test_each_adr_0068_write_sets_its_error_code_and_summary_on_the_run_and_its_attempt(
+    repo: Repository,
+    conn: Any,
+    store: FileReceiptStore,
+    make: Callable[..., None],
+    row: str,
+    status: str,
+    code: str | None,
+    summary: str | None,
+) -> None:
+    # spec 04 "Terminal mapping" and rows 3/7/13, as QingLong's recovery writes them (D-18).
+    table = FakeProcessTable()
+    make(repo, table, store)
+    summary_ = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    assert [c["row"] for c in summary_["candidates"]] == [row]
+    reader = Repository(conn)
+    run = reader.get_run("run-1")
+    assert run is not None
+    assert (run.status, run.error_code, run.error_summary) == (status, code, summary)
+    for attempt in reader.attempts_of("run-1"):
+        assert (attempt.status, attempt.error_code, attempt.error_summary) == (
+            status,
+            code,
+            summary,
+        )

@@ -36,9 +36,10 @@ from reconciler._reconcile import (
     locked_line,
     open_database,
 )
+from reconciler._reports import RESULTS
 from storage import LockBudget
 
-COUNTS = ("scanned", "recovered", "remaining", "unresolved", "failed")
+COUNTS = ("scanned", *RESULTS)
 # The outcomes that let start-up proceed (spec 04 "Summary").
 PASSING = frozenset({"recovered", "remaining"})
 

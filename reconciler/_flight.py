@@ -31,7 +31,8 @@ import stat
 import time
 
 from reconciler._errors import FatalError
-from reconciler._notify import one_line, to_stderr
+from reconciler._escape import one_line
+from reconciler._notify import to_stderr
 from storage import Busy
 
 TYPE_CHECKING = False  # no `typing` at run time (the zero-candidate path imports this module)

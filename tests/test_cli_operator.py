@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
+from _primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
 from test_startup_report import pasted
 
 from fsm import RUN_STATES

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, decisions, make_candidate
 from test_primary_core import ROW_WORLDS, World, observation, worlds
-from test_primary_support import T0, decisions, make_candidate
 
 import fsm._primary
 import reconciler.primary._pass as primary_pass_module

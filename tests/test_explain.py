@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 from _decisions import lose_after_grace, lose_unstarted_claim, succeed_by_receipt
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     linux_only,
     make_candidate,

@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_shadow_support import LegacyDb
+from _shadow_support import LegacyDb
 
 from fsm import (
     ALL_SPECS,

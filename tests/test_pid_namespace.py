@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from test_launcher import prepared
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm
 
 from reconciler.node import FileReceiptStore, Missing, launch
 from reconciler.node._attempt_lock import hold_lock, probe_lock

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _primary_support import T0, receipt, status
 from test_pin_primary_pass import GRACE_S, WatchedStore, candidate, pass_
-from test_primary_support import T0, receipt, status
 
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import FakeProcessTable

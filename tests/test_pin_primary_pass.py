@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import T0, make_candidate, receipt, status
+from _primary_support import T0, make_candidate, receipt, status
 
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle

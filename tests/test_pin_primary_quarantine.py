@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from test_primary_support import T0, make_candidate, receipt
+from _primary_support import T0, make_candidate, receipt
 
 from reconciler.node import FakeClock, FileReceiptStore, QuarantineNotDone, quarantine_ref
 from reconciler.node._identity import FakeProcessTable, capture_handle

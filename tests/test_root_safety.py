@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Snapshot
-from test_primary_support import (
+from _primary_support import (
     T0,
     dead_handle,
     linux_only,
@@ -32,6 +31,7 @@ from test_primary_support import (
     receipt,
     status,
 )
+from conftest import Snapshot
 
 from reconciler import _reconcile
 from reconciler.cli._reconcile import exit_code

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, linux_only, make_run
 from conftest import read_snapshot
-from test_primary_support import T0, linux_only, make_run
 
 from reconciler._flight import lock_path
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle

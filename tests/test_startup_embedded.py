@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, linux_only, make_run
 from test_cli_schemas import validate
-from test_primary_support import T0, linux_only, make_run
 
 import reconciler
 from reconciler import _startup

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import linux_only, qlfsm
+from _primary_support import linux_only, qlfsm
 
 from reconciler.node._clock import FakeClock
 from reconciler.node._identity import ProcProvider

@@ -31,6 +31,11 @@ class PassHooks:
     def before_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
         """Before one candidate is re-read and decided."""
 
+    def after_read(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
+        """After the candidate's facts were read (``gather``) and its row decided, before
+        anything is written: the window in which another writer may move what the decision
+        used, which the write's compare-and-set and re-read guard must catch (spec 05)."""
+
     def after_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate, state: str) -> None:
         """After a candidate was decided (and written): ``state`` is the legacy_shadow state."""
 

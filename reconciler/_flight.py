@@ -18,8 +18,8 @@ directory), and what a second pass finds decided meanwhile is read again and nev
 
 Light on purpose: the zero-candidate `reconcile` takes this lock, and must import neither
 ``typing``, ``argparse`` nor ``json`` (fcntl and errno are built-in modules), nor
-``contextlib`` (2.7 M instructions, 3.3 % of that path, for two ``suppress``: plain ``try``;
-benchmarks/README.md).
+``contextlib`` (for two ``suppress``: plain ``try``; its cost: benchmarks/README.md, "Figures
+once quoted in the code").
 """
 
 from __future__ import annotations

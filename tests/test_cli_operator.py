@@ -20,7 +20,7 @@ from test_startup_report import pasted
 from fsm import RUN_STATES
 from reconciler.cli import _db
 from reconciler.cli._main import FALLBACK_VERSION, version
-from reconciler.shadow._entry import ALLOWED_ORIGINS, REFUSED_ORIGINS
+from reconciler.shadow import ALLOWED_ORIGINS, REFUSED_ORIGINS
 from storage import Repository
 
 

@@ -33,8 +33,7 @@ from conftest import read_snapshot
 
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
 from reconciler.primary import reconcile
-from reconciler.shadow import run_shadow
-from reconciler.shadow._ports import PassPorts
+from reconciler.shadow import PassPorts, run_shadow
 from storage import (
     LOCK_BUDGET_ENV,
     LOCK_BUDGET_S,

@@ -37,11 +37,15 @@ from fsm import (
     observed_facts,
 )
 from fsm._decision import DecisionEngine, drawn_spec
-from reconciler.diagrams._check import compare, parse_mermaid
-from reconciler.diagrams._records import PRIMARY_DECISION_RECORD
-from reconciler.diagrams._render import mermaid_source
-from reconciler.node import FakeClock, FileReceiptStore
-from reconciler.node._identity import Evidence, FakeProcessTable, capture_handle, inspect_handle
+from reconciler.diagrams import PRIMARY_DECISION_RECORD, compare, mermaid_source, parse_mermaid
+from reconciler.node import (
+    Evidence,
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    capture_handle,
+    inspect_handle,
+)
 from reconciler.primary import reconcile
 from storage import Repository
 

@@ -23,7 +23,7 @@ from _primary_support import (
 
 from fsm import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.cli._explain import describe_evidence
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from reconciler.ops._explain import edge_trigger
 from storage import Repository
 

@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 from _primary_support import T0, make_candidate
 
-from reconciler.node import FakeClock, FileReceiptStore, ReceiptRootError
-from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    ReceiptRootError,
+    capture_handle,
+)
 from reconciler.primary import reconcile
 from storage import Repository
 

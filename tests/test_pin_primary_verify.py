@@ -21,10 +21,8 @@ from test_pin_primary_pass import (
     pass_,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import Evidence, FakeProcessTable, inspect_handle
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import Evidence, FakeClock, FakeProcessTable, FileReceiptStore, inspect_handle
+from reconciler.primary import reconcile
 from storage import LockBudget, Repository
 
 

@@ -34,9 +34,15 @@ from _primary_support import (
     receipt,
 )
 
-from reconciler.node import FakeClock, FileReceiptStore, quarantine_ref
-from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
-from reconciler.primary._pass import reconcile
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    capture_handle,
+    inspect_handle,
+    quarantine_ref,
+)
+from reconciler.primary import reconcile
 from storage import AttemptChange, Repository, RunChange, journal_get, journal_register
 
 Change = Callable[[sqlite3.Connection], object]

@@ -19,10 +19,8 @@ from _primary_support import (
 )
 from test_primary_dry_run import every_row
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
+from reconciler.primary import reconcile
 from storage import Repository
 
 EVIDENCE_KEYS = {

@@ -35,18 +35,16 @@ from conftest import Snapshot
 
 from reconciler import _reconcile
 from reconciler.cli._reconcile import exit_code
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import (
+from reconciler.node import (
+    FakeClock,
     FileReceiptStore,
+    ProcProvider,
     ReceiptRootError,
-    prepare_receipt_dirs,
-    publish_bytes_at,
+    check_root_dir,
     quarantine_ref,
 )
-from reconciler.node._root_check import check_root_dir
-from reconciler.ops._resolve import operator_actor, resolve
-from reconciler.ops._sweep import sweep
+from reconciler.node._receipt_store import prepare_receipt_dirs, publish_bytes_at
+from reconciler.ops import operator_actor, resolve, sweep
 from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
 from storage import Repository, journal_get, journal_register, transaction
 

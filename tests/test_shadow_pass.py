@@ -13,10 +13,8 @@ from _shadow_support import T0_MS, LegacyDb
 
 from fsm import LegacyFacts
 from reconciler.node import FakeClock
-from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, gather, run_pass
 from reconciler.shadow import _pass as shadow_pass
-from reconciler.shadow._pass import PassOutcome, gather, run_pass
-from reconciler.shadow._report import Budget
 from reconciler.shadow._writes import Context
 from storage import (
     DatabaseReadOnly,

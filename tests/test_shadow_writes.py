@@ -20,11 +20,9 @@ from fsm import (
     MachineDefinitionError,
 )
 from reconciler.node import FakeClock
-from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import WRITES as WRITE_EFFECTS
+from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, run_pass
 from reconciler.shadow import _pass as _shadow_pass
-from reconciler.shadow._pass import PassOutcome, run_pass
-from reconciler.shadow._report import Budget
-from reconciler.shadow._writes import WRITES as WRITE_EFFECTS
 from reconciler.shadow._writes import Guard, _rows_of_writes, edge
 from storage import (
     AttemptChange,

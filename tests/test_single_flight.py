@@ -27,8 +27,7 @@ from _primary_support import T0, linux_only, make_run
 from conftest import read_snapshot
 
 from reconciler._flight import lock_path
-from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle
-from reconciler.node._launcher import launch
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle, launch
 from reconciler.primary import reconcile
 from storage import LOCK_BUDGET_ENV, Repository, connect
 

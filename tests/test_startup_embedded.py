@@ -19,7 +19,7 @@ from test_cli_schemas import validate
 
 import reconciler
 from reconciler import _startup
-from reconciler.cli._main import main
+from reconciler.cli import main
 from storage import Repository, connect
 
 pytestmark = linux_only

@@ -17,7 +17,7 @@ import pytest
 from _primary_support import dead_handle, linux_only, make_candidate, qlfsm, receipt
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from storage import Repository
 
 ORIGINS = "manual,scheduled_node"

@@ -17,7 +17,7 @@ from test_db_faults import insert_runtime_run
 
 from reconciler._escape import clean
 from reconciler.cli._report import command_lines, fit_table, shorten, wrap
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from storage import Repository, connect
 
 WIDTH = 100

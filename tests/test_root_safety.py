@@ -510,3 +510,24 @@ def test_a_journal_row_whose_attempt_id_is_no_path_is_named_once_skipped_and_exi
     assert Path("/etc/passwd").exists()
     with contextlib.closing(sqlite3.connect(db_path)) as second:
         assert journal_get(second, "/etc/passwd") is not None
+
+
+def test_a_loose_root_whose_name_holds_a_line_break_names_a_fix_bash_reads_back_as_that_path(
+    tmp_path: Path,
+) -> None:
+    # One shell-word rule (reconciler._escape, D-14): a path a terminal would act on is quoted
+    # as bash's $'...', so the one-line error keeps a fix that can be pasted as it is.
+    root = tmp_path / "receipts\nverdict: safe"
+    root.mkdir()
+    root.chmod(0o777)
+    with pytest.raises(ReceiptRootError) as caught:
+        check_root_dir(str(root))
+    message = str(caught.value)
+    assert "\n" not in message
+    fix = message.split("`chmod 0700 ", 1)[1].split("`", 1)[0]
+    assert fix.startswith("$'")
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    out = subprocess.run([bash, "-c", f"printf '%s' {fix}"], capture_output=True, check=True)
+    assert out.stdout == os.fsencode(str(root))

@@ -71,7 +71,7 @@ class StartupLocked(Busy):
         self.pid = pid
 
 
-def lock_path(db: str) -> str:
+def startup_lock_path(db: str) -> str:
     """The single-flight lock file of the database ``db``: beside its real path."""
     return os.path.realpath(db) + SUFFIX
 
@@ -91,7 +91,7 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         self.db = db
         self.budget = budget
         self.notify = to_stderr if notify is None else notify
-        self.path = lock_path(db)
+        self.path = startup_lock_path(db)
         self.fd: int | None = None
 
     def __enter__(self) -> single_flight:

@@ -2,7 +2,7 @@
 
 Start-up reads at most one page of candidates (256) and, when there are more, decides none of
 them (spec 04 "Before any candidate": ADR-0068 fails a truncated page closed before any
-evidence is read). The way out used to be one `qlfsm resolve` per run. `drain` takes the
+evidence is read). Without `drain` the way out is one `qlfsm resolve` per run. `drain` takes the
 candidates in Run id order, a window of at most 256 at a time, and gives each window the whole
 ADR-0068 pass — receipt, probe, ONE grace, the receipt again, a transaction per decision, the
 final verifier re-reading that window — through :meth:`PrimaryReconciler.run_page`: the
@@ -36,9 +36,10 @@ from reconciler._reconcile import (
     locked_line,
     open_database,
 )
+from reconciler._reports import RESULTS
 from storage import LockBudget
 
-COUNTS = ("scanned", "recovered", "remaining", "unresolved", "failed")
+COUNTS = ("scanned", *RESULTS)
 # The outcomes that let start-up proceed (spec 04 "Summary").
 PASSING = frozenset({"recovered", "remaining"})
 

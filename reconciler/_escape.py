@@ -10,6 +10,7 @@ such text is shown through one of these, each built on :func:`clean`:
   such as the bidi controls, surrogates, unassigned code points, spaces other than U+0020) is
   written as its Python escape (``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0001``): visible,
   never interpreted, and valid XML text.
+- :func:`one_line`: a whole stderr message: whitespace runs one space, then :func:`clean`.
 - :func:`shell_word`: a value inside a command the output suggests (``qlfsm explain --run ...``):
   ``shlex.quote`` when it is printable, else bash's ANSI-C quoting (``$'run\\r\\n'``), which a
   person can still paste and which holds no character a terminal acts on.
@@ -52,6 +53,13 @@ def clean(value: object) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line (a stderr message): its whitespace runs (CR LF included) one space,
+    then anything else a terminal would act on escaped (:func:`clean`); D-14, the line may
+    repeat an argument or a path."""
+    return clean(" ".join(text.split()))
 
 
 def shell_word(value: object) -> str:

@@ -18,8 +18,8 @@ directory), and what a second pass finds decided meanwhile is read again and nev
 
 Light on purpose: the zero-candidate `reconcile` takes this lock, and must import neither
 ``typing``, ``argparse`` nor ``json`` (fcntl and errno are built-in modules), nor
-``contextlib`` (2.7 M instructions, 3.3 % of that path, for two ``suppress``: plain ``try``;
-benchmarks/README.md).
+``contextlib`` (for two ``suppress``: plain ``try``; its cost: benchmarks/README.md, "Figures
+once quoted in the code").
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import stat
 import time
 
 from reconciler._errors import FatalError
-from reconciler._notify import one_line, to_stderr
+from reconciler._escape import one_line
+from reconciler._notify import to_stderr
 from storage import Busy
 
 TYPE_CHECKING = False  # no `typing` at run time (the zero-candidate path imports this module)
@@ -70,7 +71,7 @@ class StartupLocked(Busy):
         self.pid = pid
 
 
-def lock_path(db: str) -> str:
+def startup_lock_path(db: str) -> str:
     """The single-flight lock file of the database ``db``: beside its real path."""
     return os.path.realpath(db) + SUFFIX
 
@@ -90,7 +91,7 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         self.db = db
         self.budget = budget
         self.notify = to_stderr if notify is None else notify
-        self.path = lock_path(db)
+        self.path = startup_lock_path(db)
         self.fd: int | None = None
 
     def __enter__(self) -> single_flight:

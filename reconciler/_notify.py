@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import sys
 
-from reconciler._escape import clean
+from reconciler._escape import one_line as one_line
 
 
 def to_stderr(line: str) -> None:
     """The default ``notify``: ``line`` as given, on stderr, flushed."""
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def one_line(text: str) -> str:
-    """``text`` as one line: whitespace runs one space, anything a terminal would act on
-    escaped (D-14: the line may repeat an argument or a path)."""
-    return clean(" ".join(text.split()))

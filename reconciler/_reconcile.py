@@ -10,8 +10,8 @@ the two light storage modules (``storage._connection``: open without SQL;
 import the reconciler (``fsm``, ``transitions``, the repository, receipts, identity). THE
 zero-candidate short-circuit of the application layer is :func:`_pass`. The receipt root is
 checked here with the rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test
-keeps them equal): importing the store costs ~16 ms, about half of the whole zero-candidate
-start-up (benchmarks/README.md).
+keeps them equal), so that the zero-candidate start-up never imports the store (its cost:
+benchmarks/README.md, "Figures once quoted in the code").
 """
 
 from __future__ import annotations

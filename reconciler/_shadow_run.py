@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from reconciler._cursor import InvalidResumeCursor, read_cursor, store_cursor
 from reconciler._errors import FatalError
-from reconciler._notify import one_line
+from reconciler._escape import one_line
 from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, ProfileError, resolve_profile
 from reconciler.shadow import ORIGINS_ENV, Cursor, ShadowResult, failed, run_shadow
 

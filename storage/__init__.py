@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 # No `typing` at run time: the zero-candidate start-up imports this package before its one
-# query, and `typing` alone costs a few milliseconds of a process that needs ~20.
+# query, and has no use for `typing` (its cost: benchmarks/README.md, "Figures once quoted").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         problem: str | None = None
 
 else:
-    # A plain namedtuple, not a dataclass (`dataclasses` imports `inspect`, ~15 ms) nor a
+    # A plain namedtuple, not a dataclass (`dataclasses` imports `inspect`) nor a
     # typing.NamedTuple (`typing`): the zero-candidate start-up has no use for either. The same
     # fields as the class above, which is what the type checker sees. ``problem`` is set when
     # the row cannot be read (an id that is not UTF-8 text, a version that is not an integer):

@@ -21,7 +21,7 @@ from reconciler.node import (
     new_token,
 )
 from reconciler.node._launcher import _mark_failed
-from reconciler.ops._resolve import ResolveRefused, operator_actor, resolve
+from reconciler.ops import ResolveRefused, operator_actor, resolve
 from storage import (
     AttemptChange,
     Expect,

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _shadow_support import LegacyDb
 from _support import init_db
 from hypothesis import settings
-from test_shadow_support import LegacyDb
 
 from reconciler.node import FileReceiptStore
 from storage import Repository, connect

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate
-from test_shadow_support import LegacyDb, bulk_runs
+from _primary_support import dead_handle, linux_only, make_candidate
+from _shadow_support import LegacyDb, bulk_runs
 
 from storage import Repository, connect
 

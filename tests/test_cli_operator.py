@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
+from _primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
 from test_startup_report import pasted
 
 from fsm import RUN_STATES
 from reconciler.cli import _db
 from reconciler.cli._main import FALLBACK_VERSION, version
-from reconciler.shadow._entry import ALLOWED_ORIGINS, REFUSED_ORIGINS
+from reconciler.shadow import ALLOWED_ORIGINS, REFUSED_ORIGINS
 from storage import Repository
 
 

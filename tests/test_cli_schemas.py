@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 from _decisions import lose_after_grace
-from jsonschema import Draft202012Validator, ValidationError
-from referencing import Registry, Resource
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     insert_bare_runs,
     linux_only,
@@ -25,12 +23,14 @@ from test_primary_support import (
     make_run,
     qlfsm,
 )
+from jsonschema import Draft202012Validator, ValidationError
+from referencing import Registry, Resource
 
 from storage import Repository, connect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from test_shadow_support import LegacyDb
+    from _shadow_support import LegacyDb
 
 COMMANDS = (
     "db-init",
@@ -496,7 +496,7 @@ def test_every_mode_on_an_empty_node_matches_its_schema(db_path: Path, tmp_path:
 def test_every_mode_on_a_blocked_node_matches_its_schema(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
-    from test_primary_support import sleepers
+    from _primary_support import sleepers
 
     from reconciler.diagrams._dot import find_dot
 

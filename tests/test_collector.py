@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate
+from _primary_support import dead_handle, linux_only, make_candidate
 
 from reconciler import _collector
 from reconciler.cli._main import main

@@ -43,8 +43,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate, receipt, sleepers
-from test_shadow_support import LegacyDb
+from _primary_support import dead_handle, linux_only, make_candidate, receipt, sleepers
+from _shadow_support import LegacyDb
 
 from reconciler.node import FileReceiptStore, receipt_path
 from storage import Repository, connect

@@ -21,20 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_snapshot
-from test_primary_support import (
+from _primary_support import (
     ForbiddenProvider,
     linux_only,
     make_candidate,
     qlfsm,
     sleepers,
 )
-from test_shadow_support import LegacyDb, bulk_runs
+from _shadow_support import LegacyDb, bulk_runs
+from conftest import read_snapshot
 
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
 from reconciler.primary import reconcile
-from reconciler.shadow import run_shadow
-from reconciler.shadow._ports import PassPorts
+from reconciler.shadow import PassPorts, run_shadow
 from storage import (
     LOCK_BUDGET_ENV,
     LOCK_BUDGET_S,

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, decisions, make_candidate
 from test_primary_core import ROW_WORLDS, World, observation, worlds
-from test_primary_support import T0, decisions, make_candidate
 
 import fsm._primary
 import reconciler.primary._pass as primary_pass_module
@@ -37,11 +37,15 @@ from fsm import (
     observed_facts,
 )
 from fsm._decision import DecisionEngine, drawn_spec
-from reconciler.diagrams._check import compare, parse_mermaid
-from reconciler.diagrams._records import PRIMARY_DECISION_RECORD
-from reconciler.diagrams._render import mermaid_source
-from reconciler.node import FakeClock, FileReceiptStore
-from reconciler.node._identity import Evidence, FakeProcessTable, capture_handle, inspect_handle
+from reconciler.diagrams import PRIMARY_DECISION_RECORD, compare, mermaid_source, parse_mermaid
+from reconciler.node import (
+    Evidence,
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    capture_handle,
+    inspect_handle,
+)
 from reconciler.primary import reconcile
 from storage import Repository
 

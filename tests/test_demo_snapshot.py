@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli import _demo
-from reconciler.cli._main import main
+from reconciler.cli import _demo, main
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "demo.txt"
 REPO = Path(__file__).resolve().parents[1]

@@ -32,13 +32,12 @@ from fsm import (
     DecisionRow,
     DecisionTable,
 )
-from reconciler.diagrams._check import check
+from reconciler.diagrams import check, check_tables
 from reconciler.diagrams._check_tables import (
     ADR_0068,
     ADR_0448,
     PARAPHRASED_FACTS,
     RecordTable,
-    check_tables,
     primary_error_codes,
 )
 

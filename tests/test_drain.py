@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_schemas import validate
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     insert_bare_runs,
     linux_only,
@@ -24,6 +23,7 @@ from test_primary_support import (
     receipt,
     sleepers,
 )
+from test_cli_schemas import validate
 from test_single_flight import env, events_per_run, holding_start_up_lock
 
 from reconciler._drain import drain

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from _primary_support import T0, dead_handle, linux_only, make_candidate, make_run, qlfsm
+from _shadow_support import LegacyDb
 from conftest import read_snapshot
-from test_primary_support import T0, dead_handle, linux_only, make_candidate, make_run, qlfsm
-from test_shadow_support import LegacyDb
 
 from storage import Actor, Repository, RowNotInserted, RunChange
 

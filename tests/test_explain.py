@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 from _decisions import lose_after_grace, lose_unstarted_claim, succeed_by_receipt
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     linux_only,
     make_candidate,
@@ -23,7 +23,7 @@ from test_primary_support import (
 
 from fsm import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.cli._explain import describe_evidence
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from reconciler.ops._explain import edge_trigger
 from storage import Repository
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import linux_only, qlfsm
 from test_explain import expected_edges, taken_edges
-from test_primary_support import linux_only, qlfsm
 
 from reconciler.cli._demo import ORIGINS
 

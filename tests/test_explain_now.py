@@ -13,9 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _support import tree_digest as digests
-from test_cli_schemas import validate
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     linux_only,
     make_candidate,
@@ -23,7 +21,9 @@ from test_primary_support import (
     qlfsm,
     sleepers,
 )
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb
+from _support import tree_digest as digests
+from test_cli_schemas import validate
 
 from reconciler.shadow import run_shadow
 from storage import Repository

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from _support import init_db
 from test_cli_schemas import env, validate
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm
 
 from storage import Repository, check_schema, connect
 

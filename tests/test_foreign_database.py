@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _primary_support import linux_only, qlfsm
 from _support import init_db, tree_digest
-from test_primary_support import linux_only, qlfsm
 
 from storage._ddl import LEGACY_TABLES
 

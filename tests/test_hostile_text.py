@@ -24,7 +24,7 @@ from xml.dom import minidom
 from xml.etree import ElementTree
 
 import pytest
-from test_primary_support import dead_handle, linux_only, make_candidate
+from _primary_support import dead_handle, linux_only, make_candidate
 from test_startup_report import pasted
 
 from reconciler._escape import clean, json_safe, shell_word

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Snapshot
-from test_primary_support import (
+from _primary_support import (
     NOT_A_DIRECTORY,
     T0,
     ForbiddenProvider,
@@ -26,6 +25,7 @@ from test_primary_support import (
     plant_not_a_directory,
     qlfsm,
 )
+from conftest import Snapshot
 
 from reconciler.node import (
     FakeClock,

@@ -15,28 +15,28 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_shadow_support import LegacyDb
+from _shadow_support import LegacyDb
 
 from fsm import (
     ALL_SPECS,
     LEGACY_TABLE,
     DecisionTable,
     LegacyDecision,
+    LegacyEngine,
     LegacyFacts,
     Lifecycle,
     MachineDefinitionError,
     _legacy,
+    legacy_views,
     validate_spec,
 )
-from fsm._legacy import LegacyEngine, legacy_views
 from reconciler.cli._diagrams import diagrams_command
 from reconciler.diagrams import PINNED_RENDERER, DiagramsError, find_dot, render
 from reconciler.ops import legacy_now
 from reconciler.ops._explain import LEGACY_ROW_MAPS, legacy_row_maps
-from reconciler.shadow import WRITES, PassHooks, PassPorts, run_pass
+from reconciler.shadow import WRITES, Budget, PassHooks, PassPorts, run_pass
 from reconciler.shadow import _pass as shadow_pass
 from reconciler.shadow import _writes as shadow_writes
-from reconciler.shadow._report import Budget
 from storage import LegacyCandidate, Repository
 
 ORIGINS = ("manual", "scheduled_node", "scheduled_system")

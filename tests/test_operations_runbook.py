@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _primary_support import dead_handle, linux_only, make_candidate
 from _support import init_db
-from test_primary_support import dead_handle, linux_only, make_candidate
 from test_startup_report import pasted
 
 from storage import Repository, check_schema, connect

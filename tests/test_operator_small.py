@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from test_primary_support import linux_only, qlfsm
+from _primary_support import linux_only, qlfsm
 
 
 def _env(**extra: str) -> dict[str, str]:

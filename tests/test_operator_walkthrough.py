@@ -11,11 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _primary_support import linux_only, make_candidate, other_connection, qlfsm
 from _support import tree_digest
 from test_cli_schemas import validate
-from test_primary_support import linux_only, make_candidate, other_connection, qlfsm
 
-from reconciler.node._identity import ProcProvider, capture_handle
+from reconciler.node import ProcProvider, capture_handle
 from storage import Repository
 
 

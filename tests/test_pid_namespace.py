@@ -17,17 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from test_launcher import prepared
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm
 
-from reconciler.node import FileReceiptStore, Missing, launch
+from reconciler.node import FileReceiptStore, Missing, launch, parse_quarantine_ref, quarantine_ref
 from reconciler.node._attempt_lock import hold_lock, probe_lock
 from reconciler.node._receipt_layout import (
     LOCK_SUFFIX,
     lock_name,
     lock_path,
-    parse_quarantine_ref,
-    quarantine_ref,
     receipt_name,
     temp_name,
 )

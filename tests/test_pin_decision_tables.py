@@ -31,7 +31,8 @@ from fsm import (
     MachineDefinitionError,
 )
 from fsm._legacy import LEGACY_STEP_GUARDS, LEGACY_VIEWS, check_one_trigger_per_outcome
-from reconciler.diagrams._check_tables import ADR_0068, compare_table
+from reconciler.diagrams import compare_table
+from reconciler.diagrams._check_tables import ADR_0068
 
 R, Q, P, G, RR, RC = PRIMARY_EVIDENCE
 

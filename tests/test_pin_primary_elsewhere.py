@@ -17,10 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from test_primary_support import SYSTEM, T0, make_candidate, make_run
+from _primary_support import SYSTEM, T0, make_candidate, make_run
 
-from reconciler.node import FakeClock, FileReceiptStore
-from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    capture_handle,
+    inspect_handle,
+)
 from reconciler.primary import predict, reconcile
 from storage import LockBudget, Repository, RunChange, connect
 

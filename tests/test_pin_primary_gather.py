@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _primary_support import T0, receipt, status
 from test_pin_primary_pass import GRACE_S, WatchedStore, candidate, pass_
-from test_primary_support import T0, receipt, status
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FakeClock, FakeProcessTable, FileReceiptStore
 from storage import Repository, journal_get
 
 

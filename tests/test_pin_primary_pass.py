@@ -14,13 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import T0, make_candidate, receipt, status
+from _primary_support import T0, make_candidate, receipt, status
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
-from reconciler.node._receipt import Receipt
-from reconciler.node._receipt_store import FileReceiptStore, ReadResult
-from reconciler.primary._pass import reconcile
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    ReadResult,
+    Receipt,
+    capture_handle,
+    inspect_handle,
+)
+from reconciler.primary import reconcile
 from storage import LockBudget, Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone

@@ -19,10 +19,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from test_primary_support import T0, make_candidate, receipt
+from _primary_support import T0, make_candidate, receipt
 
-from reconciler.node import FakeClock, FileReceiptStore, QuarantineNotDone, quarantine_ref
-from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    QuarantineNotDone,
+    capture_handle,
+    quarantine_ref,
+)
 from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
 from storage import Repository
 

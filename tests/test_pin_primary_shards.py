@@ -12,10 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import T0, make_candidate
+from _primary_support import T0, make_candidate
 
-from reconciler.node import FakeClock, FileReceiptStore, ReceiptRootError
-from reconciler.node._identity import FakeProcessTable, capture_handle
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    ReceiptRootError,
+    capture_handle,
+)
 from reconciler.primary import reconcile
 from storage import Repository
 

@@ -12,6 +12,7 @@ import shutil
 from typing import Any
 
 import pytest
+from _primary_support import T0, decisions, insert_bare_runs
 from test_pin_primary_pass import (
     RecordingProbe,
     WatchedStore,
@@ -19,12 +20,9 @@ from test_pin_primary_pass import (
     candidate,
     pass_,
 )
-from test_primary_support import T0, decisions, insert_bare_runs
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import Evidence, FakeProcessTable, inspect_handle
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import Evidence, FakeClock, FakeProcessTable, FileReceiptStore, inspect_handle
+from reconciler.primary import reconcile
 from storage import LockBudget, Repository
 
 

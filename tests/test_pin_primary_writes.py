@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     RECONCILER,
     SYSTEM,
     T0,
@@ -34,9 +34,15 @@ from test_primary_support import (
     receipt,
 )
 
-from reconciler.node import FakeClock, FileReceiptStore, quarantine_ref
-from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
-from reconciler.primary._pass import reconcile
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    capture_handle,
+    inspect_handle,
+    quarantine_ref,
+)
+from reconciler.primary import reconcile
 from storage import AttemptChange, Repository, RunChange, journal_get, journal_register
 
 Change = Callable[[sqlite3.Connection], object]

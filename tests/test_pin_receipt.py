@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.node._receipt import (
-    MAX_RECEIPT_BYTES,
-    RECEIPT_KEYS,
+from reconciler.node import (
     InvalidReceipt,
     Receipt,
     authenticate_receipt,
@@ -20,6 +18,7 @@ from reconciler.node._receipt import (
     encode_receipt,
     token_sha256_hex,
 )
+from reconciler.node._receipt import MAX_RECEIPT_BYTES, RECEIPT_KEYS
 
 TOKEN = "tok_" + "A1-_" * 10
 VALID = Receipt(1, "run-1", "att-1", 1, TOKEN, 3, 8, 0)

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_snapshot
-from test_primary_support import (
+from _primary_support import (
     T0,
     CountingProvider,
     ForbiddenProvider,
@@ -24,6 +23,7 @@ from test_primary_support import (
     recovery_events,
     sleepers,
 )
+from conftest import read_snapshot
 
 from reconciler import _reconcile
 from reconciler._reconcile import primary_pass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     insert_bare_runs,
     linux_only,

@@ -24,6 +24,9 @@ from fsm import (
     PRIMARY_TABLE,
     RECEIPT_TRIGGERS,
     RUN_SPEC,
+    Case,
+    DecisionRow,
+    DecisionTable,
     EvidenceError,
     GuardRefused,
     IllegalTransition,
@@ -36,7 +39,7 @@ from fsm import (
     decide_primary,
     run_machine,
 )
-from fsm._decision import Case, DecisionEngine, DecisionRow, DecisionTable
+from fsm._decision import DecisionEngine
 from fsm._primary import check_lost_needs_grace, paths_to
 
 # spec 04 "Per candidate", transcribed from the spec.

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_primary_dry_run import every_row
-from test_primary_support import (
+from _primary_support import (
     TOKEN,
     TOKEN_HASH,
     dead_handle,
@@ -18,11 +17,10 @@ from test_primary_support import (
     make_candidate,
     sleepers,
 )
+from test_primary_dry_run import every_row
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary._pass import reconcile
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
+from reconciler.primary import reconcile
 from storage import Repository
 
 EVIDENCE_KEYS = {

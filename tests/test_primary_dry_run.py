@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import tree_digest
-from test_db_faults import insert_runtime_run
-from test_primary_support import (
+from _primary_support import (
     T0,
     dead_handle,
     decisions,
@@ -27,12 +25,18 @@ from test_primary_support import (
     receipt,
     sleepers,
 )
+from _support import tree_digest
+from test_db_faults import insert_runtime_run
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import FakeProcessTable, ProcProvider, capture_handle, inspect_handle
-from reconciler.node._receipt_store import FileReceiptStore
-from reconciler.primary import predict
-from reconciler.primary._pass import reconcile
+from reconciler.node import (
+    FakeClock,
+    FakeProcessTable,
+    FileReceiptStore,
+    ProcProvider,
+    capture_handle,
+    inspect_handle,
+)
+from reconciler.primary import predict, reconcile
 from storage import Repository, connect
 
 

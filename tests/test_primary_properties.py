@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _primary_support import make_candidate, receipt
 from hypothesis import given
 from hypothesis import strategies as st
-from test_primary_support import make_candidate, receipt
 
 from reconciler.node import FakeClock, FakeProcessTable, MemoryReceiptStore, capture_handle
 from reconciler.primary import reconcile

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     RECEIPT,
     RECONCILER,
     T0,
@@ -189,7 +189,7 @@ def test_row_5_a_trusted_receipt_terminalizes_attempt_then_run_and_is_deleted_af
 
 
 def token_absent_from(db_path: Path) -> bool:
-    from test_primary_support import TOKEN
+    from _primary_support import TOKEN
 
     return TOKEN.encode() not in db_path.read_bytes()
 
@@ -218,7 +218,7 @@ def test_row_5_a_receipt_for_a_starting_attempt_walks_legal_edges_through_runnin
 def test_row_5_a_receipt_for_a_claimed_attempt_starts_it_first(
     repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
 ) -> None:
-    from test_primary_support import TOKEN_HASH
+    from _primary_support import TOKEN_HASH
 
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
     other = other_connection(db_path)

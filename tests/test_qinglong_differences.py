@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     linux_only,
     make_candidate,
     receipt,
     sleepers,
 )
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb
 
 from reconciler.cli._reconcile import render
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, Receipt, receipt_path

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     RECEIPT,
     RECONCILER,
     T0,
@@ -33,7 +33,7 @@ from test_primary_support import (
     sleepers,
     status,
 )
-from test_shadow_support import LegacyDb, Made
+from _shadow_support import LegacyDb, Made
 from test_shadow_writes import abandon, cancel, complete, mark_lost, repair
 from test_shadow_writes import run as shadow_pass
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     ForbiddenProvider,
     dead_handle,
     make_candidate,

@@ -15,8 +15,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import _primary_support as support
 import pytest
-import test_primary_support as support
 
 from reconciler.node import (
     FileReceiptStore,
@@ -410,7 +410,7 @@ def test_the_handle_writer_keeps_the_launcher_s_compact_form_whatever_form_was_r
 
 
 def receipt_forms() -> list[tuple[str, bytes]]:
-    """The six valid v1 forms of the receipt `test_primary_support.receipt("run-1", "at-1")`."""
+    """The six valid v1 forms of the receipt `_primary_support.receipt("run-1", "at-1")`."""
     good = encode_receipt(support.receipt("run-1", "at-1"))
     fields = json.loads(good)
     started = str(fields["startedAtMs"]).encode()

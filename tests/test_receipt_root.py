@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Snapshot
-from test_primary_support import (
+from _primary_support import (
     NOT_A_DIRECTORY,
     ForbiddenProvider,
     dead_handle,
@@ -27,6 +26,7 @@ from test_primary_support import (
     sleepers,
     status,
 )
+from conftest import Snapshot
 
 from reconciler.cli._exit import UsageError
 from reconciler.node import (

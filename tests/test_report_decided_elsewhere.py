@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_primary_support import T0, linux_only, make_run
+from _primary_support import T0, linux_only, make_run
 
 from storage import LOCK_BUDGET_ENV, Repository
 

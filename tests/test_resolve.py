@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     dead_handle,
     linux_only,
     make_candidate,
@@ -21,11 +21,8 @@ from test_primary_support import (
 )
 from test_startup_report import pasted
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.ops._resolve import (
-    MAX_REASON_CHARS,
-    RESOLVE_TARGETS,
+from reconciler.node import FakeClock, ProcProvider
+from reconciler.ops import (
     InvalidReason,
     ResolveRefused,
     check_reason,
@@ -33,6 +30,7 @@ from reconciler.ops._resolve import (
     operator_actor,
     resolve,
 )
+from reconciler.ops._resolve import MAX_REASON_CHARS, RESOLVE_TARGETS
 from storage import Conflict, Repository
 
 # spec 01, transcribed again here (not from fsm): which plain edges exist.

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Snapshot
-from test_primary_support import (
+from _primary_support import (
     T0,
     dead_handle,
     linux_only,
@@ -32,21 +31,20 @@ from test_primary_support import (
     receipt,
     status,
 )
+from conftest import Snapshot
 
 from reconciler import _reconcile
 from reconciler.cli._reconcile import exit_code
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import (
+from reconciler.node import (
+    FakeClock,
     FileReceiptStore,
+    ProcProvider,
     ReceiptRootError,
-    prepare_receipt_dirs,
-    publish_bytes_at,
+    check_root_dir,
     quarantine_ref,
 )
-from reconciler.node._root_check import check_root_dir
-from reconciler.ops._resolve import operator_actor, resolve
-from reconciler.ops._sweep import sweep
+from reconciler.node._receipt_store import prepare_receipt_dirs, publish_bytes_at
+from reconciler.ops import operator_actor, resolve, sweep
 from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
 from storage import Repository, journal_get, journal_register, transaction
 
@@ -512,3 +510,24 @@ def test_a_journal_row_whose_attempt_id_is_no_path_is_named_once_skipped_and_exi
     assert Path("/etc/passwd").exists()
     with contextlib.closing(sqlite3.connect(db_path)) as second:
         assert journal_get(second, "/etc/passwd") is not None
+
+
+def test_a_loose_root_whose_name_holds_a_line_break_names_a_fix_bash_reads_back_as_that_path(
+    tmp_path: Path,
+) -> None:
+    # One shell-word rule (reconciler._escape, D-14): a path a terminal would act on is quoted
+    # as bash's $'...', so the one-line error keeps a fix that can be pasted as it is.
+    root = tmp_path / "receipts\nverdict: safe"
+    root.mkdir()
+    root.chmod(0o777)
+    with pytest.raises(ReceiptRootError) as caught:
+        check_root_dir(str(root))
+    message = str(caught.value)
+    assert "\n" not in message
+    fix = message.split("`chmod 0700 ", 1)[1].split("`", 1)[0]
+    assert fix.startswith("$'")
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    out = subprocess.run([bash, "-c", f"printf '%s' {fix}"], capture_output=True, check=True)
+    assert out.stdout == os.fsencode(str(root))

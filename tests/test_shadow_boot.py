@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb, bulk_runs
+from _shadow_support import T0_MS, LegacyDb, bulk_runs
 
 from reconciler.node import FakeClock
 from reconciler.shadow import (

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 from _coverage_record import Recording, recording
-from test_shadow_support import LegacyDb, Made
+from _shadow_support import AfterRead, LegacyDb, Made
 from test_shadow_writes import DONE, WRITES, another_origin, counts, run
 
 from reconciler.shadow import PassHooks
 from reconciler.shadow import _pass as _shadow_pass
-from storage import LegacyCandidate
 
 # The row that makes each write kind and its guard (spec 05, spec 07's names).
 ROW_GUARD = {
@@ -96,31 +95,22 @@ def test_each_legacy_write_moves_the_run_and_attempt_only_along_its_rows_guarded
 
 @pytest.mark.parametrize("kind", sorted(WRITES))
 def test_a_fact_changed_before_the_write_makes_its_guarded_edge_refuse_and_writes_nothing(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str
+    db: LegacyDb, kind: str
 ) -> None:
     # Another writer moves the Run to an origin that is not enabled after the pass decided and
     # before its write transaction: no compare-and-set field sees it, row 1 matches on the facts
     # re-read in the transaction, so the row's guard on the first Run/Attempt edge refuses.
     made = WRITES[kind](db)
-    real = _shadow_pass.gather
     before: list[tuple[object, ...]] = []
 
-    def someone_else_wrote(*args: Any) -> Any:
-        got = real(*args)
+    def someone_else_wrote() -> None:
         another_origin(db, made)
         before.append(stored(db.path, made))
-        return got
 
-    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
-    seen: list[str] = []
-
-    class Outcome(PassHooks):
-        def after_decide(self, conn: Any, cand: LegacyCandidate, state: str) -> None:
-            seen.append(state)
-
+    hooks = AfterRead(someone_else_wrote)
     with recording() as rec:
-        outcome = run(db, hooks=Outcome())
-    assert counts(outcome) == {"failed": 1} and seen == ["failed"]  # row 12
+        outcome = run(db, hooks=hooks)
+    assert counts(outcome) == {"failed": 1} and hooks.seen == ["failed"]  # row 12
     assert stored(db.path, made) == before[0]
     _row, guard = ROW_GUARD[kind]
     first = EDGES[kind][0][0]

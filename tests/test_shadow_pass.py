@@ -9,14 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb
 
 from fsm import LegacyFacts
 from reconciler.node import FakeClock
-from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, gather, run_pass
 from reconciler.shadow import _pass as shadow_pass
-from reconciler.shadow._pass import PassOutcome, gather, run_pass
-from reconciler.shadow._report import Budget
 from reconciler.shadow._writes import Context
 from storage import (
     DatabaseReadOnly,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb
 
 ORIGINS = "manual,scheduled_node,scheduled_system,boot"
 FINISHED_S = T0_MS // 1000 + 60

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, AfterRead, LegacyDb
 
 from reconciler.node import FakeClock
 from reconciler.shadow import PassHooks, PassPorts, run_shadow
@@ -76,20 +76,16 @@ def test_row_1_a_run_already_terminal_or_lost_is_skipped(db: LegacyDb) -> None:
     assert db.events(done) == [] and db.events(lost) == []
 
 
-def test_a_skipped_run_is_counted_in_the_report_and_asks_for_attention(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_skipped_run_is_counted_in_the_report_and_asks_for_attention(db: LegacyDb) -> None:
     made = db.run()
-    real = _shadow_pass.gather
 
-    def run_left_the_index(*args: Any) -> Any:
-        db.conn.execute(
-            "UPDATE \"Runs\" SET execution_owner = 'runtime' WHERE id = ?", (made.run_id,)
-        )
-        return real(*args)
+    class RunLeftTheIndex(PassHooks):
+        def before_decide(self, conn: Any, cand: LegacyCandidate) -> None:
+            db.conn.execute(
+                "UPDATE \"Runs\" SET execution_owner = 'runtime' WHERE id = ?", (made.run_id,)
+            )
 
-    monkeypatch.setattr(_shadow_pass, "gather", run_left_the_index)
-    result = shadow(db)
+    result = shadow(db, ports=PassPorts(hooks=RunLeftTheIndex()))
     assert outcomes(result) == {"skipped": 1}
     assert result.audit["report"]["assessment"] == "attention_required"
     assert db.events(made) == []
@@ -376,19 +372,15 @@ def test_row_12_an_exception_is_failed_and_writes_nothing(
     assert db.events(made) == []
 
 
-def test_a_write_that_loses_its_compare_and_set_is_failed_and_rolled_back(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_write_that_loses_its_compare_and_set_is_failed_and_rolled_back(db: LegacyDb) -> None:
     made = db.run(status="queued", attempts=("claimed",))
-    real = _shadow_pass.gather
 
-    def someone_else_moved_it(*args: Any) -> Any:
-        got = real(*args)
+    def someone_else_moved_it() -> None:
         db.conn.execute('UPDATE "Runs" SET version = version + 1 WHERE id = ?', (made.run_id,))
-        return got
 
-    monkeypatch.setattr(_shadow_pass, "gather", someone_else_moved_it)
-    assert outcomes(shadow(db)) == {"failed": 1}
+    assert outcomes(shadow(db, ports=PassPorts(hooks=AfterRead(someone_else_moved_it)))) == {
+        "failed": 1
+    }
     assert db.status(made) == ("queued", ["claimed"])
     assert db.events(made) == []
 

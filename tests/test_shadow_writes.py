@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb, Made
+from _shadow_support import T0_MS, AfterRead, LegacyDb, Made
 
 from fsm import (
     LEGACY_ROWS,
@@ -20,11 +20,9 @@ from fsm import (
     MachineDefinitionError,
 )
 from reconciler.node import FakeClock
-from reconciler.shadow import PassHooks, PassPorts
+from reconciler.shadow import WRITES as WRITE_EFFECTS
+from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, run_pass
 from reconciler.shadow import _pass as _shadow_pass
-from reconciler.shadow._pass import PassOutcome, run_pass
-from reconciler.shadow._report import Budget
-from reconciler.shadow._writes import WRITES as WRITE_EFFECTS
 from reconciler.shadow._writes import Guard, _rows_of_writes, edge
 from storage import (
     AttemptChange,
@@ -155,21 +153,17 @@ MOVED: list[tuple[str, str, str, object]] = [
     ("kind", "table", "column", "value"), MOVED, ids=[f"{k}-{c}" for k, _, c, _ in MOVED]
 )
 def test_a_field_the_decision_used_that_moved_before_the_write_refuses_it(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str, table: str, column: str, value: object
+    db: LegacyDb, kind: str, table: str, column: str, value: object
 ) -> None:
     made = WRITES[kind](db)
-    real = _shadow_pass.gather
 
-    def someone_else_wrote(*args: Any) -> Any:
-        got = real(*args)
+    def someone_else_wrote() -> None:
         if table == "Runs":
             set_run(db, made, **{column: value})
         else:
             set_attempt(db, made, **{column: value})
-        return got
 
-    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
-    assert counts(run(db)) == {"failed": 1}
+    assert counts(run(db, hooks=AfterRead(someone_else_wrote))) == {"failed": 1}
     assert db.events(made) == []
     row = db.conn.execute(
         f'SELECT {column} FROM "{table}" WHERE {"id" if table == "Runs" else "run_id"} = ?',
@@ -224,28 +218,14 @@ REDECIDED: list[tuple[str, Callable[[LegacyDb, Made], None]]] = [
 )
 def test_a_write_whose_row_no_longer_matches_on_the_facts_re_read_in_it_writes_nothing(
     db: LegacyDb,
-    monkeypatch: pytest.MonkeyPatch,
     kind: str,
     change: Callable[[LegacyDb, Made], None],
 ) -> None:
     made = WRITES[kind](db)
     before = db.status(made)
-    real = _shadow_pass.gather
-
-    def someone_else_wrote(*args: Any) -> Any:
-        got = real(*args)
-        change(db, made)
-        return got
-
-    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
-    seen: list[str] = []
-
-    class Outcome(PassHooks):
-        def after_decide(self, conn: Any, cand: LegacyCandidate, state: str) -> None:
-            seen.append(state)
-
-    assert counts(run(db, hooks=Outcome())) == {"failed": 1}
-    assert seen == ["failed"]  # the refusal is the candidate's outcome, never ignored
+    hooks = AfterRead(lambda: change(db, made))
+    assert counts(run(db, hooks=hooks)) == {"failed": 1}
+    assert hooks.seen == ["failed"]  # the refusal is the candidate's outcome, never ignored
     assert db.status(made) == before
     assert db.events(made) == []
 
@@ -315,13 +295,8 @@ def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the
     # What the pass drops (row 12 keeps nothing of an exception: spec 05 privacy), read where
     # the write raises it.
     made = WRITES[kind](db)
-    real_gather, real_write = _shadow_pass.gather, _shadow_pass.write
+    real_write = _shadow_pass.write
     raised: list[Exception] = []
-
-    def someone_else_wrote(*args: Any) -> Any:
-        got = real_gather(*args)
-        another_origin(db, made)
-        return got
 
     def write(*args: Any) -> None:
         try:
@@ -330,9 +305,8 @@ def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the
             raised.append(exc)
             raise
 
-    monkeypatch.setattr(_shadow_pass, "gather", someone_else_wrote)
     monkeypatch.setattr(_shadow_pass, "write", write)
-    assert counts(run(db)) == {"failed": 1}
+    assert counts(run(db, hooks=AfterRead(lambda: another_origin(db, made)))) == {"failed": 1}
     assert [str(e) for e in raised] == [
         f"conflict: run {made.run_id} is no longer what ADR-0448 row {ROW_OF[kind]} was decided "
         "on; re-read and decide again"

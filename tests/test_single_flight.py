@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, linux_only, make_run
 from conftest import read_snapshot
-from test_primary_support import T0, linux_only, make_run
 
-from reconciler._flight import lock_path
-from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle
-from reconciler.node._launcher import launch
+from reconciler._flight import startup_lock_path
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle, launch
 from reconciler.primary import reconcile
 from storage import LOCK_BUDGET_ENV, Repository, connect
 
@@ -129,7 +128,7 @@ def finish(proc: subprocess.Popen[str], head: str = "") -> tuple[int, str, str]:
 def holding_start_up_lock(db: Path, pid: int | None = None) -> Iterator[int]:
     """The single-flight lock of ``db`` held by this test process (as a start-up would hold
     it, its pid written inside) until the block ends."""
-    fd = os.open(lock_path(str(db)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(startup_lock_path(str(db)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)

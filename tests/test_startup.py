@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb
 
 from reconciler.cli import _shadow as _shadow_cli
 from storage import normalize_legacy

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import T0, linux_only, make_run
 from test_cli_schemas import validate
-from test_primary_support import T0, linux_only, make_run
 
 import reconciler
 from reconciler import _startup
-from reconciler.cli._main import main
+from reconciler.cli import main
 from storage import Repository, connect
 
 pytestmark = linux_only

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import dead_handle, linux_only, make_candidate, qlfsm, receipt
 from prometheus_client.parser import text_string_to_metric_families
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm, receipt
 
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from storage import Repository
 
 ORIGINS = "manual,scheduled_node"
@@ -61,7 +61,7 @@ def node(repo: Repository, db_path: Path, tmp_path: Path) -> tuple[Path, Path, P
     make_candidate(repo, "run-odd", "at-odd", handle="ql3lp1.bad", pid=3)
     make_candidate(repo, "run-far", "at-far", attempt="claimed", run="dispatching",
                    executor_type="remote_worker")  # fmt: skip
-    from test_primary_support import make_run
+    from _primary_support import make_run
 
     make_run(repo, "run-none", "dispatching")
     textfiles = tmp_path / "textfile"

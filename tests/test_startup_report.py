@@ -12,12 +12,12 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from _primary_support import dead_handle, linux_only, make_candidate, qlfsm, receipt
 from test_db_faults import insert_runtime_run
-from test_primary_support import dead_handle, linux_only, make_candidate, qlfsm, receipt
 
 from reconciler._escape import clean
 from reconciler.cli._report import command_lines, fit_table, shorten, wrap
-from reconciler.node._receipt_store import FileReceiptStore
+from reconciler.node import FileReceiptStore
 from storage import Repository, connect
 
 WIDTH = 100

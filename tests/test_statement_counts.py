@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.cli._main import main
+from reconciler.cli import main
 from storage import PRIMARY_CANDIDATES_SQL
 
 SCHEMA_CHECK = [

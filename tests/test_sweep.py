@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import (
+from _primary_support import (
     T0,
     dead_handle,
     linux_only,
@@ -26,12 +26,8 @@ from test_primary_support import (
     sleepers,
 )
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import FileReceiptStore, quarantine_ref
-from reconciler.ops import _sweep
-from reconciler.ops._resolve import operator_actor, resolve
-from reconciler.ops._sweep import sweep
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, quarantine_ref
+from reconciler.ops import _sweep, operator_actor, resolve, sweep
 from storage import Repository, journal_quarantine, journal_register, transaction
 from storage._operator import PENDING_PAGE_SQL, QUARANTINED_PAGE_SQL
 

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import linux_only, qlfsm
+from _primary_support import linux_only, qlfsm
 
-from reconciler.node._clock import FakeClock
-from reconciler.node._identity import ProcProvider
-from reconciler.node._receipt_store import FileReceiptStore, quarantine_ref
-from reconciler.ops._sweep import sweep
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, quarantine_ref
+from reconciler.ops import sweep
 from storage import connect
 from storage._operator import FOREIGN_STATE_SQL
 

@@ -29,7 +29,7 @@ import io
 import os
 import sys
 
-from reconciler._escape import clean
+from reconciler._escape import one_line
 
 TYPE_CHECKING = False  # no `typing` import at run time: see the module docstring
 if TYPE_CHECKING:
@@ -269,9 +269,9 @@ def quiet_on_closed_pipe() -> None:
 
 
 def say(line: str) -> None:
-    """One line on stderr, if stderr can take it: its whitespace runs one space, anything
-    else a terminal would act on escaped (D-14: the line may repeat an argument or a path)."""
-    sys.stderr.write(clean(" ".join(line.split())) + "\n")
+    """One line on stderr (``one_line``, D-14: it may repeat an argument or a path), if stderr
+    can take it."""
+    sys.stderr.write(one_line(line) + "\n")
     sys.stderr.flush()
 
 

@@ -10,8 +10,7 @@ import sys
 # First and light (standard library only): the guards are installed before anything else of
 # qlfsm is imported, so a signal during a command module's import is handled too.
 from reconciler.cli import _guard
-
-EXIT_USAGE = 2  # = _cliutil.EXIT_USAGE; that module (argparse, json) is imported only later
+from reconciler.cli._exit import EXIT_USAGE
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "db": ("reconciler.cli._db", "db_command", "db init --db PATH: create or upgrade the schema"),

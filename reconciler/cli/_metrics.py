@@ -23,12 +23,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._reports import RESULTS
 from reconciler.cli._exit import UsageError
 
 EXTRA = "metrics"
 # node_exporter's textfile collector reads `*.prom` files only.
 SUFFIX = ".prom"
-RESULTS = ("recovered", "remaining", "unresolved", "failed")  # spec 04 "Summary"
 EXECUTORS = ("local_process", "other", "none")
 SHADOW_STATES = ("disabled", "profile_rejected", "reconciled", "incomplete", "failed")
 PASSES = ("normalize", "shadow", "primary", "sweep", "total")

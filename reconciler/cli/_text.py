@@ -14,6 +14,7 @@ import sys
 
 from reconciler._escape import clean as clean
 from reconciler._escape import json_line as json_line
+from reconciler._escape import one_line as one_line
 from reconciler._escape import shell_word as shell_word
 
 TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
@@ -24,12 +25,6 @@ if TYPE_CHECKING:
 def use_colour(stream: Any = None) -> bool:
     s = stream if stream is not None else sys.stdout
     return bool(getattr(s, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
-
-
-def one_line(message: str) -> str:
-    """A message as one line: its whitespace runs (CR LF included) one space, then anything
-    else a terminal would act on escaped (``clean``)."""
-    return clean(" ".join(message.split()))
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

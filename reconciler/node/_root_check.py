@@ -1,6 +1,6 @@
 """Who may write under the receipt root (docs/decisions.md D-16), and what stands at a path that
-should be a real directory. Light on purpose (``os`` and ``stat`` only): the zero-candidate
-start-up stats the root with it without paying for the receipt store.
+should be a real directory. Light on purpose (``os``, ``stat`` and ``reconciler._escape``): the
+zero-candidate start-up stats the root with it without paying for the receipt store.
 
 A completion receipt is the evidence ADR-0068 trusts over every other fact: a user who can write
 the root or a shard can delete one (the run is then `lost` and retried, its side effects run
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-_SAFE_SHELL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%=,")
+from reconciler._escape import shell_word
 
 
 class ReceiptRootError(ValueError):
@@ -43,13 +43,6 @@ def validate_receipt_root(path: str, *, empty: str = _EMPTY) -> str:
     if normalised.strip("/") == "":
         raise ReceiptRootError("receipt root is '/': use a dedicated directory below it")
     return normalised
-
-
-def shell_word(path: str) -> str:
-    """``path`` as one POSIX shell word (``shlex.quote``'s rule, without importing shlex)."""
-    if path and all(c in _SAFE_SHELL for c in path):
-        return path
-    return "'" + path.replace("'", "'\"'\"'") + "'"
 
 
 def what_is(path: str) -> str:

@@ -150,6 +150,7 @@ def decide(
         if cand.problem is not None:
             raise LookupError("unreadable candidate row")  # row 12, for this candidate only
         facts, ctx = gather(conn, repo, cand, enabled)
+        hooks.after_read(conn, cand)
         decision = ctx.decision
         assert decision is not None  # the core decided before gather returned
         # The guarded edge refuses (GuardRefused) unless this row is the first that matches;

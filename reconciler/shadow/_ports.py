@@ -31,6 +31,11 @@ class PassHooks:
     def before_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
         """Before one candidate is re-read and decided."""
 
+    def after_read(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
+        """After the candidate's facts were read (``gather``) and its row decided, before
+        anything is written: the window in which another writer may move what the decision
+        used, which the write's compare-and-set and re-read guard must catch (spec 05)."""
+
     def after_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate, state: str) -> None:
         """After a candidate was decided (and written): ``state`` is the legacy_shadow state."""
 
@@ -38,7 +43,10 @@ class PassHooks:
         """Between the Attempt commit and the Run commit of rows 9/10 (ADR-0448 §6)."""
 
 
-def open_database(db: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+def connect_storage(db: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+    """The default opener: ``storage.connect`` as it is, its storage errors left to the pass's
+    fail-open report (spec 05), unlike the primary's ``open_database``, which turns them into
+    the command's exit 1."""
     return connect(db) if busy_timeout_s is None else connect(db, busy_timeout_s=busy_timeout_s)
 
 
@@ -46,9 +54,9 @@ def open_database(db: str, busy_timeout_s: float | None) -> sqlite3.Connection:
 class PassPorts:
     """What the pass talks to; every field defaults to the real part."""
 
-    open: Opener = open_database
+    open: Opener = connect_storage
     candidates: CandidateSource = legacy_candidates
     hooks: PassHooks = field(default_factory=PassHooks)
 
 
-__all__ = ["CandidateSource", "Cursor", "Opener", "PassHooks", "PassPorts", "open_database"]
+__all__ = ["CandidateSource", "Cursor", "Opener", "PassHooks", "PassPorts", "connect_storage"]

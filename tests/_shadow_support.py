@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage import Repository, connect, init_schema, legacy_log_id
+from reconciler.shadow import PassHooks
+from storage import LegacyCandidate, Repository, connect, init_schema, legacy_log_id
 
 T0_MS = 1_760_000_000_000
 _counter = itertools.count(1)
@@ -210,3 +212,19 @@ def bulk_runs(
         keys.append((created, rid))
     conn.execute("COMMIT")
     return keys
+
+
+class AfterRead(PassHooks):
+    """Another writer in the pass's window between reading a candidate and writing it: calls
+    ``change`` once the pass has read the candidate's facts and decided its row (the
+    ``after_read`` port), then records each outcome in ``seen``."""
+
+    def __init__(self, change: Callable[[], object]) -> None:
+        self.change = change
+        self.seen: list[str] = []
+
+    def after_read(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
+        self.change()
+
+    def after_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate, state: str) -> None:
+        self.seen.append(state)

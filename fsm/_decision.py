@@ -41,28 +41,29 @@ that may be retried, and to keep as it stood at any step)::
 - ``state``, ``path`` (the rows taken, the deciding row last), ``facts`` and ``taken`` (the
   deciding :class:`Taken`, or None) are read-only.
 
-The engine owns the one memo: which case a state's guards choose for given facts (facts are
+The engine owns the one cache: which case a state's guards choose for given facts (facts are
 frozen and hashable, a choice a function of them alone), bounded by ``memo``, not filled while
 anyone listens (a hit would decide without the machine's callbacks); :meth:`DecisionEngine.forget`
 empties it.
 
 Pure: no I/O, no clock. The one callback (``after``) records which case `transitions` took;
-a machine built while someone listens (``fsm.listen``) also reports each case and each
-guard's outcome to the listeners, through the same callbacks and conditions.
+an engine given listeners (or built while ``fsm.listen`` has some) also reports each case and
+each guard's outcome to them, through the same callbacks and conditions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from transitions.core import EventData, Machine, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._observe import LISTENERS
+from ._observe import LISTENERS, Listener
 from ._tables import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
@@ -138,12 +139,12 @@ class Walk(NamedTuple):
 Observed = Callable[[str, Any], bool]
 
 
+@dataclass(slots=True)
 class _Model:
-    __slots__ = ("state", "taken")
+    """The scratch model `transitions` moves while it chooses (never a real record)."""
 
-    def __init__(self, state: str) -> None:
-        self.state = state
-        self.taken: Taken | None = None
+    state: str
+    taken: Taken | None = None
 
 
 def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) -> None:
@@ -230,14 +231,12 @@ def drawn_spec(table: DecisionTable) -> MachineSpec:
 
 F = TypeVar("F", bound=Hashable)  # a record's facts: frozen, hashable
 D = TypeVar("D")  # a record's decision, made by its ``conclude`` from the case taken
-TYPE_CHECKING = False  # the aliases below are for the type checker: no typing work at import
-if TYPE_CHECKING:
-    Conclude = Callable[[Taken, F, tuple[str, ...]], D]
-    Evolve = Callable[[Any, Mapping[str, object]], Any]
+Conclude = Callable[[Taken, F, tuple[str, ...]], D]
+Evolve = Callable[[Any, Mapping[str, object]], Any]
 
 # How many (event, state, facts) choices an engine remembers: a pass over many candidates of
 # the same shape (256 dead ones) asks the machine once per shape and otherwise pays one dict
-# lookup; a pathological variety of shapes only stops the memo growing.
+# lookup; a pathological variety of shapes only stops the cache growing.
 MEMO_MAX = 4096
 
 
@@ -246,10 +245,12 @@ def _replace(facts: Any, fields: Mapping[str, object]) -> Any:
 
 
 class DecisionEngine:
-    """The validated `transitions` machine of one decision table, and its memo of choices.
+    """The validated `transitions` machine of one decision table, and its cache of choices.
 
-    ``evolve(facts, fields)``: the facts with ``fields`` observed (default
-    ``dataclasses.replace``); ``memo``: how many choices to remember (0: none).
+    ``predicates``: the table's guards by name (pure predicates over the facts), this engine's
+    own; ``evolve(facts, fields)``: the facts with ``fields`` observed (default
+    ``dataclasses.replace``); ``memo``: how many choices to remember (0: none); ``listeners``
+    are told every case taken and every guard evaluated.
     """
 
     def __init__(
@@ -259,22 +260,19 @@ class DecisionEngine:
         *,
         evolve: Evolve = _replace,
         memo: int = MEMO_MAX,
+        listeners: Sequence[Listener] = (),
     ) -> None:
         validate_table(table, predicates)
         self.table = table
+        self.predicates: Mapping[str, Predicate] = MappingProxyType(
+            {c.guard: predicates[c.guard] for r in table.rows for c in r.cases}
+        )
         self.evolve = evolve
+        self.listeners: tuple[Listener, ...] = tuple(listeners)
         self._memo_max = memo
-        # (event, state, facts) -> [the case taken, the Need it leads to (None: a decision),
-        # and the last decision concluded from it: (conclude, path), decision].
-        self._chosen: dict[tuple[str, str, object], list[Any]] = {}
-        # (id of a core's state, evidence, the fields observed) -> (that state, the state of
-        # the core that observation made): DecisionCore.observe answers an observation already
-        # made on the very same state without checking, evolving and choosing again.
-        self._hops: dict[tuple[int, str, tuple[tuple[str, object], ...]], tuple[Any, ...]] = {}
-        # A caller's key (ADR-0068: the page status) -> the start state of its cores: every
-        # core started under one key shares one facts object, so `_hops` answers their
-        # identical observations.
-        self.begun: dict[object, tuple[Any, ...]] = {}
+        # (event, state, facts) -> the case taken: the engine's one cache.
+        self._chosen: dict[tuple[str, str, object], Taken] = {}
+        self._reports = bool(self.listeners or LISTENERS)
         transitions: list[dict[str, Any]] = []
         self._guards: dict[tuple[str, str], list[str]] = {}
         for row in table.rows:
@@ -282,11 +280,11 @@ class DecisionEngine:
             for case in row.cases:
                 taken = Taken(row, case)
                 self._guards.setdefault((event, case.state), []).append(case.guard)
-                condition = _condition(case.guard, predicates[case.guard])
+                condition = _condition(case.guard, self.predicates[case.guard])
                 after = [_record(taken)]
-                if LISTENERS:
-                    condition = _reporting_condition(table.name, case.guard, condition)
-                    after.append(_report_case(table.name, taken))
+                if self._reports:
+                    condition = self._reporting_condition(case.guard, condition)
+                    after.append(self._report_case(taken))
                 transitions.append(
                     {
                         "trigger": event,
@@ -307,18 +305,42 @@ class DecisionEngine:
         )
         self._events = dict(machine.events)
 
+    def _audience(self) -> tuple[Listener, ...]:
+        return (*self.listeners, *LISTENERS)
+
+    def _reporting_condition(
+        self, name: str, condition: Callable[[EventData], bool]
+    ) -> Callable[[EventData], bool]:
+        # The guard's outcome, as tried.
+        def reporting(event: EventData) -> bool:
+            held = condition(event)
+            for listener in self._audience():
+                listener.guard(self.table.name, name, held)
+            return held
+
+        reporting.__name__ = name
+        reporting.__qualname__ = name
+        return reporting
+
+    def _report_case(self, taken: Taken) -> Callable[[EventData], None]:
+        def after(event: EventData) -> None:
+            case = taken.case
+            for listener in self._audience():
+                listener.case(self.table.name, taken.row.row, case.state, case.then, case.guard)
+
+        return after
+
     def forget(self) -> None:
-        """Empty the memos: choices, observations and start states."""
+        """Empty the cache of choices."""
         self._chosen.clear()
-        self._hops.clear()
-        self.begun.clear()
 
     def start(self, facts: F, conclude: Conclude[F, D]) -> DecisionCore[F, D]:
         """A core in the initial state over ``facts`` (what is known before any evidence),
         whose decisions ``conclude`` makes from the case taken, the facts and the path."""
         if not self.table.observes:
             raise MachineDefinitionError(self.table.name, "a core needs the table's observes")
-        return DecisionCore(self, facts, conclude)
+        initial = self.table.evidence[0]
+        return DecisionCore(self, facts, conclude, initial, (), None, Need(initial, None))
 
     def choose(self, state: str, facts: object, event: str = DECIDE) -> Taken:
         """Fire ``event`` from ``state`` on the facts: the first case whose guard holds.
@@ -327,18 +349,14 @@ class DecisionEngine:
         one); GuardRefused when the facts satisfy no row there (the facts contradict
         themselves, or the table misses a case). Remembered by (event, state, facts).
         """
-        taken: Taken = self._entry(event, state, facts)[0]
-        return taken
-
-    def _entry(self, event: str, state: str, facts: object) -> list[Any]:
         key = (event, state, facts)
-        found = self._chosen.get(key)
+        try:
+            found = self._chosen.get(key)
+        except TypeError:  # unhashable facts: chosen every time
+            return self._choose(state, facts, event)
         if found is None:
-            taken = self._choose(state, facts, event)
-            then = taken.case.then
-            need = None if then in self.table.decisions else Need(then, taken.row.row)
-            found = [taken, need, None, None]
-            if len(self._chosen) < self._memo_max and not LISTENERS:
+            found = self._choose(state, facts, event)
+            if len(self._chosen) < self._memo_max and not self._reports:
                 self._chosen[key] = found
         return found
 
@@ -355,6 +373,17 @@ class DecisionEngine:
             guards = " | ".join(self._guards.get((event, state), ()))
             raise GuardRefused(self.table.name, state, event, guards or None)
         return model.taken
+
+    def holding(self, state: str, facts: object, event: str = DECIDE) -> tuple[Taken, ...]:
+        """Every case of ``state`` whose guard holds on ``facts``, in table order: the first
+        is the one chosen; the others are rows the order hides on these facts."""
+        return tuple(
+            Taken(r, c)
+            for r in self.table.rows
+            if r.on_exception == (event == FAIL)
+            for c in r.cases
+            if c.state == state and self.predicates[c.guard](facts)
+        )
 
     def walk(
         self, facts: object, observed: Observed, state: str | None = None, failed: bool = False
@@ -380,128 +409,67 @@ class DecisionEngine:
             at = step.case.then
 
 
+@dataclass(frozen=True, slots=True, repr=False)
 class DecisionCore(Generic[F, D]):
     """One candidate's way through a decision machine (see the module docstring): immutable,
-    every observation a new core."""
+    every observation a new core. Made by :meth:`DecisionEngine.start`."""
 
-    # One slot, one tuple: (engine, facts, conclude, state, path, taken, answer). A core is
-    # made once per observation of every candidate, so it is made with one assignment.
-    __slots__ = ("_s",)
-    _s: tuple[DecisionEngine, F, Conclude[F, D], str, tuple[str, ...], Taken | None, Need | D]
-
-    def __init__(self, engine: DecisionEngine, facts: F, conclude: Conclude[F, D]) -> None:
-        initial = engine.table.evidence[0]
-        object.__setattr__(
-            self, "_s", (engine, facts, conclude, initial, (), None, Need(initial, None))
-        )
-
-    @property
-    def engine(self) -> DecisionEngine:
-        return self._s[0]
-
-    @property
-    def facts(self) -> F:
-        return self._s[1]
-
-    @property
-    def state(self) -> str:
-        """The evidence state the core is in (where a decision was taken, once decided)."""
-        return self._s[3]
-
-    @property
-    def path(self) -> tuple[str, ...]:
-        """The rows and steps taken, the deciding row last."""
-        return self._s[4]
-
-    @property
-    def taken(self) -> Taken | None:
-        """The deciding case, once decided."""
-        return self._s[5]
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"a {type(self).__name__} is immutable: observe returns a new one")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"a {type(self).__name__} is immutable")
+    engine: DecisionEngine
+    facts: F
+    conclude: Conclude[F, D]
+    state: str  # the evidence state it is in (where a decision was taken, once decided)
+    path: tuple[str, ...]  # the rows and steps taken, the deciding row last
+    taken: Taken | None  # the deciding case, once decided
+    answer: Need | D  # what next() answers
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.state!r}, path={self.path!r})"
 
     def next(self) -> Need | D:
         """The evidence to gather next, or the decision (asking twice gives the same answer)."""
-        return self._s[6]
+        return self.answer
 
     def observe(self, evidence: str, **fields: object) -> Self:
         """A new core with what gathering ``evidence`` showed: only the evidence asked for,
         only the fields it fills, one step on (or this core, when the table says that value
         leaves the evidence unobserved: it is asked for again)."""
-        here = self._s
-        engine = here[0]
-        # The same observation on the same core state (the next candidate of the same shape,
-        # every one of them started on one state): its fields were checked, its facts evolved
-        # and its step taken when it was first made; the new core shares that step's state.
-        hop_key: tuple[int, str, tuple[tuple[str, object], ...]] | None
-        hop_key = (id(here), evidence, tuple(fields.items()))
-        try:
-            hop = engine._hops.get(hop_key)
-        except TypeError:  # a value that cannot be a memo key: observed the long way
-            hop, hop_key = None, None
-        if hop is not None and hop[0] is here:
-            new = object.__new__(type(self))
-            object.__setattr__(new, "_s", hop[1])
-            return new
-        _, facts, _, state, path, taken, asked = here
-        if taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
-            raise IllegalTransition(engine.table.name, state, evidence)
-        table = engine.table
+        asked = self.answer
+        table = self.engine.table
+        if self.taken is not None or not isinstance(asked, Need) or asked.evidence != evidence:
+            raise IllegalTransition(table.name, self.state, evidence)
         allowed = table.observes[evidence]
         if not allowed.issuperset(fields):
             unknown = sorted(set(fields) - allowed)
             raise EvidenceError(
                 table.name,
-                state,
+                self.state,
                 f"{evidence} does not observe {unknown}; it observes {sorted(allowed)}",
             )
         again = table.ask_again.get(evidence)
         if again is not None and fields.get(again[0], again[1]) == again[1]:
             return self
-        observed = engine.evolve(facts, fields)
-        entry = engine._chosen.get((DECIDE, evidence, observed)) or engine._entry(
-            DECIDE, evidence, observed
-        )
-        stepped = self._step(observed, entry, path)
-        if hop_key is not None and len(engine._hops) < engine._memo_max and not LISTENERS:
-            # The state is kept in the value, so its id stays its own while the entry lives.
-            engine._hops[hop_key] = (here, stepped._s)
-        return stepped
+        observed = self.engine.evolve(self.facts, fields)
+        return self._step(observed, self.engine.choose(evidence, observed), self.path)
 
     def fail(self, error: object) -> Self:
         """spec 04 row 14 / spec 05 row 12: handling the candidate raised (a gather, or the
         write of the decision); ``error`` fills the facts' ``error``. A new core, decided by
         the exception row from the evidence state this one is in."""
-        engine, facts, _, state, path, taken, _ = self._s
-        facts = engine.evolve(facts, {"error": error})
+        facts = self.engine.evolve(self.facts, {"error": error})
         # A failed write replaces its decision: the path is the one that led to the decision.
-        base = path if taken is None else path[:-1]
-        return self._step(facts, engine._entry(FAIL, state, facts), base)
+        base = self.path if self.taken is None else self.path[:-1]
+        return self._step(facts, self.engine.choose(self.state, facts, FAIL), base)
 
-    def _step(self, facts: F, entry: list[Any], base: tuple[str, ...]) -> Self:
-        engine, _, conclude, state, _, _, _ = self._s
-        step, need, made, decided = entry
-        new = object.__new__(type(self))
+    def _step(self, facts: F, step: Taken, base: tuple[str, ...]) -> Self:
         path = (*base, step.row.row)
-        if need is None:
-            # A decision is a function of the case, the facts and the path: the one of the
-            # last core that took this case on these facts by this path is this one's too.
-            if made != (conclude, path):
-                decided = conclude(step, facts, path)
-                entry[2:] = (conclude, path), decided
-            object.__setattr__(new, "_s", (engine, facts, conclude, state, path, step, decided))
-        else:
-            object.__setattr__(
-                new, "_s", (engine, facts, conclude, need.evidence, path, None, need)
-            )
-        return new
+        then = step.case.then
+        if then in self.engine.table.decisions:
+            decided = self.conclude(step, facts, path)
+            return dataclasses.replace(self, facts=facts, path=path, taken=step, answer=decided)
+        need = Need(then, step.row.row)
+        return dataclasses.replace(
+            self, facts=facts, state=then, path=path, taken=None, answer=need
+        )
 
 
 def _condition(name: str, predicate: Predicate) -> Callable[[EventData], bool]:
@@ -520,29 +488,5 @@ def _record(taken: Taken) -> Callable[[EventData], None]:
         model = event.model
         assert isinstance(model, _Model)
         model.taken = taken
-
-    return after
-
-
-def _reporting_condition(
-    machine: str, name: str, condition: Callable[[EventData], bool]
-) -> Callable[[EventData], bool]:
-    # Built only while someone listens (fsm._observe): the guard's outcome, as tried.
-    def reporting(event: EventData) -> bool:
-        held = condition(event)
-        for listener in LISTENERS:
-            listener.guard(machine, name, held)
-        return held
-
-    reporting.__name__ = name
-    reporting.__qualname__ = name
-    return reporting
-
-
-def _report_case(machine: str, taken: Taken) -> Callable[[EventData], None]:
-    def after(event: EventData) -> None:
-        for listener in LISTENERS:
-            case = taken.case
-            listener.case(machine, taken.row.row, case.state, case.then, case.guard)
 
     return after

@@ -11,8 +11,9 @@ class MachineDefinitionError(FsmError):
     """A transition table is not a valid machine (found when the machine is built)."""
 
     def __init__(self, machine: str, problem: str) -> None:
+        # Names the machine and the edge, never a file of qlfsm: the table is the caller's.
         super().__init__(
-            f"machine {machine!r} is invalid: {problem}; fix the table in fsm/_tables.py"
+            f"machine {machine!r} is invalid: {problem}; fix that machine's declaration"
         )
         self.machine = machine
         self.problem = problem

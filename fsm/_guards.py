@@ -9,33 +9,23 @@ Attempt edges that the decision's write fires (``fsm/_tables.py``). Both see the
 facts, so the commit cannot take an edge the decision did not choose.
 
 Five ADR-0448 row guards also guard the Run and Attempt edges the legacy shadow's writes fire
-(``RUN_LEGACY_EDGES``, ``ATTEMPT_LEGACY_EDGES`` in ``fsm/_tables.py``): those are plain
-functions here (:data:`LEGACY_EDGE_GUARDS`), so that building the Run and Attempt machines finds
-them by name without loading the legacy table; each loads it only when it is evaluated, which
-only a legacy write's edge does. The legacy_shadow lifecycle uses the same five functions: one
-name, one predicate.
+(``RUN_LEGACY_EDGES``, ``ATTEMPT_LEGACY_EDGES`` in ``fsm/_tables.py``): :data:`LEGACY_EDGE_GUARDS`.
+The legacy_shadow lifecycle uses the same five functions: one name, one predicate.
 
-The other ADR-0448 guards (the rest of the legacy_shadow lifecycle's row guards, the legacy
-steps' guards, and so :data:`GUARDS`, every guard by name) are built from ``fsm/_legacy.py``
-when first asked for (PEP 562): the ADR-0068 pass never uses them, and importing the legacy
-table cost that pass 23 M instructions before its first candidate, 7 % of its whole fixed cost.
+Every mapping here is read-only: a machine is given its guards when it is built
+(:class:`fsm.Lifecycle`), and nothing a caller does to another machine's guards reaches it.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
+from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, classify_legacy
+from ._legacy_facts import LegacyFacts
 from ._tables import ATTEMPT_ACTIVE
-
-TYPE_CHECKING = False  # the lazy names below, for the type checker
-if TYPE_CHECKING:
-    from ._legacy import LEGACY_GUARD_ROWS as LEGACY_GUARD_ROWS
-
-    LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]]
-    GUARDS: Mapping[str, Callable[[object], bool]]
 
 # "quarantined": the receipt path is empty but the Attempt's journal row says an earlier pass
 # quarantined its receipt (spec 03; docs/decisions.md D-3a). Only the first read reports it.
@@ -43,7 +33,7 @@ ReceiptRead = Literal["missing", "trusted", "invalid", "quarantined"]
 ProcessVerdict = Literal["running", "not_running", "unknown"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PrimaryFacts:
     """What the ADR-0068 evidence sequence established for one candidate (spec 04).
 
@@ -93,10 +83,6 @@ def error_raised(facts: object) -> bool:
     # An exception ends the candidate wherever it happened: failed, nothing more is looked at.
     if isinstance(facts, PrimaryFacts):
         return facts.error is not None
-    # Not the ADR-0068 facts: only then the ADR-0448 facts' module (already loaded by whoever
-    # made legacy facts), so the primary pass never imports it.
-    from ._legacy_facts import LegacyFacts
-
     return isinstance(facts, LegacyFacts) and facts.error
 
 
@@ -335,9 +321,6 @@ def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
 def _legacy_row(row: str) -> Callable[[object], bool]:
     # On the legacy_shadow lifecycle a row's edge is taken only when THAT row is the first
     # that matches (spec 05); the decision machine itself tries the rows' own facts in order.
-    from ._legacy import classify_legacy
-    from ._legacy_facts import LegacyFacts
-
     def guard(facts: object) -> bool:
         return isinstance(facts, LegacyFacts) and classify_legacy(facts).row == row
 
@@ -349,13 +332,8 @@ def _legacy_row(row: str) -> Callable[[object], bool]:
 
 def _first_match_is(facts: object, name: str) -> bool:
     # The row whose guard is ``name`` is the first of ADR-0448's table that matches ``facts``.
-    # Only legacy facts can match, and none exists before their module is loaded (by whoever
-    # made them): on other evidence nothing of ADR-0448 is imported.
-    made = sys.modules.get("fsm._legacy_facts")
-    if made is None or not isinstance(facts, made.LegacyFacts):
+    if not isinstance(facts, LegacyFacts):
         return False
-    from ._legacy import LEGACY_GUARD_ROWS, classify_legacy
-
     return classify_legacy(facts).row == LEGACY_GUARD_ROWS[name]
 
 
@@ -379,94 +357,77 @@ def no_terminal_evidence(facts: object) -> bool:
     return _first_match_is(facts, "no_terminal_evidence")  # row 10: mark lost
 
 
-LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = {
-    fn.__name__: fn
-    for fn in (
-        unique_terminal_attempt,
-        stopped_with_finished,
-        unique_finished_evidence,
-        no_spawn_evidence,
-        no_terminal_evidence,
-    )
-}
+LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {
+        fn.__name__: fn
+        for fn in (
+            unique_terminal_attempt,
+            stopped_with_finished,
+            unique_finished_evidence,
+            no_spawn_evidence,
+            no_terminal_evidence,
+        )
+    }
+)
 
 
-PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = {
-    fn.__name__: fn
-    for fn in (
-        error_raised,
-        several_active_attempts,
-        run_gone,
-        not_runtime_owned,
-        status_changed,
-        attempt_missing_before_start,
-        no_active_attempt_otherwise,
-        latest_attempt_not_active,
-        one_active_latest_attempt,
-        trusted_receipt,
-        invalid_receipt,
-        quarantined_earlier,
-        claimed_not_local_process,
-        executor_not_local_process,
-        unstarted_claim,
-        handle_missing,
-        pid_invalid,
-        durable_identity_stored,
-        provider_unavailable,
-        identity_unknown,
-        handle_pid_mismatch,
-        exact_process_running,
-        trusted_not_running,
-        grace_elapsed,
-        receipt_still_missing,
-        changed_on_recheck,
-        not_running_after_grace,
-    )
-}
+PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {
+        fn.__name__: fn
+        for fn in (
+            error_raised,
+            several_active_attempts,
+            run_gone,
+            not_runtime_owned,
+            status_changed,
+            attempt_missing_before_start,
+            no_active_attempt_otherwise,
+            latest_attempt_not_active,
+            one_active_latest_attempt,
+            trusted_receipt,
+            invalid_receipt,
+            quarantined_earlier,
+            claimed_not_local_process,
+            executor_not_local_process,
+            unstarted_claim,
+            handle_missing,
+            pid_invalid,
+            durable_identity_stored,
+            provider_unavailable,
+            identity_unknown,
+            handle_pid_mismatch,
+            exact_process_running,
+            trusted_not_running,
+            grace_elapsed,
+            receipt_still_missing,
+            changed_on_recheck,
+            not_running_after_grace,
+        )
+    }
+)
 
 
-def _build_legacy_guards() -> None:
-    """The ADR-0448 names of this module, built once, on first use (see the module docstring):
-    from then on plain attributes, the same objects every time."""
-    from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS
-
-    # The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row
-    # 12's guard is the shared one above: an exception is always the first match. The rows
-    # whose writes fire Run and Attempt edges keep the one function those edges are guarded by.
-    row_guards: Mapping[str, Callable[[object], bool]] = {
+# The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row 12's
+# guard is the shared ``error_raised``: an exception is always the first match. The rows whose
+# writes fire Run and Attempt edges keep the one function those edges are guarded by.
+LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {
         name: LEGACY_EDGE_GUARDS.get(name) or _named(name, _legacy_row(row))
         for name, row in LEGACY_GUARD_ROWS.items()
         if name != "error_raised"
     }
-    every: Mapping[str, Callable[[object], bool]] = {
-        **PRIMARY_GUARDS,
-        **row_guards,
-        **LEGACY_STEP_GUARDS,
-    }
-    globals().update(
-        LEGACY_GUARD_ROWS=LEGACY_GUARD_ROWS, LEGACY_ROW_GUARDS=row_guards, GUARDS=every
-    )
+)
 
+# Every guard of QingLong's machines by name: the Run and Attempt lifecycles', the
+# legacy_shadow lifecycle's and both decision machines'.
+GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {**PRIMARY_GUARDS, **LEGACY_ROW_GUARDS, **LEGACY_STEP_GUARDS}
+)
 
-_LAZY = ("GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS")
-
-
-def __getattr__(name: str) -> object:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    _build_legacy_guards()
-    return globals()[name]
-
-
-def guard_named(name: str) -> Callable[[object], bool] | None:
-    """The guard called ``name`` (:data:`GUARDS`), or None; an ADR-0068 guard, and a guard of
-    a legacy write's Run or Attempt edge, is found without building the ADR-0448 ones."""
-    found = PRIMARY_GUARDS.get(name) or LEGACY_EDGE_GUARDS.get(name)
-    if found is None:
-        if "GUARDS" not in globals():
-            _build_legacy_guards()
-        found = globals()["GUARDS"].get(name)
-    return found
+# The guards the Run and Attempt lifecycles are built with (fsm._qinglong).
+LIFECYCLE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {**PRIMARY_GUARDS, **LEGACY_EDGE_GUARDS}
+)
 
 
 __all__ = [
@@ -474,6 +435,7 @@ __all__ = [
     "LEGACY_EDGE_GUARDS",
     "LEGACY_GUARD_ROWS",
     "LEGACY_ROW_GUARDS",
+    "LIFECYCLE_GUARDS",
     "PRIMARY_GUARDS",
     "PrimaryFacts",
 ]

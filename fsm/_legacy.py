@@ -310,7 +310,7 @@ LEGACY_DECISION_SPEC = LEGACY_VIEWS.decision_spec
 # --- Deciding ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LegacyDecision:
     """The row that matched, the outcome it leads to, and its guard's name; with the row's
     legacy_shadow trigger and write, as the table the deciding engine was built from says."""
@@ -335,8 +335,6 @@ LegacyCore = DecisionCore[LegacyFacts, LegacyDecision]
 class LegacyEngine:
     """The ADR-0448 decision machine of one table's views (validated when built); the
     machine owns the one bounded memo of choices (``fsm/_decision.py``)."""
-
-    __slots__ = ("machine", "views")
 
     def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
         predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}

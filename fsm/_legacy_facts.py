@@ -12,7 +12,7 @@ from ._tables import ATTEMPT_TERMINAL, RUN_LIFECYCLE_EDGES, RUN_TERMINAL
 _RUN_LEGAL = frozenset((e.source, e.dest) for e in RUN_LIFECYCLE_EDGES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LegacyFacts:
     """Everything spec 05's table looks at for one candidate, gathered at the edge."""
 

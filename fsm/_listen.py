@@ -1,23 +1,25 @@
-"""``fsm.listen``: register a listener and rebuild the machines so that they report to it.
+"""``fsm.listen``: register a listener with QingLong's cached machines and rebuild them so that
+they report to it. A machine of one's own is given its listeners when built
+(``Lifecycle(..., listeners=...)``, ``DecisionEngine(..., listeners=...)``).
 
 Pure (no I/O). Nothing on the product's paths calls it; the orderings suite's coverage
-recorder does (``tests/_coverage_record.py``, docs/orderings.md).
+recorder does (``fsm.testing``, docs/orderings.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import _legacy, _machine, _primary
+from . import _legacy, _primary, _qinglong
 from ._observe import LISTENERS, Listener
 
 
 def _rebuild() -> None:
     # The machines are built once and cached; the builders read LISTENERS when they build.
     for built in (
-        _machine.run_machine,
-        _machine.attempt_machine,
-        _machine.legacy_machine,
+        _qinglong.run_machine,
+        _qinglong.attempt_machine,
+        _qinglong.legacy_machine,
         _primary.primary_engine,
         _legacy.legacy_engine,
     ):

@@ -1,47 +1,47 @@
-"""Machines built from the tables with `transitions` core, validated when built.
+"""A lifecycle machine built from its table with `transitions` core, validated when built.
 
-Only ``transitions.core`` is imported here: the extensions pull in asyncio (~20 ms) and the
-reconcile path must not pay for diagrams. Each machine is built, and validated, when first asked
-for; the ADR-0448 tables (the legacy_shadow lifecycle, its guards, :data:`ALL_SPECS`' drawn
-decision machines) are imported only then (PEP 562), not by the ADR-0068 pass.
+A machine is given everything it decides with when it is built: its spec (states and edges),
+its guards (a mapping of name -> pure predicate over the evidence) and, optionally, extra rules
+(checks of the spec beyond the general ones) and listeners. Nothing global is consulted, so a
+guard given to one machine never changes another.
+
+Only ``transitions.core`` is imported: the extensions pull in asyncio and diagrams are drawn
+elsewhere (``fsm/_draw.py`` makes text; ``reconciler.diagrams`` runs `dot`).
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from functools import cache
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
-from ._guards import guard_named
-from ._observe import LISTENERS
-from ._tables import ATTEMPT_SPEC, RUN_SPEC, Edge, MachineSpec
+from ._observe import LISTENERS, Listener
+from ._tables import Edge, MachineSpec
 
-TYPE_CHECKING = False  # the lazy name below, for the type checker
-if TYPE_CHECKING:
-    ALL_SPECS: tuple[MachineSpec, ...]
+# A guard: a pure predicate over the evidence handed to ``plan``/``fire`` (no I/O).
+Guard = Callable[[Any], bool]
+# An extra rule of a family of machines: every problem it finds in a spec, as text.
+Rule = Callable[[MachineSpec], Iterable[str]]
 
-
-def _all_specs() -> tuple[MachineSpec, ...]:
-    # Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
-    # per-candidate lifecycle, and the two decision machines.
-    from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
-    from ._primary import PRIMARY_DECISION_SPEC
-
-    return (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC, PRIMARY_DECISION_SPEC, LEGACY_DECISION_SPEC)
+NO_GUARDS: Mapping[str, Guard] = MappingProxyType({})
 
 
-def __getattr__(name: str) -> object:
-    if name != "ALL_SPECS":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    specs = globals()["ALL_SPECS"] = _all_specs()  # from now on a plain attribute
-    return specs
+def show_edge(e: Edge) -> str:
+    """How an error names an edge: ``source -> dest (trigger) [guard]``."""
+    guard = f" [{e.guard}]" if e.guard else ""
+    return f"{e.source} -> {e.dest} ({e.trigger}){guard}"
 
 
-def validate_spec(spec: MachineSpec) -> None:
-    """Checks `transitions` does not do: raise MachineDefinitionError on the first problem."""
+def validate_spec(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None = None, rules: Sequence[Rule] = ()
+) -> None:
+    """The checks `transitions` does not do, for every machine: MachineDefinitionError on the
+    first problem. ``guards``: the machine's guards (None: guard names are not looked up);
+    ``rules``: a family's extra rules (each yields its problems as text)."""
     states = set(spec.states)
     if len(states) != len(spec.states):
         raise MachineDefinitionError(spec.name, "a state is declared twice")
@@ -54,21 +54,26 @@ def validate_spec(spec: MachineSpec) -> None:
         for s in (e.source, e.dest):
             if s not in states:
                 raise MachineDefinitionError(
-                    spec.name, f"edge {_show(e)} names unknown state {s!r}"
+                    spec.name, f"edge {show_edge(e)} names unknown state {s!r}"
                 )
         if e.source in spec.terminal:
-            raise MachineDefinitionError(spec.name, f"edge {_show(e)} leaves terminal {e.source!r}")
-        if e.guard is not None and guard_named(e.guard) is None:
             raise MachineDefinitionError(
-                spec.name, f"edge {_show(e)} has unknown guard {e.guard!r}"
+                spec.name, f"edge {show_edge(e)} leaves terminal {e.source!r}"
             )
-    unguarded = Counter((e.source, e.dest) for e in spec.edges if e.guard is None)
-    twice = sorted(pair for pair, n in unguarded.items() if n > 1)
-    if twice:
-        raise MachineDefinitionError(spec.name, f"duplicate unguarded edges {twice}")
-    same = Counter((e.trigger, e.source, e.dest, e.guard) for e in spec.edges)
-    if any(n > 1 for n in same.values()):
-        raise MachineDefinitionError(spec.name, "an edge is declared twice")
+        if guards is not None and e.guard is not None and e.guard not in guards:
+            raise MachineDefinitionError(
+                spec.name, f"edge {show_edge(e)} has unknown guard {e.guard!r}"
+            )
+    # A family's own rules come before the general structure checks: its words for a problem
+    # both would find (one unguarded edge per pair before "declared twice") are its own.
+    for rule in rules:
+        for problem in rule(spec):
+            raise MachineDefinitionError(spec.name, problem)
+    seen: set[tuple[str, str, str, str | None]] = set()
+    for e in spec.edges:
+        if (e.trigger, e.source, e.dest, e.guard) in seen:
+            raise MachineDefinitionError(spec.name, "an edge is declared twice")
+        seen.add((e.trigger, e.source, e.dest, e.guard))
     # One trigger, one source and one guard (or none) must lead to ONE place: otherwise
     # `transitions` silently takes whichever edge is listed first.
     dests: dict[tuple[str, str, str | None], set[str]] = {}
@@ -89,15 +94,7 @@ def validate_spec(spec: MachineSpec) -> None:
     mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
     if mixed:
         raise MachineDefinitionError(spec.name, f"trigger mixes guarded and unguarded {mixed}")
-    lifecycle = {(e.source, e.dest) for e in spec.edges if e.guard is None}
-    if lifecycle:
-        # Reconciler edges are decisions ALONG the lifecycle, never new lifecycle edges.
-        for e in spec.edges:
-            if e.guard is not None and (e.source, e.dest) not in lifecycle:
-                raise MachineDefinitionError(
-                    spec.name, f"guarded edge {_show(e)} is not a legal lifecycle pair"
-                )
-    reached = _reachable(spec)
+    reached = reachable(spec)
     unreachable = [s for s in spec.states if s not in reached]
     if unreachable:
         raise MachineDefinitionError(spec.name, f"unreachable states {unreachable}")
@@ -107,7 +104,8 @@ def validate_spec(spec: MachineSpec) -> None:
         raise MachineDefinitionError(spec.name, f"non-terminal dead ends {dead}")
 
 
-def _reachable(spec: MachineSpec) -> set[str]:
+def reachable(spec: MachineSpec) -> set[str]:
+    """The states reached from the initial one along any edge (guards not consulted)."""
     seen = {spec.initial}
     todo = deque([spec.initial])
     while todo:
@@ -119,72 +117,40 @@ def _reachable(spec: MachineSpec) -> set[str]:
     return seen
 
 
-def _show(e: Edge) -> str:
-    guard = f" [{e.guard}]" if e.guard else ""
-    return f"{e.source} -> {e.dest} ({e.trigger}){guard}"
-
-
-def transitions_config(spec: MachineSpec) -> list[dict[str, Any]]:
-    """The `transitions` transition list for a spec (also used by the diagram renderer)."""
+def transitions_config(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None = None
+) -> list[dict[str, Any]]:
+    """The `transitions` transition list for a spec. Without ``guards`` a guarded edge's
+    condition is a placeholder named as the guard (enough for drawing, never for deciding)."""
     out: list[dict[str, Any]] = []
     for e in spec.edges:
         item: dict[str, Any] = {"trigger": e.trigger, "source": e.source, "dest": e.dest}
         if e.guard is not None:
-            item["conditions"] = [_condition(e.guard)]
+            predicate = guards[e.guard] if guards is not None else _unknown(e.guard)
+            item["conditions"] = [_condition(e.guard, predicate)]
         out.append(item)
     return out
 
 
-def _condition(guard: str) -> Any:
-    predicate = guard_named(guard)
-    assert predicate is not None  # validate_spec refused the spec otherwise
+def _unknown(name: str) -> Guard:
+    def unknown(evidence: object) -> bool:
+        raise MachineDefinitionError("<drawing>", f"guard {name!r} is drawn, not evaluated")
 
+    return unknown
+
+
+def _condition(name: str, predicate: Guard) -> Callable[[EventData], bool]:
     def condition(event: EventData) -> bool:
-        return predicate(event.kwargs.get("evidence"))
+        return bool(predicate(event.kwargs.get("evidence")))
 
     # transitions labels a condition with the callable's name: keep the guard's.
-    condition.__name__ = guard
-    condition.__qualname__ = guard
+    condition.__name__ = name
+    condition.__qualname__ = name
     return condition
 
 
-def _reporting(spec: MachineSpec, config: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``config`` with an ``after`` callback per edge and each guard's condition reporting
-    its outcome to the listeners (fsm._observe). Built only while someone listens."""
-    out: list[dict[str, Any]] = []
-    for e, item in zip(spec.edges, config, strict=True):
-        item = dict(item)
-        item["after"] = [_report_edge(spec.name, e)]
-        if e.guard is not None:
-            item["conditions"] = [_reporting_condition(spec.name, e.guard, item["conditions"][0])]
-        out.append(item)
-    return out
-
-
-def _report_edge(machine: str, e: Edge) -> Any:
-    def after(event: EventData) -> None:
-        for listener in LISTENERS:
-            listener.edge(machine, e.source, e.trigger, e.dest, e.guard)
-
-    return after
-
-
-def _reporting_condition(machine: str, guard: str, condition: Any) -> Any:
-    def reporting(event: EventData) -> bool:
-        held = bool(condition(event))
-        for listener in LISTENERS:
-            listener.guard(machine, guard, held)
-        return held
-
-    reporting.__name__ = guard
-    reporting.__qualname__ = guard
-    return reporting
-
-
 class Step(NamedTuple):
-    """The effect of one edge: the commit at the edge is what makes it real. A named tuple
-    (immutable, compared and hashed by value), not a dataclass: the ADR-0068 pass imports it
-    before its first candidate and a dataclass's generated methods are compiled at import."""
+    """The effect of one edge: the commit at the edge is what makes it real."""
 
     machine: str
     trigger: str
@@ -193,9 +159,9 @@ class Step(NamedTuple):
     guard: str | None
 
 
-# Bound on the distinct (state, trigger, evidence) plans kept per machine: a pass sees a few
+# Bound on the distinct (state, trigger, evidence) plans a machine keeps: a pass sees a few
 # evidence shapes; unusual facts (an error text, a receipt problem) only add entries up to here.
-_PLAN_MEMO_MAX = 4096
+PLAN_MEMO_MAX = 4096
 
 
 class _Scratch:
@@ -203,19 +169,39 @@ class _Scratch:
 
 
 class Lifecycle:
-    """One validated machine of one kind; models are attached only while an edge fires."""
+    """One validated machine: ``spec`` with its own ``guards`` (name -> pure predicate),
+    checked by the general rules and by the given extra ``rules``; ``listeners`` are told
+    every edge it takes and every guard it evaluates (:class:`fsm.Listener`).
 
-    def __init__(self, spec: MachineSpec) -> None:
-        validate_spec(spec)
+    Models are attached only while an edge fires; :meth:`plan` moves none.
+    """
+
+    def __init__(
+        self,
+        spec: MachineSpec,
+        guards: Mapping[str, Guard] = NO_GUARDS,
+        *,
+        rules: Sequence[Rule] = (),
+        listeners: Sequence[Listener] = (),
+    ) -> None:
+        validate_spec(spec, guards, rules)
         self.spec = spec
+        # The machine's own copy: changing the caller's mapping later changes nothing here.
+        self.guards: Mapping[str, Guard] = MappingProxyType(
+            {e.guard: guards[e.guard] for e in spec.edges if e.guard is not None}
+        )
+        self.rules = tuple(rules)
+        self.listeners: tuple[Listener, ...] = tuple(listeners)
         self._planned: dict[tuple[str, str, object], Step] = {}
         self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}
         for e in spec.edges:
             self._edges[(e.trigger, e.source)] = (*self._edges.get((e.trigger, e.source), ()), e)
-        config = transitions_config(spec)
-        if LISTENERS:
-            # Someone listens (fsm.listen): report through the machine's own callbacks.
-            config = _reporting(spec, config)
+        config = transitions_config(spec, self.guards)
+        # Report through the machine's own callbacks only when someone listens at build time
+        # (its own listeners, or fsm.listen's): a machine nobody listens to has none.
+        self._reports = bool(self.listeners or LISTENERS)
+        if self._reports:
+            config = self._reporting(config)
         self._machine = Machine(
             model=None,
             states=list(spec.states),
@@ -230,6 +216,39 @@ class Lifecycle:
     def name(self) -> str:
         return self.spec.name
 
+    def _audience(self) -> tuple[Listener, ...]:
+        return (*self.listeners, *LISTENERS)
+
+    def _reporting(self, config: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for e, item in zip(self.spec.edges, config, strict=True):
+            item = dict(item)
+            item["after"] = [self._report_edge(e)]
+            if e.guard is not None:
+                item["conditions"] = [self._report_guard(e.guard, item["conditions"][0])]
+            out.append(item)
+        return out
+
+    def _report_edge(self, e: Edge) -> Callable[[EventData], None]:
+        def after(event: EventData) -> None:
+            for listener in self._audience():
+                listener.edge(self.name, e.source, e.trigger, e.dest, e.guard)
+
+        return after
+
+    def _report_guard(
+        self, guard: str, condition: Callable[[EventData], bool]
+    ) -> Callable[[EventData], bool]:
+        def reporting(event: EventData) -> bool:
+            held = bool(condition(event))
+            for listener in self._audience():
+                listener.guard(self.name, guard, held)
+            return held
+
+        reporting.__name__ = guard
+        reporting.__qualname__ = guard
+        return reporting
+
     def is_legal(self, source: str, dest: str) -> bool:
         """Is ``source -> dest`` an edge of this machine (any trigger, any guard)?"""
         return any(e.source == source and e.dest == dest for e in self.spec.edges)
@@ -238,6 +257,20 @@ class Lifecycle:
         if state not in self.spec.states:
             raise IllegalTransition(self.name, state, "<any>")
         return tuple(e for e in self.spec.edges if e.source == state)
+
+    def triggers_from(self, state: str) -> tuple[str, ...]:
+        """The triggers that leave ``state``, in table order, each once."""
+        return tuple(dict.fromkeys(e.trigger for e in self.edges_from(state)))
+
+    def holding(self, state: str, trigger: str, evidence: object = None) -> tuple[Edge, ...]:
+        """Every edge ``trigger`` could take from ``state`` on ``evidence``: the unguarded ones
+        and each guarded one whose guard holds. More than one guarded edge is an overlap:
+        `transitions` would take the first listed (an exploration reports it)."""
+        return tuple(
+            e
+            for e in self._edges.get((trigger, state), ())
+            if e.guard is None or self.guards[e.guard](evidence)
+        )
 
     def lifecycle_trigger(self, source: str, dest: str) -> str:
         """The unguarded trigger for ``source -> dest``; IllegalTransition if none."""
@@ -252,13 +285,10 @@ class Lifecycle:
         Raises IllegalTransition when no such edge leaves ``state`` and GuardRefused when its
         guard does not hold: a refusal is an explicit outcome, never a silent no-op.
         """
-        # A plan is a pure function of (state, trigger, evidence): the guards read only the
-        # evidence, which is a frozen, hashable facts object (no ids in it). So each distinct
-        # edge is decided through `transitions` once per process and then looked up: the
-        # ADR-0068 pass plans the same two edges for every dead candidate. Refusals are not
-        # kept (each raises anew); unhashable evidence is simply planned every time.
+        # A plan is a pure function of (state, trigger, evidence) when the evidence is frozen
+        # and hashable: kept, bounded, unless someone listens (a kept plan would not report).
+        key: tuple[str, str, object] | None = (state, trigger, evidence)
         try:
-            key: tuple[str, str, object] | None = (state, trigger, evidence)
             found = self._planned.get(key)  # type: ignore[arg-type]
         except TypeError:
             key, found = None, None
@@ -266,13 +296,12 @@ class Lifecycle:
             return found
         if state not in self.spec.states:
             raise IllegalTransition(self.name, state, trigger)
-        # The scratch model is fired through the machine's own Event (so `transitions` still
-        # decides) but never registered with it: add_model/remove_model bind every trigger
-        # and cost more than the decision itself, twice per edge on the reconcile path.
+        # A scratch model is fired through the machine's own Event (so `transitions` decides)
+        # but never registered with it.
         scratch = _Scratch()
         scratch.state = state
         step = self._fire_on(scratch, state, trigger, evidence)
-        if key is not None and len(self._planned) < _PLAN_MEMO_MAX and not LISTENERS:
+        if key is not None and len(self._planned) < PLAN_MEMO_MAX and not self._reports:
             self._planned[key] = step
         return step
 
@@ -305,34 +334,6 @@ class Lifecycle:
         edge = next(
             e
             for e in candidates
-            if e.dest == dest and (e.guard is None or _holds(e.guard, evidence))
+            if e.dest == dest and (e.guard is None or self.guards[e.guard](evidence))
         )
         return Step(self.name, trigger, state, dest, edge.guard)
-
-
-def _holds(guard: str, evidence: object) -> bool:
-    predicate = guard_named(guard)
-    assert predicate is not None  # validate_spec refused the spec otherwise
-    return predicate(evidence)
-
-
-@cache
-def run_machine() -> Lifecycle:
-    return Lifecycle(RUN_SPEC)
-
-
-@cache
-def attempt_machine() -> Lifecycle:
-    return Lifecycle(ATTEMPT_SPEC)
-
-
-@cache
-def legacy_machine() -> Lifecycle:
-    from ._legacy import LEGACY_SPEC
-
-    return Lifecycle(LEGACY_SPEC)
-
-
-def validate_all() -> None:
-    for spec in _all_specs():
-        validate_spec(spec)

@@ -25,30 +25,19 @@ computes a new core again, nothing it computed the first time is left behind.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._decision import DecisionCore, DecisionEngine, DecisionTable, Need, Taken, drawn_spec
 from ._errors import EvidenceError, MachineDefinitionError
 from ._guards import PRIMARY_GUARDS, PrimaryFacts
 from ._primary_table import PRIMARY_TABLE
-from ._tables import RECEIPT_TRIGGERS
+from ._tables import RECEIPT_TRIGGERS, MachineSpec
 
-TYPE_CHECKING = False  # the lazy name below and the core's generic base, for the type checker
-if TYPE_CHECKING:
-    from ._tables import MachineSpec
-
-    PRIMARY_DECISION_SPEC: MachineSpec
-
-
-def __getattr__(name: str) -> object:
-    # The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
-    # Made when first asked for (the diagrams and their checks), not by the pass (PEP 562).
-    if name != "PRIMARY_DECISION_SPEC":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    spec = globals()[name] = drawn_spec(PRIMARY_TABLE)  # from now on a plain attribute
-    return spec
+# The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
+PRIMARY_DECISION_SPEC: MachineSpec = drawn_spec(PRIMARY_TABLE)
 
 
 def paths_to(table: DecisionTable, dest: str) -> Iterator[tuple[Taken, ...]]:
@@ -208,39 +197,30 @@ def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
 
 
 def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
-    """``facts`` with ``fields`` observed. Not dataclasses.replace, which runs __init__ over
-    every field again and costs more than the decision step itself; the caller passes only
-    fields the evidence fills (:data:`fsm.PRIMARY_EVIDENCE_FIELDS`)."""
-    new = object.__new__(PrimaryFacts)
-    new.__dict__.update(facts.__dict__)
-    new.__dict__.update(fields)
-    return new
+    """``facts`` with ``fields`` observed (the caller passes only fields the evidence fills,
+    :data:`fsm.PRIMARY_EVIDENCE_FIELDS`)."""
+    return dataclasses.replace(facts, **fields)  # type: ignore[arg-type]
 
 
-# The generic base for the type checker; the plain class at run time.
-if TYPE_CHECKING:
-    _Core = DecisionCore[PrimaryFacts, PrimaryDecision]
-else:
-    _Core = DecisionCore
-
-
-class PrimaryCore(_Core):
+class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
     """One candidate's walk through the ADR-0068 decision machine (see the module docstring):
-    a :class:`fsm._decision.DecisionCore` started on the page's status of the Run."""
+    a :class:`fsm.DecisionCore` started on the page's status of the Run,
+    ``PrimaryCore(page_status)``."""
 
     __slots__ = ()
 
-    def __init__(self, page_status: str) -> None:
-        engine = primary_engine()
-        begun = engine.begun.get(page_status)
-        if begun is not None:
-            # The same start for every candidate of this page status: one facts object, so
-            # the engine answers their identical observations from its memo (DecisionCore).
-            object.__setattr__(self, "_s", begun)
-            return
-        super().__init__(engine, PrimaryFacts(page_status=page_status), _decision)
-        if len(engine.begun) < _BEGUN_MAX:  # a page holds two statuses
-            engine.begun[page_status] = self._s
-
-
-_BEGUN_MAX = 16
+    def __init__(self, page_status: str | None = None, /, **fields: Any) -> None:
+        # ``fields``: every field of a core, as dataclasses.replace passes them for each step.
+        if page_status is not None:
+            engine = primary_engine()
+            initial = engine.table.evidence[0]
+            fields = {
+                "engine": engine,
+                "facts": PrimaryFacts(page_status=page_status),
+                "conclude": _decision,
+                "state": initial,
+                "path": (),
+                "taken": None,
+                "answer": Need(initial, None),
+            }
+        super().__init__(**fields)

@@ -23,6 +23,8 @@ one Run edge), ``lose`` (rows 4b, 7 and 13: Attempt + Run to `lost`), ``adopt_ru
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ._decision import Case, DecisionRow, DecisionTable
 
 # Evidence states in ADR-0068 §2 order; the first is the initial state.
@@ -338,20 +340,18 @@ PRIMARY_TABLE = DecisionTable(
 )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PassRows:
     """The rows a pass names outside the machine's walk (spec 04 "Summary")."""
 
-    __slots__ = ("exception", "name_attempt", "receipt_root")
-
-    def __init__(self, *, exception: str, name_attempt: frozenset[str], receipt_root: str) -> None:
-        # The exception row: a candidate no longer attempted once the database stopped taking
-        # writes is counted there, with the reason naming why (docs/decisions.md "lock budget").
-        self.exception = exception
-        # The rows from which the summary names the latest Attempt (row 4 on: they look at it).
-        self.name_attempt = name_attempt
-        # The summary's `row` for a candidate whose receipt root or shard is not a usable
-        # directory: configuration, decided by no row of spec 04 (D-3c).
-        self.receipt_root = receipt_root
+    # The exception row: a candidate no longer attempted once the database stopped taking
+    # writes is counted there, with the reason naming why (docs/decisions.md "lock budget").
+    exception: str
+    # The rows from which the summary names the latest Attempt (row 4 on: they look at it).
+    name_attempt: frozenset[str]
+    # The summary's `row` for a candidate whose receipt root or shard is not a usable
+    # directory: configuration, decided by no row of spec 04 (D-3c).
+    receipt_root: str
 
 
 PRIMARY_PASS_ROWS = PassRows(

@@ -11,7 +11,7 @@ Selection = Literal["matched", "ambiguous", "none"]
 InstanceStatus = Literal["running", "succeeded", "stopped", "failed"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstanceEvidence:
     """One RunningInstances row as the adapter hands it over: no raw log path, ever."""
 

@@ -11,7 +11,7 @@ The legacy shadow's writes fire guarded edges of their own (``RUN_LEGACY_EDGES``
 ``ATTEMPT_LEGACY_EDGES``: ADR-0448 rows 2, 6, 7, 9, 10), guarded by the rows' guard names.
 
 The reconcilers' decision tables are data too, in their own modules: ADR-0068's in
-``fsm/_primary.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
+``fsm/_primary_table.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
 ``fsm/_legacy.py``.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """One transition of one machine (see the module docstring)."""
 
@@ -32,7 +32,7 @@ class Edge:
     cites: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineSpec:
     """One machine as data: its states, initial and terminal states, and edges."""
 

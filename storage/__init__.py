@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "RunRow": "_rows",
     "StorageError": "_errors",
     "check_schema": "_schema",
+    "commit_edge": "_edge_commit",
     "connect": "_connection",
     "in_transaction": "_connection",
     "init_schema": "_schema",
@@ -88,6 +89,7 @@ __all__ = [
     "candidate_window",
     "check_read",
     "check_schema",
+    "commit_edge",
     "connect",
     "in_transaction",
     "init_schema",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:
         prepare_for_writes,
         transaction,
     )
+    from ._edge_commit import commit_edge as commit_edge
     from ._errors import (
         Busy,
         Conflict,

@@ -16,6 +16,7 @@ and takes half a minute, which mutmut would multiply into each mutant's time lim
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def _answer(engine: DecisionEngine, world: World) -> list[object]:
             walk = engine.walk(facts, _observed, state)
             seen += [(t.row.row, *t.case) for t in walk.taken]
             failed = engine.walk(
-                facts.__class__(**{**vars(facts), "error": "boom"}),
+                facts.__class__(**{**dataclasses.asdict(facts), "error": "boom"}),
                 _observed,
                 walk.state,
                 failed=True,
@@ -93,7 +94,9 @@ def _answer(engine: DecisionEngine, world: World) -> list[object]:
                 return seen
             assert walk.need is not None
             seen.append(walk.need)
-            facts = facts.__class__(**{**vars(facts), **observation(world, walk.need.evidence)})
+            facts = facts.__class__(
+                **{**dataclasses.asdict(facts), **observation(world, walk.need.evidence)}
+            )
             state = walk.state
     except (FsmError, IndexError) as exc:
         seen.append(type(exc).__name__)

@@ -5,8 +5,6 @@ guard of the row it cites, and the machines that hold them built without the leg
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 from test_fsm_tables import RUN_ALLOWED
@@ -16,6 +14,7 @@ from fsm import (
     GUARDS,
     LEGACY_EDGE_TRIGGERS,
     LEGACY_GUARD_ROWS,
+    QINGLONG_RULES,
     RUN_SPEC,
     Edge,
     Lifecycle,
@@ -104,8 +103,8 @@ def test_each_legacy_edge_is_guarded_by_its_rows_guard_and_is_a_legal_pair() -> 
             p.guard is None and (p.source, p.dest) == (e.source, e.dest) for p in spec.edges
         ), (machine, e)
         assert LEGACY_EDGE_TRIGGERS[(machine, row, e.source, e.dest)] == e.trigger
-    validate_spec(RUN_SPEC)
-    validate_spec(ATTEMPT_SPEC)
+    validate_spec(RUN_SPEC, GUARDS, QINGLONG_RULES)
+    validate_spec(ATTEMPT_SPEC, GUARDS, QINGLONG_RULES)
 
 
 def test_one_name_is_one_predicate_on_the_lifecycles_and_on_the_legacy_shadow_diagram() -> None:
@@ -128,7 +127,7 @@ def test_a_legacy_edge_without_its_guard_is_refused() -> None:
     # beside its guarded edge or instead of it.
     for bad in (_with(RUN_SPEC, plain), _with(RUN_SPEC, plain, without=guarded)):
         with pytest.raises(MachineDefinitionError, match="duplicate unguarded edges"):
-            Lifecycle(bad)
+            Lifecycle(bad, GUARDS, rules=QINGLONG_RULES)
 
 
 def test_an_illegal_legacy_edge_is_refused() -> None:
@@ -141,28 +140,7 @@ def test_an_illegal_legacy_edge_is_refused() -> None:
         "ADR-0448 row 7",
     )
     with pytest.raises(MachineDefinitionError, match="is not a legal lifecycle pair"):
-        Lifecycle(_with(RUN_SPEC, jump))
+        Lifecycle(_with(RUN_SPEC, jump), GUARDS, rules=QINGLONG_RULES)
     claimed = Edge("succeed_by_instance", "claimed", "succeeded", "unique_finished_evidence")
     with pytest.raises(MachineDefinitionError, match="is not a legal lifecycle pair"):
-        Lifecycle(_with(ATTEMPT_SPEC, claimed))
-
-
-def test_the_run_and_attempt_machines_with_the_legacy_edges_load_no_adr_0448_module() -> None:
-    code = (
-        "import sys\n"
-        "from fsm import PrimaryFacts, attempt_machine, run_machine\n"
-        "run, attempt = run_machine(), attempt_machine()\n"
-        "facts = PrimaryFacts(run_status='running', first_receipt='trusted')\n"
-        "run.plan('running', 'succeed_by_receipt', facts)\n"
-        "for trigger in ('lose_by_repair', 'cancel_by_instance'):\n"
-        "    try:\n"
-        "        run.plan('running', trigger, facts)\n"
-        "    except Exception as exc:\n"
-        "        assert type(exc).__name__ == 'GuardRefused', exc\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('fsm._legacy'))\n"
-        "sys.stdout.write(repr(loaded))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout == "[]"
+        Lifecycle(_with(ATTEMPT_SPEC, claimed), GUARDS, rules=QINGLONG_RULES)

@@ -16,6 +16,7 @@ from fsm import (
     ATTEMPT_STATES,
     ATTEMPT_TERMINAL,
     GUARDS,
+    QINGLONG_RULES,
     RUN_SPEC,
     RUN_STATES,
     RUN_TERMINAL,
@@ -279,7 +280,7 @@ GOOD = (Edge("go", "a", "b"), Edge("end", "b", "c"))
 
 
 def test_a_well_formed_spec_builds_and_the_shipped_specs_validate() -> None:
-    Lifecycle(spec(*GOOD))
+    Lifecycle(spec(*GOOD), GUARDS, rules=QINGLONG_RULES)
     validate_all()
 
 
@@ -339,7 +340,7 @@ def test_machine_validation_rejects_a_bad_spec_when_the_machine_is_built(
     bad: MachineSpec, problem: str
 ) -> None:
     with pytest.raises(MachineDefinitionError) as raised:
-        Lifecycle(bad)
+        Lifecycle(bad, GUARDS, rules=QINGLONG_RULES)
     assert problem in raised.value.problem
     assert raised.value.machine == "bad"
 

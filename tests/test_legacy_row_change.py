@@ -19,7 +19,9 @@ from _shadow_support import LegacyDb
 
 from fsm import (
     ALL_SPECS,
+    GUARDS,
     LEGACY_TABLE,
+    QINGLONG_RULES,
     DecisionTable,
     LegacyDecision,
     LegacyEngine,
@@ -82,7 +84,7 @@ def test_the_views_of_the_copy_follow_the_changed_row() -> None:
     # `abandoned` is still a state of the machine, but nothing leads there any more: the
     # lifecycle built from the copy refuses it loudly.
     with pytest.raises(Exception, match="unreachable states \\['abandoned'\\]"):
-        validate_spec(views.spec)
+        validate_spec(views.spec, GUARDS, QINGLONG_RULES)
     drawn = [e for e in views.decision_spec.edges if e.trigger == "row 9"]
     assert [(e.source, e.dest) for e in drawn] == [("read_evidence", "cancelled")]
 
@@ -128,7 +130,7 @@ def test_the_shadow_pass_follows_the_copy_but_its_write_refuses_row_6s_edges_for
     made = db.run(status="queued", attempts=("claimed",))
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
-    machine = Lifecycle(views.spec)
+    machine = Lifecycle(views.spec, GUARDS, rules=QINGLONG_RULES)
     # The pass asks fsm for its engine and the legacy_shadow machine when it decides (and the
     # row guards ask the engine for the first matching row).
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
@@ -152,7 +154,7 @@ def test_explains_decision_now_is_the_shadow_passs_own_and_follows_the_copy_with
     made = db.run(status="queued", attempts=("claimed",))
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
-    machine = Lifecycle(views.spec)
+    machine = Lifecycle(views.spec, GUARDS, rules=QINGLONG_RULES)
     # Only the engine the pass's reads ask for is the copy's: a view that decided on its own
     # (any other engine, or the original table) would still say row 9 abandons.
     monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
@@ -193,7 +195,7 @@ def test_the_pass_refuses_to_name_the_row_of_a_write_two_rows_make() -> None:
         shadow_writes._rows_of_writes(CHANGED)
     assert str(refused.value) == (
         "machine 'legacy_decision' is invalid: write 'cancel' made by rows 6 and 9; "
-        "fix the table in fsm/_tables.py"
+        "fix that machine's declaration"
     )
     assert shadow_writes._rows_of_writes(LEGACY_TABLE)["repair"] == ("2", "repair")
 

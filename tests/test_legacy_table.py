@@ -4,6 +4,7 @@ as the first-matching-row if/else did before it existed."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import replace
 from typing import Any
@@ -23,6 +24,7 @@ from fsm import (
     LEGACY_TABLE,
     LEGACY_TRIGGERS,
     LEGACY_WRITES,
+    QINGLONG_RULES,
     RUN_SPEC,
     RUN_TERMINAL,
     Edge,
@@ -203,8 +205,8 @@ def test_the_legacy_shadow_lifecycle_is_the_table_with_one_edge_per_row() -> Non
         Edge(t, "candidate", d, g, f"ADR-0448 row {r}") for t, d, g, r in before
     ]
     assert dict(LEGACY_GUARD_ROWS) == {g: r for _, _, g, r in before}
-    validate_spec(LEGACY_SPEC)
-    validate_spec(LEGACY_DECISION_SPEC)
+    validate_spec(LEGACY_SPEC, GUARDS, QINGLONG_RULES)
+    validate_spec(LEGACY_DECISION_SPEC, GUARDS, QINGLONG_RULES)
 
 
 def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
@@ -307,7 +309,7 @@ def test_the_core_asks_step_by_step_and_each_observation_is_a_new_core() -> None
     assert decided.next() == LegacyDecision("9", "abandoned", "no_spawn_evidence")
     assert decided.path == ("step 3", "step 4", "9")
     assert decided.state == "read_evidence"
-    with pytest.raises(AttributeError, match="immutable"):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'state'"):
         decided.state = "read_run"  # type: ignore[misc]
 
 

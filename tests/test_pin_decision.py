@@ -8,13 +8,14 @@ and the filled reason codes. Engines and cores are built fresh in each test.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _support import built_again
 
 from fsm import (
+    PRIMARY_DECISION_SPEC,
     PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_GUARDS,
     PRIMARY_TABLE,
@@ -154,7 +155,7 @@ def test_a_table_without_observes_is_walked_but_starts_no_core_and_says_why() ->
         "a core needs the table's observes",
     )
     assert str(refused.value) == (
-        "machine 't' is invalid: a core needs the table's observes; fix the table in fsm/_tables.py"
+        "machine 't' is invalid: a core needs the table's observes; fix that machine's declaration"
     )
 
 
@@ -511,7 +512,7 @@ def test_a_trusted_receipt_completes_by_spec_04s_terminal_mapping(
     given: dict[str, Any], expected: tuple[str, ...]
 ) -> None:
     f = facts(first_receipt="trusted", receipt_exit_code=0)
-    f = PrimaryFacts(**{**vars(f), **given})
+    f = PrimaryFacts(**{**dataclasses.asdict(f), **given})
     d = decide_primary(f)
     assert isinstance(d, PrimaryDecision)
     assert (d.row, d.state, d.reason, d.write, d.trigger, d.terminal) == expected
@@ -757,7 +758,7 @@ def test_each_step_of_a_core_sees_only_what_the_steps_so_far_observed() -> None:
         ("reread_receipt", {"second_receipt": "trusted", "receipt_exit_code": 0}),
     ]
     core = PrimaryCore("running")
-    fresh = vars(core.facts)
+    fresh = dataclasses.asdict(core.facts)
     declared: set[str] = set()
     for evidence, fields in steps:
         asked = core.next()
@@ -765,7 +766,7 @@ def test_each_step_of_a_core_sees_only_what_the_steps_so_far_observed() -> None:
         before, facts_before = core, core.facts
         core = core.observe(evidence, **fields)
         declared |= PRIMARY_EVIDENCE_FIELDS[evidence]
-        changed = {f for f, v in vars(core.facts).items() if v != fresh[f]}
+        changed = {f for f, v in dataclasses.asdict(core.facts).items() if v != fresh[f]}
         assert changed <= declared, evidence
         assert (before.facts, before.next()) == (facts_before, asked)
     d = core.next()
@@ -843,13 +844,5 @@ def test_a_walk_asks_whether_each_evidence_was_observed_on_the_facts_it_walks() 
     assert asked == [("a", CHANGED), ("b", CHANGED)]
 
 
-def test_the_primary_module_built_again_draws_its_decision_machine_when_first_asked() -> None:
-    # PRIMARY_DECISION_SPEC is made on first use (PEP 562), from the ADR-0068 table.
-    module = built_again("fsm._primary")
-    assert "PRIMARY_DECISION_SPEC" not in vars(module)
-    spec = module.PRIMARY_DECISION_SPEC
-    assert spec == drawn_spec(PRIMARY_TABLE)
-    assert vars(module)["PRIMARY_DECISION_SPEC"] is spec  # from then on a plain attribute
-    with pytest.raises(AttributeError) as missing:
-        module.primary_decision_spec  # noqa: B018
-    assert str(missing.value) == "module 'fsm._primary' has no attribute 'primary_decision_spec'"
+def test_the_primary_decision_spec_is_the_adr_0068_table_as_drawn() -> None:
+    assert drawn_spec(PRIMARY_TABLE) == PRIMARY_DECISION_SPEC

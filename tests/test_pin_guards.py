@@ -354,18 +354,6 @@ def test_every_guard_carries_its_own_name_when_the_guards_module_is_built_again(
         assert [(g.__name__, g.__qualname__) for g in guards.values()] == [(k, k) for k in guards]
 
 
-def test_the_guards_module_built_again_names_the_legacy_tables_guard_rows_on_first_use() -> None:
-    # LEGACY_GUARD_ROWS, LEGACY_ROW_GUARDS and GUARDS are made on first use (PEP 562), all three
-    # at once: the module built again has none of them until asked, then each of them.
-    from fsm import _legacy
-
-    module = built_again("fsm._guards")
-    assert not {"GUARDS", "LEGACY_GUARD_ROWS", "LEGACY_ROW_GUARDS"} & set(vars(module))
-    assert module.LEGACY_GUARD_ROWS is _legacy.LEGACY_GUARD_ROWS
-    assert set(module.LEGACY_ROW_GUARDS) == set(_legacy.LEGACY_GUARD_ROWS) - {"error_raised"}
-    assert set(module.GUARDS) == set(GUARDS)
-
-
 def test_the_guards_module_built_again_shares_the_legacy_edge_guards_with_its_row_guards() -> None:
     # One name, one predicate: the legacy_shadow lifecycle's row guards of rows 2, 6, 7, 9 and
     # 10 are the very functions that guard the legacy writes' Run and Attempt edges.
@@ -374,26 +362,3 @@ def test_the_guards_module_built_again_shares_the_legacy_edge_guards_with_its_ro
     assert len(shared) == 5
     assert all(module.LEGACY_ROW_GUARDS[name] is fn for name, fn in shared.items())
     assert all(module.GUARDS[name] is fn for name, fn in shared.items())
-
-
-def test_guard_named_finds_a_primary_guard_without_building_the_legacy_ones() -> None:
-    module = built_again("fsm._guards")
-    assert module.guard_named("run_gone") is module.PRIMARY_GUARDS["run_gone"]
-    assert "GUARDS" not in vars(module)
-
-
-def test_guard_named_builds_the_legacy_guards_once_and_finds_them_there() -> None:
-    module = built_again("fsm._guards")
-    legacy = "not_eligible"  # spec 05 row 1's guard, an ADR-0448 one
-    found = module.guard_named(legacy)
-    guards = module.GUARDS
-    assert found is guards[legacy]
-    assert module.guard_named(legacy) is found and module.GUARDS is guards  # built once
-    assert module.guard_named("no_such_guard") is None
-
-
-def test_a_name_the_guards_module_does_not_have_is_an_attribute_error_naming_it() -> None:
-    module = built_again("fsm._guards")
-    with pytest.raises(AttributeError) as missing:
-        module.NO_SUCH_NAME  # noqa: B018
-    assert str(missing.value) == "module 'fsm._guards' has no attribute 'NO_SUCH_NAME'"

@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from _support import built_again
 from transitions.core import MachineError
 
 from fsm import (
+    ALL_SPECS,
     ATTEMPT_SPEC,
+    GUARDS,
     LEGACY_DECISION_SPEC,
     LEGACY_SPEC,
     PRIMARY_DECISION_SPEC,
+    QINGLONG_RULES,
     RUN_SPEC,
     Edge,
     GuardRefused,
@@ -49,12 +51,12 @@ GOOD = (Edge("go", "a", "b"), Edge("end", "b", "c"))
 
 def problem_of(bad: MachineSpec) -> str:
     with pytest.raises(MachineDefinitionError) as raised:
-        validate_spec(bad)
+        validate_spec(bad, GUARDS, QINGLONG_RULES)
     assert raised.value.machine == bad.name
     assert f"machine {bad.name!r} is invalid: {raised.value.problem}" in str(raised.value)
     # The builder refuses the same table with the same words.
     with pytest.raises(MachineDefinitionError) as built:
-        Lifecycle(bad)
+        Lifecycle(bad, GUARDS, rules=QINGLONG_RULES)
     assert built.value.problem == raised.value.problem
     return raised.value.problem
 
@@ -174,9 +176,9 @@ def test_each_validation_rule_reports_its_own_problem(bad: MachineSpec, problem:
 
 def test_the_message_says_where_to_fix_the_table() -> None:
     with pytest.raises(MachineDefinitionError) as raised:
-        validate_spec(spec(*GOOD, initial="z", name="mine"))
+        validate_spec(spec(*GOOD, initial="z", name="mine"), GUARDS, QINGLONG_RULES)
     assert str(raised.value) == (
-        "machine 'mine' is invalid: initial state 'z' is unknown; fix the table in fsm/_tables.py"
+        "machine 'mine' is invalid: initial state 'z' is unknown; fix that machine's declaration"
     )
 
 
@@ -214,8 +216,8 @@ def test_the_message_says_where_to_fix_the_table() -> None:
     ],
 )
 def test_a_valid_spec_is_accepted(good: MachineSpec) -> None:
-    validate_spec(good)
-    assert Lifecycle(good).spec is good
+    validate_spec(good, GUARDS, QINGLONG_RULES)
+    assert Lifecycle(good, GUARDS, rules=QINGLONG_RULES).spec is good
 
 
 # --- a Lifecycle built here ------------------------------------------------------------------
@@ -227,7 +229,7 @@ class Thing:
 
 @pytest.fixture(scope="module")
 def run() -> Lifecycle:
-    return Lifecycle(RUN_SPEC)
+    return Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
 
 
 def test_a_fresh_lifecycle_answers_about_its_own_table(run: Lifecycle) -> None:
@@ -267,10 +269,16 @@ def test_a_fresh_lifecycle_answers_about_its_own_table(run: Lifecycle) -> None:
 
 def test_a_lifecycle_trigger_is_never_a_guarded_one() -> None:
     # running -> succeeded is both `succeed` (lifecycle) and `succeed_by_receipt` (guarded).
-    toy = Lifecycle(spec(Edge("go_by_receipt", "a", "b", "trusted_receipt"), *GOOD))
+    toy = Lifecycle(
+        spec(Edge("go_by_receipt", "a", "b", "trusted_receipt"), *GOOD),
+        GUARDS,
+        rules=QINGLONG_RULES,
+    )
     assert toy.lifecycle_trigger("a", "b") == "go"
     guarded_only = Lifecycle(
-        spec(Edge("go", "a", "b", "trusted_receipt"), Edge("end", "b", "c", "unstarted_claim"))
+        spec(Edge("go", "a", "b", "trusted_receipt"), Edge("end", "b", "c", "unstarted_claim")),
+        GUARDS,
+        rules=QINGLONG_RULES,
     )
     with pytest.raises(IllegalTransition):
         guarded_only.lifecycle_trigger("a", "b")
@@ -307,7 +315,7 @@ def test_planning_without_an_edge_raises_illegal_transition(
 
 
 def test_a_refused_guard_is_named_and_several_guards_are_all_named() -> None:
-    run = Lifecycle(RUN_SPEC)
+    run = Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
     with pytest.raises(GuardRefused) as one:
         run.plan("running", "succeed_by_receipt", PrimaryFacts(run_status="running"))
     assert (one.value.machine, one.value.state, one.value.event, one.value.guard) == (
@@ -317,7 +325,7 @@ def test_a_refused_guard_is_named_and_several_guards_are_all_named() -> None:
         "trusted_receipt",
     )
     assert "refused by guard 'trusted_receipt'" in str(one.value)
-    legacy = Lifecycle(LEGACY_SPEC)
+    legacy = Lifecycle(LEGACY_SPEC, GUARDS, rules=QINGLONG_RULES)
     with pytest.raises(GuardRefused) as many:
         legacy.plan("candidate", "hold", LegacyFacts(run_present=False))
     assert many.value.guard == (
@@ -349,13 +357,13 @@ def test_of_several_guards_on_one_trigger_the_step_names_the_one_that_held(
         attempt_status="running",
     )
     facts = dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-    step = Lifecycle(LEGACY_SPEC).plan("candidate", "hold", facts)
+    step = Lifecycle(LEGACY_SPEC, GUARDS, rules=QINGLONG_RULES).plan("candidate", "hold", facts)
     assert (step.dest, step.guard) == ("ambiguous", guard)
 
 
 def test_a_fresh_lifecycle_offers_no_to_state_trigger_and_ignores_no_invalid_one() -> None:
     for s in (RUN_SPEC, ATTEMPT_SPEC, LEGACY_SPEC, PRIMARY_DECISION_SPEC):
-        lifecycle = Lifecycle(s)
+        lifecycle = Lifecycle(s, GUARDS, rules=QINGLONG_RULES)
         thing = Thing()
         lifecycle.attach(thing, s.initial)
         try:
@@ -371,7 +379,7 @@ def test_a_fresh_lifecycle_offers_no_to_state_trigger_and_ignores_no_invalid_one
 
 
 def test_an_attached_model_moves_along_fired_edges_and_is_refused_without_moving() -> None:
-    attempt = Lifecycle(ATTEMPT_SPEC)
+    attempt = Lifecycle(ATTEMPT_SPEC, GUARDS, rules=QINGLONG_RULES)
     thing = Thing()
     attempt.attach(thing, "starting")
     try:
@@ -393,7 +401,7 @@ def test_an_attached_model_moves_along_fired_edges_and_is_refused_without_moving
 
 
 def test_attaching_in_an_unknown_state_is_refused() -> None:
-    attempt = Lifecycle(ATTEMPT_SPEC)
+    attempt = Lifecycle(ATTEMPT_SPEC, GUARDS, rules=QINGLONG_RULES)
     with pytest.raises(IllegalTransition) as raised:
         attempt.attach(Thing(), "bogus")
     assert (raised.value.machine, raised.value.state, raised.value.event) == (
@@ -404,7 +412,7 @@ def test_attaching_in_an_unknown_state_is_refused() -> None:
 
 
 def test_a_detached_model_can_be_attached_again_in_another_state() -> None:
-    run = Lifecycle(RUN_SPEC)
+    run = Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
     thing = Thing()
     run.attach(thing, "created")
     run.detach(thing)
@@ -419,7 +427,7 @@ def test_a_detached_model_can_be_attached_again_in_another_state() -> None:
 
 def test_a_trigger_called_on_an_attached_model_from_the_wrong_state_is_not_ignored() -> None:
     # transitions' own error, raised by the model's trigger method: never a silent no-op.
-    run = Lifecycle(RUN_SPEC)
+    run = Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
     thing = Thing()
     run.attach(thing, "created")
     try:
@@ -433,7 +441,7 @@ def test_a_trigger_called_on_an_attached_model_from_the_wrong_state_is_not_ignor
 def test_evidence_that_cannot_be_a_memo_key_is_planned_every_time_all_the_same() -> None:
     # The plan memo is keyed by the evidence; evidence that is not hashable (a list, a dict)
     # skips the memo both ways and is planned through the machine as any other.
-    run = Lifecycle(RUN_SPEC)
+    run = Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
     for unhashable in ([], {"first_receipt": "trusted"}):
         for _ in range(2):
             assert run.plan("created", "queue", unhashable) == Step(
@@ -445,19 +453,11 @@ def test_evidence_that_cannot_be_a_memo_key_is_planned_every_time_all_the_same()
             assert refused.value.guard == "trusted_receipt"
 
 
-def test_the_machine_module_built_again_lists_every_spec_when_first_asked() -> None:
-    # ALL_SPECS is made on first use (PEP 562): the five lifecycles and decision machines.
-    module = built_again("fsm._machine")
-    assert "ALL_SPECS" not in vars(module)
-    specs = module.ALL_SPECS
-    assert specs == (
+def test_all_specs_lists_the_five_lifecycles_and_decision_machines_in_drawing_order() -> None:
+    assert ALL_SPECS == (
         RUN_SPEC,
         ATTEMPT_SPEC,
         LEGACY_SPEC,
         PRIMARY_DECISION_SPEC,
         LEGACY_DECISION_SPEC,
     )
-    assert vars(module)["ALL_SPECS"] is specs  # from then on a plain attribute
-    with pytest.raises(AttributeError) as missing:
-        module.all_specs  # noqa: B018
-    assert str(missing.value) == "module 'fsm._machine' has no attribute 'all_specs'"

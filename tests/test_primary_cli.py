@@ -276,32 +276,12 @@ def test_a_reconcile_with_candidates_never_imports_the_orderings_coverage_record
         db_path,
         tmp_path / "r",
         "import fsm._observe\n"
-        "loaded = sorted(m for m in ('_coverage_record', '_coverage_plugin') if m in sys.modules)\n"
+        "loaded = sorted(m for m in ('_coverage_record', '_coverage_plugin', 'fsm.testing')"
+        " if m in sys.modules)\n"
         "sys.stderr.write(repr((rc, loaded, len(fsm._observe.LISTENERS), 'fsm' in sys.modules)))\n",
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
     )
     assert out.stderr == repr((0, [], 0, True))
-
-
-def test_a_reconcile_with_candidates_loads_no_adr_0448_module_nor_a_transitions_extension(
-    repo: Repository, db_path: Path, tmp_path: Path
-) -> None:
-    # The ADR-0068 pass decides with the primary machine and the Run/Attempt lifecycles only:
-    # the legacy table, its facts, its guards and the drawn machines stay unimported.
-    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
-    out = _reconcile_json_then(
-        db_path,
-        tmp_path / "r",
-        "import fsm._guards, fsm._machine, fsm._primary\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(('fsm._legacy', 'fsm._selection',"
-        " 'storage._legacy', 'reconciler.shadow', 'transitions.extensions')))\n"
-        "built = {**vars(fsm._guards), **vars(fsm._machine), **vars(fsm._primary)}\n"
-        "lazy = sorted(n for n in ('GUARDS', 'LEGACY_ROW_GUARDS', 'ALL_SPECS',"
-        " 'PRIMARY_DECISION_SPEC') if n in built)\n"
-        "sys.stderr.write(repr((rc, loaded, lazy)))\n",
-    )
-    assert out.stderr == repr((0, [], []))
-    assert json.loads(out.stdout)["recovered"] == 1
 
 
 def test_the_zero_candidate_verdict_for_a_person_imports_neither_typing_argparse_json_nor_shlex(

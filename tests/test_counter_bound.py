@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import read_snapshot
-from test_primary_support import (
+from _primary_support import (
     SYSTEM,
     T0,
     dead_handle,
@@ -30,7 +30,7 @@ from test_primary_support import (
     run_pass,
 )
 from test_shadow_rows import outcomes, shadow
-from test_shadow_support import LegacyDb
+from _shadow_support import LegacyDb
 
 from reconciler.node import FileReceiptStore, ProcProvider
 from storage import (

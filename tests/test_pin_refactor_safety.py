@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_primary_support import SYSTEM, T0, TOKEN_HASH, make_candidate, make_run, receipt
-from test_shadow_support import T0_MS, LegacyDb, Made
+from _primary_support import SYSTEM, T0, TOKEN_HASH, make_candidate, make_run, receipt
+from _shadow_support import T0_MS, LegacyDb, Made
 
 from reconciler.node import (
     Evidence,

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler._errors import FatalError, UsageError
@@ -26,13 +27,12 @@ from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
     check_database,
-    check_profile,
-    check_receipt_root,
+    check_inputs,
     database_file,
     default_profile,
-    inspect_receipt_root,
     lock_budget_s,
     primary_pass,
+    run_primary,
     zero_candidates,
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
@@ -129,11 +129,21 @@ def startup_profile(profile: str | None) -> str:
         raise UsageError(f"{where}: {exc}") from exc
 
 
-def check_startup(receipt_root: str, profile: str) -> None:
+@dataclass(frozen=True, slots=True)
+class StartupInputs:
+    """A start-up's inputs, checked once (:func:`check_startup`): the normalised receipt root
+    and the resolved profile."""
+
+    receipt_root: str
+    profile: str
+
+
+def check_startup(receipt_root: str, profile: str | None) -> StartupInputs:
     """Usage errors first, before anything is read or written (spec 06): the primary pass
-    would refuse these only after normalization and the shadow pass had run."""
-    inspect_receipt_root(check_receipt_root(receipt_root))  # D-16: before any write
-    check_profile(profile)
+    would refuse these only after normalization and the shadow pass had run. ``profile``:
+    default ``$QL_DEPLOYMENT_PROFILE``, else standalone."""
+    prof = startup_profile(profile)
+    return StartupInputs(check_inputs(receipt_root, prof), prof)  # D-16: before any write
 
 
 def startup(
@@ -160,10 +170,34 @@ def startup(
     RetryLater / ``storage.Busy`` (`qlfsm startup` exits 2, 1, 75); the verdict is
     ``report.safe``.
     """
+    return run_startup(
+        db,
+        check_startup(receipt_root, profile),
+        origins=origins,
+        legacy_normalize=legacy_normalize,
+        first_boot=first_boot,
+        dry_run=dry_run,
+        budget=budget,
+        notify=notify,
+    )
+
+
+def run_startup(
+    db: str | sqlite3.Connection,
+    checked: StartupInputs,
+    *,
+    origins: str | None = None,
+    legacy_normalize: bool = False,
+    first_boot: bool = False,
+    dry_run: bool = False,
+    budget: LockBudget | None = None,
+    notify: Notify | None = None,
+) -> StartupReport:
+    """:func:`startup` on inputs :func:`check_startup` has checked (`qlfsm startup` checks
+    them before it looks for the metrics extra)."""
     started = time.monotonic()
     say = to_stderr if notify is None else notify
-    prof = startup_profile(profile)
-    check_startup(receipt_root, prof)
+    receipt_root, prof = checked.receipt_root, checked.profile
     path = _path(db)
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
@@ -205,7 +239,7 @@ def startup(
             took["normalize"], mark = time.monotonic() - mark, time.monotonic()
         audit = run_shadow(path, profile=prof, origins=origins, lock=lock)
         took["shadow"], mark = time.monotonic() - mark, time.monotonic()
-        summary = primary_pass(path, receipt_root, prof, lock, notify=say)
+        summary = run_primary(path, receipt_root, prof, lock, notify=say)
         took["primary"], mark = time.monotonic() - mark, time.monotonic()
         safe = bool(summary.get("safe", False))
         sweep = startup_sweep(path, receipt_root, run=safe, lock=lock, notify=say)
@@ -232,7 +266,7 @@ def _dry_startup(
     if first_boot:
         summary = zero_candidates(dry_run=True)
     else:
-        summary = primary_pass(db, receipt_root, profile, lock, dry_run=True, notify=say)
+        summary = run_primary(db, receipt_root, profile, lock, dry_run=True, notify=say)
     return StartupReport(
         safe=bool(summary.get("safe", False)),
         primary=ReconcileReport.from_summary(summary),
@@ -303,13 +337,14 @@ def startup_sweep(
     lock: LockBudget | None = None,
     notify: Notify | None = None,
 ) -> dict[str, Any]:
-    """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
-    failure of its own (one warning line, state `failed`)."""
+    """The sweep of `startup` (``receipt_root`` checked already): only after a SAFE primary
+    pass (``run``); never raises for a failure of its own (one warning line, state
+    `failed`)."""
     if not run:
         return _empty_sweep("skipped")
     say = to_stderr if notify is None else notify
     try:
-        result = run_sweep(db, check_receipt_root(receipt_root), lock)
+        result = run_sweep(db, receipt_root, lock)
     except Exception as exc:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
         say(

@@ -385,9 +385,7 @@ def adopt_running(given: Given) -> Plan | None:
 
 
 # The plan builder of each write (each is given a :class:`Given`).
-TYPE_CHECKING = False  # the builders' type, for the type checker only
-if TYPE_CHECKING:
-    Builder = Callable[[Given], Plan | None]
+Builder = Callable[[Given], Plan | None]
 
 
 PLANS: dict[str, Builder] = {

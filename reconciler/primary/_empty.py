@@ -3,9 +3,7 @@ candidates, or a truncated page), and its summary."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from collections.abc import Sequence
 
 
 def empty_summary(truncated: bool, observed: int = 0) -> dict[str, object]:

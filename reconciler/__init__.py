@@ -1,6 +1,6 @@
-"""qlfsm's reconcilers, launcher and command line; the application layer (``startup``,
-``reconcile``, ``shadow_pass``: ``reconciler._startup``) a Python service embeds.
-"""
+"""qlfsm's reconcilers, launcher and receipts; the application layer (``startup``,
+``reconcile``, ``shadow_pass``: ``reconciler._startup``) a Python service embeds. The command
+line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``)."""
 
 from __future__ import annotations
 
@@ -14,34 +14,30 @@ from reconciler._reports import (
     StartupReport,
 )
 from reconciler._startup import reconcile, shadow_pass, startup
-from reconciler.cli._main import main
-from reconciler.node._identity import (
+from reconciler.node import (
     Evidence,
     FakeProcessTable,
+    FileReceiptStore,
+    InvalidReceipt,
+    Launched,
+    LaunchFailed,
+    LaunchRefused,
+    MemoryReceiptStore,
     ProcessHandle,
     ProcProvider,
-    capture_handle,
-    format_handle,
-    inspect_handle,
-    parse_handle,
-)
-from reconciler.node._launcher import Launched, LaunchFailed, LaunchRefused, launch
-from reconciler.node._receipt import (
-    InvalidReceipt,
     Receipt,
+    ReceiptStore,
     authenticate_receipt,
+    capture_handle,
     decode_receipt,
     encode_receipt,
-)
-from reconciler.node._receipt_store import (
-    FileReceiptStore,
-    MemoryReceiptStore,
-    ReceiptStore,
+    format_handle,
+    inspect_handle,
+    launch,
+    parse_handle,
     validate_receipt_root,
 )
-from reconciler.shadow._entry import ShadowResult, run_shadow
-from reconciler.shadow._pass import run_pass
-from reconciler.shadow._ports import PassHooks, PassPorts
+from reconciler.shadow import PassHooks, PassPorts, ShadowResult, run_pass, run_shadow
 
 __all__ = [
     "CandidateResult",
@@ -75,7 +71,6 @@ __all__ = [
     "format_handle",
     "inspect_handle",
     "launch",
-    "main",
     "parse_handle",
     "reconcile",
     "run_pass",

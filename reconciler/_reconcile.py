@@ -4,8 +4,7 @@ checked here, once); `startup` checks its inputs itself and calls :func:`run_pri
 
 The zero-candidate start-up costs one SQL statement (spec 04 "Before any candidate", ADR-0068
 §6): :func:`_pass` reads the candidate page once and hands it to the pass only when there is a
-candidate to decide; the pass module (``reconciler.primary._pass``: the machines, the
-repository, receipts, identity) is imported only then.
+candidate to decide.
 """
 
 from __future__ import annotations
@@ -14,12 +13,21 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.node import ReceiptRootError, check_root_dir, validate_receipt_root
-from reconciler.primary._empty import before_any_candidate, empty_summary
+from reconciler.node import (
+    Clock,
+    FileReceiptStore,
+    ProcessProvider,
+    ProcProvider,
+    ReceiptRootError,
+    SystemClock,
+    check_root_dir,
+    validate_receipt_root,
+)
+from reconciler.primary import PrimaryReconciler, Probe, before_any_candidate, empty_summary
 from storage import (
     Busy,
     DatabaseMissing,
@@ -31,10 +39,6 @@ from storage import (
     lock_budget_from_env,
     primary_candidates,
 )
-
-if TYPE_CHECKING:  # the pass's ports, for the type checker: the pass is imported on use
-    from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary import Probe
 
 
 def default_profile() -> str:
@@ -290,10 +294,6 @@ def _pass(
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, dry_run)
-    # There are candidates: now, and only now, load the machines and the repository.
-    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-    from reconciler.primary._pass import PrimaryReconciler
-
     clock, provider, probe = ports
     check_schema(conn, path=db)
     pass_ = PrimaryReconciler(

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler._errors import FatalError, UsageError
 from reconciler._escape import shell_word
@@ -37,12 +37,10 @@ from reconciler._reconcile import (
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
+from reconciler.node import Clock, ProcessProvider
+from reconciler.primary import Probe
 from reconciler.shadow import failed, run_shadow
-
-if TYPE_CHECKING:
-    from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary import Probe
-    from storage import LockBudget
+from storage import LockBudget
 
 Notify = Callable[[str], None]
 

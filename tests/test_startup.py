@@ -80,7 +80,7 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     import storage
     from reconciler.shadow import run_shadow as real_shadow
 
-    real_norm, real_primary = storage.normalize_legacy, app.primary_pass
+    real_norm, real_primary = storage.normalize_legacy, app.run_primary
 
     def norm(conn: Any) -> Any:
         calls.append("normalize")
@@ -102,7 +102,7 @@ def test_the_order_is_normalization_then_shadow_then_primary(
 
     monkeypatch.setattr(storage, "normalize_legacy", norm)
     monkeypatch.setattr(app, "run_shadow", shadow)
-    monkeypatch.setattr(app, "primary_pass", primary)
+    monkeypatch.setattr(app, "run_primary", primary)
     monkeypatch.setattr(app, "startup_sweep", sweep)
     code = _startup_cli.startup_command(
         ["--db", db.path, "--receipt-root", str(tmp_path / "r"), "--legacy-normalize",

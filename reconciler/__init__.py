@@ -7,7 +7,6 @@ from __future__ import annotations
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import ProfileError
 from reconciler._reports import (
-    CandidateResult,
     NormalizeReport,
     ReconcileReport,
     ShadowReport,
@@ -37,6 +36,7 @@ from reconciler.node import (
     parse_handle,
     validate_receipt_root,
 )
+from reconciler.primary import CandidateResult
 from reconciler.shadow import PassHooks, PassPorts, ShadowResult, run_pass, run_shadow
 
 __all__ = [

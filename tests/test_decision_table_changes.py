@@ -42,7 +42,7 @@ from reconciler.diagrams._records import PRIMARY_DECISION_RECORD
 from reconciler.diagrams._render import mermaid_source
 from reconciler.node import FakeClock, FileReceiptStore
 from reconciler.node._identity import Evidence, FakeProcessTable, capture_handle, inspect_handle
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 R, Q, P, G, RR, RC = PRIMARY_TABLE.evidence
@@ -193,7 +193,7 @@ def test_row_9_changed_in_a_copy_is_what_the_pass_and_its_dry_run_decide(
 ) -> None:
     procs = _one_running(repo)
     for dry_run in (True, False):
-        summary = reconcile(
+        summary = reconcile_connection(
             conn,
             store,
             procs,
@@ -220,7 +220,7 @@ def test_row_9_changed_in_a_copy_is_what_the_final_verifier_revokes_with(
         return inspect_handle(handle, provider, platform=platform)
 
     def verified() -> list[tuple[Any, ...]]:
-        summary = reconcile(
+        summary = reconcile_connection(
             conn, store, procs, FakeClock(T0), platform="linux", probe=second_unavailable
         )
         return decisions(summary)

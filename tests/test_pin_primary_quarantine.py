@@ -23,7 +23,7 @@ from test_primary_support import T0, make_candidate, receipt
 
 from reconciler.node import FakeClock, FileReceiptStore, QuarantineNotDone, quarantine_ref
 from reconciler.node._identity import FakeProcessTable, capture_handle
-from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
+from reconciler.primary import QUARANTINE_KEEP_MS, reconcile_connection
 from storage import Repository
 
 BAD_TOKEN = "z" * 43  # authenticates as nothing: invalid (token_mismatch), spec 04 row 6
@@ -51,7 +51,7 @@ def dead_candidate(repo: Repository, run_id: str = "run-1", attempt_id: str = "a
 
 
 def pass_(conn: Any, store: Any, table: Any, clock: FakeClock) -> dict[str, Any]:
-    return reconcile(conn, store, table, clock, profile="standalone", platform="linux")
+    return reconcile_connection(conn, store, table, clock, profile="standalone", platform="linux")
 
 
 def entries(summary: dict[str, Any]) -> list[tuple[str, str, str]]:

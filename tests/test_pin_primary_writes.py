@@ -36,7 +36,7 @@ from test_primary_support import (
 
 from reconciler.node import FakeClock, FileReceiptStore, quarantine_ref
 from reconciler.node._identity import FakeProcessTable, capture_handle, inspect_handle
-from reconciler.primary._pass import reconcile
+from reconciler.primary._pass import reconcile_connection
 from storage import AttemptChange, Repository, RunChange, journal_get, journal_register
 
 Change = Callable[[sqlite3.Connection], object]
@@ -105,7 +105,9 @@ def adoptable(repo: Repository, table: FakeProcessTable) -> int:
 
 
 def pass_with(conn: Any, store: Any, table: FakeProcessTable, clock: FakeClock, **kw: Any) -> Any:
-    return reconcile(conn, store, table, clock, profile="standalone", platform="linux", **kw)
+    return reconcile_connection(
+        conn, store, table, clock, profile="standalone", platform="linux", **kw
+    )
 
 
 # --- the re-read inside the write transaction (ADR-0068 §4) ------------------------------------

@@ -47,7 +47,7 @@ def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
     from reconciler.primary import _pass as primary_pass
     from reconciler.shadow import _entry, _pass
 
-    assert reconciler.primary.reconcile is primary_pass.reconcile
+    assert reconciler.primary.reconcile_connection is primary_pass.reconcile_connection
     assert reconciler.reconcile is _startup.reconcile
     assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
     assert reconciler.run_shadow is _entry.run_shadow

@@ -133,16 +133,20 @@ def test_a_dry_run_on_the_callers_connection_writes_nothing_and_gives_it_back_wr
 def test_the_command_line_startup_calls_the_application_layer(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
+    from reconciler.cli import _startup as startup_cli
+
     calls: list[tuple[Any, ...]] = []
-    real = _startup.startup
+    real = _startup.run_startup
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_startup, "startup", recorded)
+    # The command checks its inputs once (the application layer's check_startup), then runs.
+    monkeypatch.setattr(startup_cli, "run_startup", recorded)
     root = tmp_path / "r"
     code = main(["startup", "--db", str(db_path), "--receipt-root", str(root), "--json"])
     out = capsys.readouterr().out
-    assert code == 0 and calls == [(str(db_path), str(root))]
+    checked = _startup.StartupInputs(str(root), _startup.startup_profile(None))
+    assert code == 0 and calls == [(str(db_path), checked)]
     assert validate("startup", out)["safe"] is True

@@ -9,7 +9,7 @@ from reconciler.primary._pass import (
     QUARANTINE_KEEP_MS,
     PrimaryReconciler,
     predict,
-    reconcile,
+    reconcile_connection,
 )
 from reconciler.primary._state import Probe
 from reconciler.primary._summary import CandidateResult, summarize
@@ -25,6 +25,6 @@ __all__ = [
     "before_any_candidate",
     "empty_summary",
     "predict",
-    "reconcile",
+    "reconcile_connection",
     "summarize",
 ]

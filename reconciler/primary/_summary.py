@@ -3,17 +3,18 @@ error is named in a reason (never a token, a command or an environment)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-# Re-exported for the full pass; defined in the light module the fast path uses.
-from reconciler.primary._empty import empty_summary as empty_summary
-from storage import AttemptRow, RunRow, record
+from storage import AttemptRow, RunRow
 
 Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CandidateResult:
+    """One candidate of an ADR-0068 pass (spec 04 "Summary"), from the pass to the JSON."""
+
     run_id: str
     attempt_id: str | None
     row: str

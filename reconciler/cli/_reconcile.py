@@ -10,7 +10,7 @@ from typing import Any
 from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
 from reconciler._reconcile import default_profile, primary_pass
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
-from reconciler.cli._util import parser, print_json, run_command
+from reconciler.cli._util import parser, print_json
 
 
 def exit_code(summary: Mapping[str, Any]) -> int:
@@ -18,10 +18,6 @@ def exit_code(summary: Mapping[str, Any]) -> int:
 
 
 def reconcile_command(argv: list[str]) -> int:
-    return run_command(argv, _reconcile)
-
-
-def _reconcile(argv: list[str]) -> int:
     p = parser(
         "qlfsm reconcile",
         "ADR-0068 start-up pass: receipts first, then process identity, one grace, the "

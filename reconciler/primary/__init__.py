@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from reconciler.primary._edges import EFFECTS, RECEIPT_EXECUTOR
-from reconciler.primary._empty import before_any_candidate, empty_summary
 from reconciler.primary._pass import (
     GRACE_MS,
     QUARANTINE_KEEP_MS,
@@ -12,7 +11,12 @@ from reconciler.primary._pass import (
     reconcile_connection,
 )
 from reconciler.primary._state import Probe
-from reconciler.primary._summary import CandidateResult, summarize
+from reconciler.primary._summary import (
+    CandidateResult,
+    before_any_candidate,
+    empty_summary,
+    summarize,
+)
 
 __all__ = [
     "EFFECTS",

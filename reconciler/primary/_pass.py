@@ -45,7 +45,6 @@ from reconciler.node import (
     ReceiptStore,
     inspect_handle,
 )
-from reconciler.primary._empty import before_any_candidate
 from reconciler.primary._gather import drive, pay_grace, phase2
 from reconciler.primary._state import (
     Candidate,
@@ -59,7 +58,12 @@ from reconciler.primary._state import (
     revoked,
     start,
 )
-from reconciler.primary._summary import CandidateResult, describe, summarize
+from reconciler.primary._summary import (
+    CandidateResult,
+    before_any_candidate,
+    describe,
+    summarize,
+)
 from reconciler.primary._verify import verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (

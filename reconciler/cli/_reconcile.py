@@ -1,5 +1,6 @@
 """`qlfsm reconcile` (spec 06): parses, calls the application layer's pass
-(``reconciler._reconcile.primary_pass``), prints the summary and maps it to an exit code."""
+(``reconciler.reconcile``: the typed report `startup` uses too), prints its summary and maps
+it to an exit code."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
-from reconciler._reconcile import default_profile, primary_pass
+from reconciler._startup import reconcile
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
 from reconciler.cli._util import parser, print_json
 
@@ -42,8 +43,8 @@ def reconcile_command(argv: list[str]) -> int:
         "nothing: no commit, quarantine, journal change, receipt moved or deleted",
     )
     args = p.parse_args(argv)
-    profile = args.profile if args.profile is not None else default_profile()
-    summary = primary_pass(args.db, args.receipt_root, profile, dry_run=args.dry_run)
+    report = reconcile(args.db, args.receipt_root, profile=args.profile, dry_run=args.dry_run)
+    summary = report.as_dict()
     if args.json:
         print_json(summary)
     else:

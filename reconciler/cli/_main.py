@@ -1,14 +1,13 @@
 """`qlfsm`: one console script, each command implemented in its own module and imported only
-when asked for (the start-up path must not pay for the diagram renderer, and a disabled
-shadow pass must not import storage at all)."""
+when asked for (the start-up path does not load the diagram renderer)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-# First and light (standard library only): the guards are installed before anything else of
-# qlfsm is imported, so a signal during a command module's import is handled too.
+# The guards are installed before any command module is imported, so a signal during a command
+# module's import is handled too (the `reconciler` package itself is imported before them).
 from reconciler.cli import _guard
 
 EXIT_USAGE = 2  # = _cliutil.EXIT_USAGE; that module (argparse, json) is imported only later

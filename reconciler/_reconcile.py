@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
+from reconciler._escape import shell_word
+from reconciler._flight import single_flight
+from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler.node import (
     Clock,
@@ -82,8 +85,6 @@ def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     try:
         return connect(db, read_only=read_only)
     except DatabaseMissing as exc:
-        from reconciler._escape import shell_word
-
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
             f"(create it with `qlfsm db init --db {shell_word(db)}`)"
@@ -235,7 +236,6 @@ def run_primary(
                 summary = _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
             else:
                 # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-                from reconciler._flight import single_flight
 
                 with single_flight(db, budget, notify):
                     summary = _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
@@ -243,8 +243,6 @@ def run_primary(
             conn.close()
     warnings: list[str] = summary.get("warnings") or []
     if warnings:
-        from reconciler._notify import to_stderr
-
         say = to_stderr if notify is None else notify
         for warning in warnings:
             say(f"qlfsm: warning: {warning}")  # one line each (D-16)
@@ -273,7 +271,6 @@ def _on_connection(
             conn.execute(f"PRAGMA query_only = {int(before)}")
     if not db:
         return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
-    from reconciler._flight import single_flight
 
     with single_flight(db, budget, notify):
         return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)

@@ -21,8 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import storage
 from reconciler._errors import FatalError, UsageError
 from reconciler._escape import shell_word
+from reconciler._first_boot import check_directory, create_database
+from reconciler._flight import single_flight
 from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
@@ -37,10 +40,11 @@ from reconciler._reconcile import (
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler.node import Clock, ProcessProvider
+from reconciler.node import Clock, FileReceiptStore, ProcessProvider, ProcProvider, SystemClock
+from reconciler.ops import SweepResult, sweep
 from reconciler.primary import Probe
 from reconciler.shadow import failed, run_shadow
-from storage import LockBudget
+from storage import LockBudget, check_schema, connect, lock_budget
 
 Notify = Callable[[str], None]
 
@@ -203,8 +207,6 @@ def run_startup(
     # D-21: only the explicit first-boot choice creates the database, never a directory.
     created = False
     if first_boot and not os.path.lexists(path):
-        from reconciler._first_boot import check_directory, create_database
-
         if dry_run:
             # A dry run writes nothing: it checks the directory and predicts the empty
             # database's pass (zero candidates, SAFE) without creating it.
@@ -222,7 +224,6 @@ def run_startup(
         return _dry_startup(path, receipt_root, prof, lock, created, say)
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
     # file that is not QingLong's is refused here, with nothing written, not after it.
-    from reconciler._flight import single_flight
 
     check_database(path)
     # D-20: one start-up at a time per database, held across normalization, shadow, primary
@@ -278,12 +279,10 @@ def _dry_startup(
 def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
     """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
     try:
-        from storage import connect, lock_budget, normalize_legacy
-
         conn = connect(db)
         try:
             with lock_budget(conn, lock):
-                done = normalize_legacy(conn)
+                done = storage.normalize_legacy(conn)
         finally:
             conn.close()
     except Exception as exc:
@@ -300,8 +299,6 @@ def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
 
 
 def _empty_sweep(state: str, error: str | None = None) -> dict[str, Any]:
-    from reconciler.ops import SweepResult
-
     out = SweepResult(state=state).as_dict()
     if error is not None:
         out["error"] = error
@@ -313,10 +310,6 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
     own, so the whole start-up waits at most one budget for other writers). Raises the
     storage and receipt-root errors for the caller to name."""
-    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-    from reconciler.ops import sweep
-    from storage import check_schema, connect, lock_budget
-
     conn = connect(db)
     try:
         check_schema(conn, path=db)

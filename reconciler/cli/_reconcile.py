@@ -11,7 +11,9 @@ from typing import Any
 from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
 from reconciler._startup import reconcile
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
+from reconciler.cli._report import candidate_lines
 from reconciler.cli._util import parser, print_json
+from reconciler.cli._verdict import blocking_lines, verdict_line
 
 
 def exit_code(summary: Mapping[str, Any]) -> int:
@@ -55,8 +57,6 @@ def reconcile_command(argv: list[str]) -> int:
 def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) -> str:
     """The human summary: one line of counts, the candidates, what blocks start-up (with the
     command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
-    from reconciler.cli._verdict import blocking_lines, verdict_line
-
     head = (
         f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
         f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "
@@ -65,7 +65,6 @@ def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) ->
     lines = [head]
     if summary["candidates"]:
         # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
-        from reconciler.cli._report import candidate_lines
 
         lines.extend(candidate_lines(summary, reconcile=True))
     blocking = blocking_lines(summary, db, receipt_root)

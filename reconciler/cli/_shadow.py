@@ -16,8 +16,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, PROFILES
+from reconciler._shadow_run import shadow_with_cursor
 from reconciler.cli._guard import Terminated, interrupted, say, settle
+from reconciler.cli._report import wrap
 from reconciler.cli._text import clean
 from reconciler.cli._util import (
     EXIT_SAFE,
@@ -102,17 +105,12 @@ shadow_command.handles_errors = True  # type: ignore[attr-defined]
 
 
 def _shadow(args: Any) -> ShadowResult:
-    from reconciler._notify import to_stderr
-    from reconciler._shadow_run import shadow_with_cursor
-
     return shadow_with_cursor(args.db, args.profile, args.origins, args.resume_cursor, to_stderr)
 
 
 def human_audit(audit: Mapping[str, Any]) -> str:
     """The audit record for a person: states, counts and enum strings only, in lines of at
     most 100 columns (docs/decisions.md D-22)."""
-    from reconciler.cli._report import wrap
-
     return "\n".join(wrap(line) for line in _human_audit(audit).split("\n"))
 
 

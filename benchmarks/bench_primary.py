@@ -246,7 +246,7 @@ def statements_per_dead_candidate(work: Path, n: int = 32) -> float:
     """(d): every statement the pass sends, minus the ones it sends once per pass."""
     from reconciler.node._clock import SystemClock
     from reconciler.node._receipt_store import FileReceiptStore
-    from reconciler.primary._pass import reconcile
+    from reconciler.primary._pass import reconcile_connection
 
     counts = {}
     for size in (n, 2 * n):
@@ -255,7 +255,7 @@ def statements_per_dead_candidate(work: Path, n: int = 32) -> float:
         conn = connect(str(db))
         seen: list[str] = []
         conn.set_trace_callback(seen.append)
-        summary = reconcile(
+        summary = reconcile_connection(
             conn, FileReceiptStore(str(work / "receipts")), ProcProvider(), SystemClock()
         )
         conn.close()

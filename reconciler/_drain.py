@@ -29,14 +29,12 @@ from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._reconcile import (
-    check_profile,
-    check_receipt_root,
-    inspect_receipt_root,
+    check_inputs,
     lock_budget_s,
     locked_line,
     open_database,
 )
-from reconciler._reports import RESULTS
+from reconciler.primary._summary import RESULTS
 from storage import LockBudget
 
 COUNTS = ("scanned", *RESULTS)
@@ -64,9 +62,7 @@ def drain(
     the start-up lock past the budget: the pages done before it keep what they wrote).
     ``on_page`` gets each page's summary as soon as it is committed. ``clock``, ``provider``
     and ``probe``: the pass's ports (default the system clock and ``/proc``)."""
-    root = check_receipt_root(receipt_root)
-    check_profile(profile)
-    inspect_receipt_root(root)  # D-16: a root that is not a trustworthy directory, exit 2
+    root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
     if budget is None:
         budget = lock_budget_s()
     conn = open_database(db, read_only=dry_run)

@@ -24,9 +24,7 @@ loads this module (it must import neither ``typing`` nor ``json``, nor ``shlex``
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
-if TYPE_CHECKING:
-    from re import Pattern
+from re import Pattern
 
 # In a JSON string these are legal raw, but splitlines() cuts at U+0085/U+2028/U+2029 (and at
 # nothing else json.dumps leaves raw), a terminal acts on C1 (U+009B is CSI), the bidi

@@ -29,17 +29,12 @@ import fcntl
 import os
 import stat
 import time
+from collections.abc import Callable
 
 from reconciler._errors import FatalError
 from reconciler._escape import one_line
 from reconciler._notify import to_stderr
-from storage import Busy
-
-TYPE_CHECKING = False  # no `typing` at run time (the zero-candidate path imports this module)
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from storage import LockBudget
+from storage import Busy, LockBudget
 
 SUFFIX = ".qlfsm-startup.lock"
 # How often a waiting start-up tries the lock again: well under one grace (50 ms on edge).

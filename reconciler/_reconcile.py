@@ -1,17 +1,10 @@
 """The application layer's ADR-0068 pass (spec 06): checks, open, schema, the single-flight
-lock, the pass, close. :func:`primary_pass` is what `qlfsm reconcile` and
-``reconciler.startup`` call; ``reconciler.reconcile`` wraps it in a typed report.
+lock, the pass, close. :func:`primary_pass` is what `qlfsm reconcile` calls (its inputs
+checked here, once); `startup` checks its inputs itself and calls :func:`run_primary`.
 
-The zero-candidate start-up must cost one SQL statement and nothing else (spec 04, ADR-0068 §6),
-so this module loads only the light part of the standard library (not ``typing``, ``json`` or
-``dataclasses``: benchmarks/README.md "Exceptions"), ``reconciler._errors`` and, when called,
-the two light storage modules (``storage._connection``: open without SQL;
-``storage._candidates``: the candidate statement). Only when there ARE candidates does it
-import the reconciler (``fsm``, ``transitions``, the repository, receipts, identity). THE
-zero-candidate short-circuit of the application layer is :func:`_pass`. The receipt root is
-checked here with the rules of ``reconciler.node._receipt_store.validate_receipt_root`` (a test
-keeps them equal), so that the zero-candidate start-up never imports the store (its cost:
-benchmarks/README.md, "Figures once quoted in the code").
+The zero-candidate start-up costs one SQL statement (spec 04 "Before any candidate", ADR-0068
+§6): :func:`_pass` reads the candidate page once and hands it to the pass only when there is a
+candidate to decide.
 """
 
 from __future__ import annotations
@@ -19,19 +12,36 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
+from reconciler._escape import shell_word
+from reconciler._flight import single_flight
+from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.primary import before_any_candidate, empty_summary
-
-TYPE_CHECKING = False  # no `typing` at run time (see the module docstring)
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any
-
-    from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary import Probe
-    from storage import LockBudget
+from reconciler.node import (
+    Clock,
+    FileReceiptStore,
+    ProcessProvider,
+    ProcProvider,
+    ReceiptRootError,
+    SystemClock,
+    check_root_dir,
+    validate_receipt_root,
+)
+from reconciler.primary import PrimaryReconciler, Probe, before_any_candidate, empty_summary
+from storage import (
+    Busy,
+    DatabaseMissing,
+    LockBudget,
+    StorageError,
+    check_schema,
+    connect,
+    database_error,
+    lock_budget_from_env,
+    primary_candidates,
+)
 
 
 def default_profile() -> str:
@@ -50,9 +60,7 @@ def check_profile(profile: str) -> str:
 
 def check_receipt_root(path: str) -> str:
     """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
-    the light module that imports ``os`` alone (not the store)."""
-    from reconciler.node import ReceiptRootError, validate_receipt_root
-
+    ``reconciler.node._root_check``."""
     try:
         return validate_receipt_root(
             path, empty="receipt root is empty: set --receipt-root to an absolute directory"
@@ -65,8 +73,6 @@ def inspect_receipt_root(root: str) -> bool:
     """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
     True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
     else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
-    from reconciler.node import ReceiptRootError, check_root_dir
-
     try:
         return check_root_dir(root)
     except ReceiptRootError as exc:
@@ -76,13 +82,9 @@ def inspect_receipt_root(root: str) -> bool:
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
     """Open an existing database WITHOUT running any SQL (``storage.connect``; never creates).
     A path that is a device, FIFO or directory is refused before it is opened."""
-    from storage import DatabaseMissing, StorageError, connect
-
     try:
         return connect(db, read_only=read_only)
     except DatabaseMissing as exc:
-        from reconciler._escape import shell_word
-
         raise FatalError(
             f"database {db!r} does not exist; reconcile never creates one "
             f"(create it with `qlfsm db init --db {shell_word(db)}`)"
@@ -95,8 +97,6 @@ def check_database(db: str) -> None:
     """The check a writing command makes before its first write (docs/decisions.md D-15):
     ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
     closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    from storage import check_schema
-
     conn = open_database(db)
     try:
         check_schema(conn, path=db)
@@ -117,8 +117,6 @@ def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
     """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
     flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
     only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
-    from storage import Busy, database_error, primary_candidates
-
     started = time.monotonic()
     try:
         return primary_candidates(conn)
@@ -145,8 +143,6 @@ def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    from storage import lock_budget_from_env
-
     try:
         return lock_budget_from_env(environ)
     except ValueError as exc:
@@ -188,11 +184,44 @@ def primary_pass(
     read-only (``PRAGMA query_only``) before anything else, and the summary (with
     ``"dry_run": true``) is what the real pass would give now.
     """
+    root = check_inputs(receipt_root, profile)
+    return run_primary(
+        db,
+        root,
+        profile,
+        lock_budget_s() if budget is None else budget,
+        dry_run=dry_run,
+        notify=notify,
+        clock=clock,
+        provider=provider,
+        probe=probe,
+    )
+
+
+def check_inputs(receipt_root: str, profile: str) -> str:
+    """The usage errors of a pass, before anything is opened (spec 06): the receipt root
+    (spec 03 "Root"; normalised and returned), the profile (a cluster never uses local PID
+    evidence, spec 04 "Profiles"), and the root looked at with one ``lstat`` (a file, a link
+    or a loose root is exit 2 whatever the candidates, D-16)."""
     root = check_receipt_root(receipt_root)
     check_profile(profile)
-    inspect_receipt_root(root)  # a file, a link or a loose root: exit 2 (D-16), candidates or not
-    if budget is None:
-        budget = lock_budget_s()
+    inspect_receipt_root(root)
+    return root
+
+
+def run_primary(
+    db: str | sqlite3.Connection,
+    root: str,
+    profile: str,
+    budget: LockBudget,
+    *,
+    dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
+    clock: Clock | None = None,
+    provider: ProcessProvider | None = None,
+    probe: Probe | None = None,
+) -> dict[str, Any]:
+    """:func:`primary_pass` on inputs :func:`check_inputs` has checked (``root`` normalised)."""
     ports = (clock, provider, probe)
     if isinstance(db, sqlite3.Connection):
         summary = _on_connection(
@@ -207,7 +236,6 @@ def primary_pass(
                 summary = _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
             else:
                 # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-                from reconciler._flight import single_flight
 
                 with single_flight(db, budget, notify):
                     summary = _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
@@ -215,8 +243,6 @@ def primary_pass(
             conn.close()
     warnings: list[str] = summary.get("warnings") or []
     if warnings:
-        from reconciler._notify import to_stderr
-
         say = to_stderr if notify is None else notify
         for warning in warnings:
             say(f"qlfsm: warning: {warning}")  # one line each (D-16)
@@ -245,7 +271,6 @@ def _on_connection(
             conn.execute(f"PRAGMA query_only = {int(before)}")
     if not db:
         return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
-    from reconciler._flight import single_flight
 
     with single_flight(db, budget, notify):
         return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
@@ -261,18 +286,11 @@ def _pass(
     dry_run: bool,
     ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
-    summary = before_any_candidate(*candidate_page(conn, db))
+    page, truncated = candidate_page(conn, db)  # the page, read once for the whole pass
+    summary = before_any_candidate(page, truncated)
     if summary is not None:
-        # The pass's own rule (spec 04 "Before any candidate"), applied here before the pass
-        # is loaded: no machine, no repository, no receipt, no /proc.
+        # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, dry_run)
-    # There are candidates: now, and only now, pay for the machines and the repository.
-    from reconciler import _collector
-    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
-    from reconciler.primary import PrimaryReconciler
-    from storage import check_schema
-
-    _collector.release()  # the modules are loaded: the collector on again (console script)
     clock, provider, probe = ports
     check_schema(conn, path=db)
     pass_ = PrimaryReconciler(
@@ -286,7 +304,7 @@ def _pass(
         dry_run=dry_run,
     )
     try:
-        summary = pass_.run()
+        summary = pass_.run_page(page)
     except ReceiptRootError as exc:
         # The root checked as a root, before anything was written (D-3c): exit 2.
         raise UsageError(f"{exc}; nothing was written") from exc

@@ -2,8 +2,8 @@
 ``reconciler.startup``): frozen records a Python caller reads by attribute, each with
 ``as_dict()``, the JSON object `qlfsm ... --json` prints (schemas/*.json), key for key.
 
-Each report keeps the dictionary it was built from (``as_dict`` returns a copy of it): the
-typed fields are read from it once, so the two never disagree and the JSON stays what it was.
+A shadow report keeps its audit record (``as_dict`` returns a copy of it); the primary report
+is its typed fields, ``as_dict`` derived from them.
 """
 
 from __future__ import annotations
@@ -13,19 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# spec 04 "Summary": the four results a candidate can get.
-RESULTS = ("recovered", "remaining", "unresolved", "failed")
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateResult:
-    """One candidate of an ADR-0068 pass (spec 04 "Summary")."""
-
-    run_id: str
-    attempt_id: str | None
-    row: str
-    outcome: str
-    reason: str
+from reconciler.primary import CandidateResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +28,8 @@ class ReconcileReport:
     failed: int
     truncated: bool
     candidates: tuple[CandidateResult, ...]
-    dry_run: bool
-    warnings: tuple[str, ...]
-    summary: Mapping[str, Any] = field(repr=False, compare=False)
+    dry_run: bool = False
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> ReconcileReport:
@@ -56,22 +43,32 @@ class ReconcileReport:
             truncated=bool(summary["truncated"]),
             candidates=tuple(
                 CandidateResult(
-                    run_id=c["run_id"],
-                    attempt_id=c["attempt_id"],
-                    row=str(c["row"]),
-                    outcome=c["outcome"],
-                    reason=c["reason"],
+                    c["run_id"], c["attempt_id"], str(c["row"]), c["outcome"], c["reason"]
                 )
                 for c in summary["candidates"]
             ),
             dry_run=bool(summary.get("dry_run", False)),
             warnings=tuple(summary.get("warnings") or ()),
-            summary=copy.deepcopy(dict(summary)),
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """spec 04's summary, as `qlfsm reconcile --json` prints it."""
-        return copy.deepcopy(dict(self.summary))
+        """spec 04's summary, as `qlfsm reconcile --json` prints it (``dry_run`` and
+        ``warnings`` only when set)."""
+        out: dict[str, Any] = {
+            "safe": self.safe,
+            "scanned": self.scanned,
+            "recovered": self.recovered,
+            "remaining": self.remaining,
+            "unresolved": self.unresolved,
+            "failed": self.failed,
+            "truncated": self.truncated,
+            "candidates": [c.as_dict() for c in self.candidates],
+        }
+        if self.dry_run:
+            out["dry_run"] = True
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

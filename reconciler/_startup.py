@@ -18,31 +18,33 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+import storage
 from reconciler._errors import FatalError, UsageError
 from reconciler._escape import shell_word
+from reconciler._first_boot import check_directory, create_database
+from reconciler._flight import single_flight
 from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
     check_database,
-    check_profile,
-    check_receipt_root,
+    check_inputs,
     database_file,
     default_profile,
-    inspect_receipt_root,
     lock_budget_s,
     primary_pass,
+    run_primary,
     zero_candidates,
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
+from reconciler.node import Clock, FileReceiptStore, ProcessProvider, ProcProvider, SystemClock
+from reconciler.ops import SweepResult, sweep
+from reconciler.primary import Probe
 from reconciler.shadow import failed, run_shadow
-
-if TYPE_CHECKING:
-    from reconciler.node import Clock, ProcessProvider
-    from reconciler.primary import Probe
-    from storage import LockBudget
+from storage import LockBudget, check_schema, connect, lock_budget
 
 Notify = Callable[[str], None]
 
@@ -129,11 +131,21 @@ def startup_profile(profile: str | None) -> str:
         raise UsageError(f"{where}: {exc}") from exc
 
 
-def check_startup(receipt_root: str, profile: str) -> None:
+@dataclass(frozen=True, slots=True)
+class StartupInputs:
+    """A start-up's inputs, checked once (:func:`check_startup`): the normalised receipt root
+    and the resolved profile."""
+
+    receipt_root: str
+    profile: str
+
+
+def check_startup(receipt_root: str, profile: str | None) -> StartupInputs:
     """Usage errors first, before anything is read or written (spec 06): the primary pass
-    would refuse these only after normalization and the shadow pass had run."""
-    inspect_receipt_root(check_receipt_root(receipt_root))  # D-16: before any write
-    check_profile(profile)
+    would refuse these only after normalization and the shadow pass had run. ``profile``:
+    default ``$QL_DEPLOYMENT_PROFILE``, else standalone."""
+    prof = startup_profile(profile)
+    return StartupInputs(check_inputs(receipt_root, prof), prof)  # D-16: before any write
 
 
 def startup(
@@ -160,10 +172,34 @@ def startup(
     RetryLater / ``storage.Busy`` (`qlfsm startup` exits 2, 1, 75); the verdict is
     ``report.safe``.
     """
+    return run_startup(
+        db,
+        check_startup(receipt_root, profile),
+        origins=origins,
+        legacy_normalize=legacy_normalize,
+        first_boot=first_boot,
+        dry_run=dry_run,
+        budget=budget,
+        notify=notify,
+    )
+
+
+def run_startup(
+    db: str | sqlite3.Connection,
+    checked: StartupInputs,
+    *,
+    origins: str | None = None,
+    legacy_normalize: bool = False,
+    first_boot: bool = False,
+    dry_run: bool = False,
+    budget: LockBudget | None = None,
+    notify: Notify | None = None,
+) -> StartupReport:
+    """:func:`startup` on inputs :func:`check_startup` has checked (`qlfsm startup` checks
+    them before it looks for the metrics extra)."""
     started = time.monotonic()
     say = to_stderr if notify is None else notify
-    prof = startup_profile(profile)
-    check_startup(receipt_root, prof)
+    receipt_root, prof = checked.receipt_root, checked.profile
     path = _path(db)
     # ONE lock budget for the whole start-up: normalization, shadow and primary together wait
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
@@ -171,8 +207,6 @@ def startup(
     # D-21: only the explicit first-boot choice creates the database, never a directory.
     created = False
     if first_boot and not os.path.lexists(path):
-        from reconciler._first_boot import check_directory, create_database
-
         if dry_run:
             # A dry run writes nothing: it checks the directory and predicts the empty
             # database's pass (zero candidates, SAFE) without creating it.
@@ -190,7 +224,6 @@ def startup(
         return _dry_startup(path, receipt_root, prof, lock, created, say)
     # D-15: the schema before the first write. Normalization writes the legacy tables, so a
     # file that is not QingLong's is refused here, with nothing written, not after it.
-    from reconciler._flight import single_flight
 
     check_database(path)
     # D-20: one start-up at a time per database, held across normalization, shadow, primary
@@ -205,7 +238,7 @@ def startup(
             took["normalize"], mark = time.monotonic() - mark, time.monotonic()
         audit = run_shadow(path, profile=prof, origins=origins, lock=lock)
         took["shadow"], mark = time.monotonic() - mark, time.monotonic()
-        summary = primary_pass(path, receipt_root, prof, lock, notify=say)
+        summary = run_primary(path, receipt_root, prof, lock, notify=say)
         took["primary"], mark = time.monotonic() - mark, time.monotonic()
         safe = bool(summary.get("safe", False))
         sweep = startup_sweep(path, receipt_root, run=safe, lock=lock, notify=say)
@@ -232,7 +265,7 @@ def _dry_startup(
     if first_boot:
         summary = zero_candidates(dry_run=True)
     else:
-        summary = primary_pass(db, receipt_root, profile, lock, dry_run=True, notify=say)
+        summary = run_primary(db, receipt_root, profile, lock, dry_run=True, notify=say)
     return StartupReport(
         safe=bool(summary.get("safe", False)),
         primary=ReconcileReport.from_summary(summary),
@@ -246,12 +279,10 @@ def _dry_startup(
 def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
     """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
     try:
-        from storage import connect, lock_budget, normalize_legacy
-
         conn = connect(db)
         try:
             with lock_budget(conn, lock):
-                done = normalize_legacy(conn)
+                done = storage.normalize_legacy(conn)
         finally:
             conn.close()
     except Exception as exc:
@@ -268,8 +299,6 @@ def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
 
 
 def _empty_sweep(state: str, error: str | None = None) -> dict[str, Any]:
-    from reconciler.ops import SweepResult
-
     out = SweepResult(state=state).as_dict()
     if error is not None:
         out["error"] = error
@@ -281,10 +310,6 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
     own, so the whole start-up waits at most one budget for other writers). Raises the
     storage and receipt-root errors for the caller to name."""
-    from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-    from reconciler.ops import sweep
-    from storage import check_schema, connect, lock_budget
-
     conn = connect(db)
     try:
         check_schema(conn, path=db)
@@ -303,13 +328,14 @@ def startup_sweep(
     lock: LockBudget | None = None,
     notify: Notify | None = None,
 ) -> dict[str, Any]:
-    """The sweep of `startup`: only after a SAFE primary pass (``run``); never raises for a
-    failure of its own (one warning line, state `failed`)."""
+    """The sweep of `startup` (``receipt_root`` checked already): only after a SAFE primary
+    pass (``run``); never raises for a failure of its own (one warning line, state
+    `failed`)."""
     if not run:
         return _empty_sweep("skipped")
     say = to_stderr if notify is None else notify
     try:
-        result = run_sweep(db, check_receipt_root(receipt_root), lock)
+        result = run_sweep(db, receipt_root, lock)
     except Exception as exc:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
         say(

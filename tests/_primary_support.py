@@ -30,7 +30,7 @@ from reconciler.node import (
     ReceiptStore,
     capture_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Actor, AttemptChange, Repository, RunChange
 
 T0 = 1_700_000_000_000
@@ -235,7 +235,7 @@ def run_pass(
     provider: ProcessProvider | None = None,
     clock: FakeClock | None = None,
 ) -> dict[str, Any]:
-    return reconcile(conn, store, provider or ProcProvider(), clock or FakeClock())
+    return reconcile_connection(conn, store, provider or ProcProvider(), clock or FakeClock())
 
 
 def only(summary: dict[str, Any]) -> dict[str, Any]:

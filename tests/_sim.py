@@ -3,13 +3,13 @@
 Built on the same ports as the real parts: ``FakeClock`` (reconciler/node/_clock.py),
 ``FakeProcessTable`` (reconciler/node/_identity.py), ``MemoryReceiptStore``
 (reconciler/node/_receipt_store.py) and a REAL SQLite file made by `db init`, in its own temporary
-directory. The reconcilers are the real, unmodified code: ``reconciler.primary._pass.reconcile``
-and ``reconciler.shadow._pass.run_pass`` run in a worker thread, and every port call they make
-(the candidate query, each receipt read, each process probe, the grace, each COMMIT, each
-receipt delete or quarantine move, the legacy page and per-candidate decision, the gap between
-the two legacy commits) is a GATE: the worker stops there until the driver releases exactly
-that step. Only one thread ever runs at a time, so an ordering is a plain sequence of steps
-and a replay is deterministic.
+directory. The reconcilers are the real, unmodified code:
+``reconciler.primary._pass.reconcile_connection`` and ``reconciler.shadow._pass.run_pass`` run
+in a worker thread, and every port call they make (the candidate query, each receipt read, each
+process probe, the grace, each COMMIT, each receipt delete or quarantine move, the legacy page
+and per-candidate decision, the gap between the two legacy commits) is a GATE: the worker stops
+there until the driver releases exactly that step. Only one thread ever runs at a time, so an
+ordering is a plain sequence of steps and a replay is deterministic.
 
 Why gates at the ports instead of a re-implementation of the passes: the orderings explored
 are the real code's orderings. A "step" of the reconciler is what it does between two gates.

@@ -17,7 +17,7 @@ from _sim_node import (
     Ev,
 )
 
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from reconciler.shadow import run_pass
 from storage import (
     PRIMARY_CANDIDATES_SQL,
@@ -81,7 +81,7 @@ class Worker:
         try:
             self.conn = self.world.gated_connect(self)
             if self.kind == "primary":
-                self.result = reconcile(
+                self.result = reconcile_connection(
                     self.conn,
                     self.world.store,
                     self.world.table,

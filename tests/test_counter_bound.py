@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_snapshot
 from _primary_support import (
     SYSTEM,
     T0,
@@ -29,8 +28,9 @@ from _primary_support import (
     qlfsm,
     run_pass,
 )
-from test_shadow_rows import outcomes, shadow
 from _shadow_support import LegacyDb
+from conftest import read_snapshot
+from test_shadow_rows import outcomes, shadow
 
 from reconciler.node import FileReceiptStore, ProcProvider
 from storage import (

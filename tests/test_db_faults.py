@@ -32,7 +32,7 @@ from _shadow_support import LegacyDb, bulk_runs
 from conftest import read_snapshot
 
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from reconciler.shadow import PassPorts, run_shadow
 from storage import (
     LOCK_BUDGET_ENV,
@@ -101,7 +101,7 @@ def test_a_locked_database_stops_the_primary_pass_within_its_lock_budget_writing
     try:
         with write_lock(db_path):
             summary, elapsed = timed(
-                lambda: reconcile(
+                lambda: reconcile_connection(
                     conn, store, ForbiddenProvider(), FakeClock(), budget=LockBudget(BUDGET_S)
                 )
             )
@@ -124,7 +124,7 @@ def test_a_lock_released_within_the_budget_is_waited_for_and_the_pass_completes(
     try:
         with write_lock(db_path) as holder:
             threading.Timer(0.3, lambda: holder.execute("ROLLBACK")).start()
-            summary = reconcile(
+            summary = reconcile_connection(
                 conn, store, ForbiddenProvider(), FakeClock(), budget=LockBudget(3.0)
             )
     finally:
@@ -142,7 +142,7 @@ def test_a_retained_candidate_is_not_verified_once_the_pass_is_locked(
         conn = connect(str(db_path))
         try:
             with write_lock(db_path):
-                summary = reconcile(
+                summary = reconcile_connection(
                     conn, store, ProcProvider(), FakeClock(), budget=LockBudget(0.2)
                 )
         finally:
@@ -343,7 +343,7 @@ def test_a_full_filesystem_stops_the_primary_pass_naming_it_once_and_half_writes
     ids = claimed_runs(repo, 40)  # row 7 writes `lost` with two events each: the file must grow
     conn = capped(connect(str(db_path)))
     try:
-        summary = reconcile(conn, store, ForbiddenProvider(), FakeClock())
+        summary = reconcile_connection(conn, store, ForbiddenProvider(), FakeClock())
     finally:
         conn.close()
     reasons = [c["reason"] for c in summary["candidates"]]
@@ -608,7 +608,7 @@ def test_an_attempt_field_that_is_not_utf8_fails_only_its_candidate(
         "UPDATE \"RunAttempts\" SET log_artifact_id = CAST(X'6c6f67ff' AS TEXT) WHERE id = 'at-1'"
     )
     raw.close()
-    summary = reconcile(repo.conn, store, ForbiddenProvider(), FakeClock())
+    summary = reconcile_connection(repo.conn, store, ForbiddenProvider(), FakeClock())
     outcomes = {c["run_id"]: (c["row"], c["outcome"]) for c in summary["candidates"]}
     assert outcomes == {"run-0": ("7", "recovered"), "run-1": ("14", "failed")}
 

@@ -47,7 +47,7 @@ from reconciler.node import (
     capture_handle,
     inspect_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 R, Q, P, G, RR, RC = PRIMARY_TABLE.evidence
@@ -200,7 +200,7 @@ def test_row_9_changed_in_a_copy_is_what_the_pass_and_its_dry_run_decide(
 ) -> None:
     procs = _one_running(repo)
     for dry_run in (True, False):
-        summary = reconcile(
+        summary = reconcile_connection(
             conn,
             store,
             procs,
@@ -227,7 +227,7 @@ def test_row_9_changed_in_a_copy_is_what_the_final_verifier_revokes_with(
         return inspect_handle(handle, provider, platform=platform)
 
     def verified() -> list[tuple[Any, ...]]:
-        summary = reconcile(
+        summary = reconcile_connection(
             conn, store, procs, FakeClock(T0), platform="linux", probe=second_unavailable
         )
         return decisions(summary)

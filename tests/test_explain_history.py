@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from _decisions import lose_after_grace
+from _primary_support import T0, make_candidate
 from history_support import add_storm
 from jsonschema import Draft202012Validator
-from _primary_support import T0, make_candidate
 
 from reconciler.cli._explain import FOLD_OVER, write_json
 from reconciler.cli._text import json_line

@@ -39,7 +39,7 @@ from reconciler.node import (
     launch,
     parse_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only
@@ -125,7 +125,7 @@ def test_the_command_publishes_a_trusted_receipt_and_never_sees_the_capability(
     assert isinstance(found, Found) and found.receipt.exit_code == 0
     types = [e.type for e in repo.events_of("run-1")]
     assert types.count("run.dispatching") == 1  # it was already dispatching: no second one
-    summary = reconcile(conn, store, ForbiddenProvider(), FakeClock())
+    summary = reconcile_connection(conn, store, ForbiddenProvider(), FakeClock())
     assert summary["recovered"] == 1 and summary["candidates"][0]["row"] == "5"
     assert repo.get_run("run-1").status == "succeeded"  # type: ignore[union-attr]
     assert journal_get(conn, "at-1") is None

@@ -403,9 +403,9 @@ def test_the_sweep_removes_an_ended_attempts_lock_file_and_never_a_live_or_held_
         store = FileReceiptStore(str(root))
         from reconciler.node import ProcProvider, SystemClock
         from reconciler.ops._sweep import sweep
-        from reconciler.primary import reconcile
+        from reconciler.primary import reconcile_connection
 
-        summary = reconcile(conn, store, ProcProvider(), SystemClock())
+        summary = reconcile_connection(conn, store, ProcProvider(), SystemClock())
         by_run = {c["run_id"]: c for c in summary["candidates"]}
         assert by_run["run-a"]["row"] == "13" and by_run["run-b"]["row"] == "12"
         assert Path(lock_path(str(root), "aa-1")).exists()  # free, of an ended Attempt

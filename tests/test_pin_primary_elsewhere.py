@@ -26,7 +26,7 @@ from reconciler.node import (
     capture_handle,
     inspect_handle,
 )
-from reconciler.primary import predict, reconcile
+from reconciler.primary import predict, reconcile_connection
 from storage import LockBudget, Repository, RunChange, connect
 
 
@@ -59,7 +59,9 @@ class RacingClock(FakeClock):
 def another_pass(db_path: Path, root: str) -> dict[str, Any]:
     """Another start-up's whole pass, on its own connection."""
     with contextlib.closing(connect(str(db_path))) as other:
-        return reconcile(other, FileReceiptStore(root), FakeProcessTable(), FakeClock(T0))
+        return reconcile_connection(
+            other, FileReceiptStore(root), FakeProcessTable(), FakeClock(T0)
+        )
 
 
 def test_runs_another_writer_decided_between_the_reads_are_recovered_as_decided_elsewhere(
@@ -71,7 +73,7 @@ def test_runs_another_writer_decided_between_the_reads_are_recovered_as_decided_
     others: list[dict[str, Any]] = []
     clock = RacingClock(lambda: others.append(another_pass(db_path, store.root)))
 
-    summary = reconcile(conn, store, FakeProcessTable(), clock)
+    summary = reconcile_connection(conn, store, FakeProcessTable(), clock)
 
     assert others[0]["recovered"] == 3
     assert entries(summary) == [
@@ -95,7 +97,7 @@ def test_a_run_moved_meanwhile_to_another_candidate_status_still_blocks(
             assert run is not None
             writer.advance("run-0", run.version, [RunChange("start")], actor=SYSTEM, at_ms=T0)
 
-    summary = reconcile(conn, store, FakeProcessTable(), RacingClock(start_it))
+    summary = reconcile_connection(conn, store, FakeProcessTable(), RacingClock(start_it))
 
     [(row, outcome, reason)] = entries(summary)
     assert (row, outcome) == ("14", "failed")
@@ -160,7 +162,7 @@ def test_explain_probes_on_the_platform_and_charges_the_lock_budget_it_was_given
     # The same probe, platform and budget as the whole dry run on them (spec 04: no /proc on
     # that platform, so the process identity is unknown).
     assert probe.seen == [("darwin", budget)]
-    whole = reconcile(
+    whole = reconcile_connection(
         conn, store, table, FakeClock(T0), platform="darwin", probe=probe, dry_run=True
     )
     assert entry == whole["candidates"][0]

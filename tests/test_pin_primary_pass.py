@@ -25,7 +25,7 @@ from reconciler.node import (
     capture_handle,
     inspect_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import LockBudget, Repository, journal_get, journal_register
 
 GRACE_S = 0.1  # spec 04: standalone
@@ -95,7 +95,9 @@ def candidate(repo: Repository, table: FakeProcessTable, n: int, *, alive: bool)
 
 
 def pass_(conn: Any, store: WatchedStore, provider: Any, clock: FakeClock) -> dict[str, Any]:
-    return reconcile(conn, store, provider, clock, profile="standalone", platform="linux")
+    return reconcile_connection(
+        conn, store, provider, clock, profile="standalone", platform="linux"
+    )
 
 
 def test_the_one_grace_makes_the_youngest_probe_a_full_grace_old(
@@ -342,7 +344,9 @@ def test_the_probe_and_the_lock_budget_given_are_the_ones_the_pass_uses(
     table = _two_dead(repo)
     probe = RecordingProbe(conn)
     budget = LockBudget(1.25)
-    summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
+    summary = reconcile_connection(
+        conn, store, table, clock, platform="linux", budget=budget, probe=probe
+    )
     assert [c["row"] for c in summary["candidates"]] == ["13", "13"]
     assert probe.seen == [("linux", budget)] * 2
     assert getattr(conn, "lock_budget", "gone") is None  # only while the pass runs
@@ -355,7 +359,7 @@ def test_without_a_lock_budget_the_pass_charges_the_one_of_the_environment(
     clock = FakeClock(T0)
     table = _two_dead(repo)
     probe = RecordingProbe(conn)
-    reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    reconcile_connection(conn, store, table, clock, platform="linux", probe=probe)
     assert len(probe.seen) == 2
     charged = probe.seen[0][1]
     assert probe.seen[1][1] is charged  # one budget for the whole pass
@@ -693,7 +697,7 @@ def test_a_lock_error_escaping_a_candidate_is_named_busy_with_the_connections_wa
     clock = FakeClock(T0)
     table = _two_dead(repo)
     assert conn.busy_timeout_s >= 0.1
-    summary = reconcile(conn, store, table, clock, platform="linux", probe=locked)
+    summary = reconcile_connection(conn, store, table, clock, platform="linux", probe=locked)
     first, second = summary["candidates"]
     assert (first["row"], first["outcome"]) == ("14", "failed")
     assert first["reason"] == (

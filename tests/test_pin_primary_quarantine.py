@@ -29,7 +29,7 @@ from reconciler.node import (
     capture_handle,
     quarantine_ref,
 )
-from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
+from reconciler.primary import QUARANTINE_KEEP_MS, reconcile_connection
 from storage import Repository
 
 BAD_TOKEN = "z" * 43  # authenticates as nothing: invalid (token_mismatch), spec 04 row 6
@@ -57,7 +57,7 @@ def dead_candidate(repo: Repository, run_id: str = "run-1", attempt_id: str = "a
 
 
 def pass_(conn: Any, store: Any, table: Any, clock: FakeClock) -> dict[str, Any]:
-    return reconcile(conn, store, table, clock, profile="standalone", platform="linux")
+    return reconcile_connection(conn, store, table, clock, profile="standalone", platform="linux")
 
 
 def entries(summary: dict[str, Any]) -> list[tuple[str, str, str]]:

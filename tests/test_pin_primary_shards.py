@@ -21,7 +21,7 @@ from reconciler.node import (
     ReceiptRootError,
     capture_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 
@@ -61,7 +61,7 @@ def test_a_shard_writable_by_others_is_refused_though_another_candidates_attempt
     before = statuses(db_path)
 
     with pytest.raises(ReceiptRootError) as refused:
-        reconcile(conn, store, table, FakeClock(T0), platform="linux")
+        reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
 
     assert f"receipt shard {str(shard)!r} (mode 0777" in str(refused.value)
     assert statuses(db_path) == before  # nothing written
@@ -75,7 +75,7 @@ def test_with_the_shards_in_order_the_unreadable_attempt_fails_its_candidate_alo
     dead(repo, table, "run-2", "at-2")
     unreadable_attempt_of(db_path, "run-1")
 
-    summary = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    summary = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
 
     [first, second] = summary["candidates"]
     assert (first["run_id"], first["row"], first["outcome"]) == ("run-1", "14", "failed")

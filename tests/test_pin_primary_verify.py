@@ -22,7 +22,7 @@ from test_pin_primary_pass import (
 )
 
 from reconciler.node import Evidence, FakeClock, FakeProcessTable, FileReceiptStore, inspect_handle
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import LockBudget, Repository
 
 
@@ -71,7 +71,9 @@ def test_the_verifier_probes_on_the_platform_and_budget_of_the_pass(
     candidate(repo, table, 1, alive=True)
     probe = RecordingProbe(conn)
     budget = LockBudget(1.5)
-    summary = reconcile(conn, store, table, clock, platform="linux", budget=budget, probe=probe)
+    summary = reconcile_connection(
+        conn, store, table, clock, platform="linux", budget=budget, probe=probe
+    )
     assert decisions(summary) == [("run-1", "at-1", "12", "remaining", "process_running")]
     assert probe.seen == [("linux", budget)] * 2  # phase 1, then the verifier
 
@@ -94,7 +96,7 @@ def test_an_error_while_verifying_fails_that_candidate_naming_the_error(
             raise OSError("proc  table\n gone")
         return evidence
 
-    summary = reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    summary = reconcile_connection(conn, store, table, clock, platform="linux", probe=probe)
     assert decisions(summary) == [
         ("run-1", "at-1", "12", "failed", "verifier_error:OSError: proc table gone"),
         ("run-2", "at-2", "12", "remaining", "process_running"),
@@ -140,7 +142,7 @@ def test_a_retained_candidate_whose_second_probe_names_another_pid_is_revoked(
             return Evidence(evidence.verdict, evidence.reason, evidence.pid + 1)
         return evidence
 
-    summary = reconcile(conn, store, table, clock, platform="linux", probe=probe)
+    summary = reconcile_connection(conn, store, table, clock, platform="linux", probe=probe)
     assert calls == ["running", "running"]
     assert decisions(summary) == [
         ("run-1", "at-1", "12", "unresolved", "verifier:process_running:identity_matches")

@@ -42,7 +42,7 @@ from reconciler.node import (
     inspect_handle,
     quarantine_ref,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import AttemptChange, Repository, RunChange, journal_get, journal_register
 
 Change = Callable[[sqlite3.Connection], object]
@@ -111,7 +111,9 @@ def adoptable(repo: Repository, table: FakeProcessTable) -> int:
 
 
 def pass_with(conn: Any, store: Any, table: FakeProcessTable, clock: FakeClock, **kw: Any) -> Any:
-    return reconcile(conn, store, table, clock, profile="standalone", platform="linux", **kw)
+    return reconcile_connection(
+        conn, store, table, clock, profile="standalone", platform="linux", **kw
+    )
 
 
 # --- the re-read inside the write transaction (ADR-0068 §4) ------------------------------------

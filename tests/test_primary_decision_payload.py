@@ -20,7 +20,7 @@ from _primary_support import (
 from test_primary_dry_run import every_row
 
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 EVIDENCE_KEYS = {
@@ -44,7 +44,7 @@ def test_every_event_of_the_pass_carries_its_decision_and_nothing_sensitive(
         ids = [f"run-{n}" for n in ("01", "03", "03b", "04", "05", "06", "07", "08", "10", "11")]
         ids += ["run-12", "run-13"]  # (run-14's id is not UTF-8: it fails, writing nothing)
         marks = {i: last_sequence(repo, i) for i in ids}
-        summary = reconcile(conn, store, ProcProvider(), FakeClock())
+        summary = reconcile_connection(conn, store, ProcProvider(), FakeClock())
         handle = live.handle
     rows = {c["run_id"]: c for c in summary["candidates"]}
     written = 0
@@ -73,7 +73,7 @@ def test_the_lost_run_says_row_13_its_probe_reason_and_the_grace(
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
     before = last_sequence(repo, "run-1")
-    reconcile(conn, store, ProcProvider(), FakeClock())
+    reconcile_connection(conn, store, ProcProvider(), FakeClock())
     att_event, run_event = repo.events_of("run-1")[before:]
     expected = {
         "record": "ADR-0068",
@@ -108,7 +108,7 @@ def test_an_adopted_run_says_row_12_and_that_the_verifier_is_pending(
             repo, "run-1", "at-1", attempt="starting", run="dispatching", handle=s.handle, pid=s.pid
         )
         before = last_sequence(repo, "run-1")
-        reconcile(conn, store, ProcProvider(), FakeClock())
+        reconcile_connection(conn, store, ProcProvider(), FakeClock())
     for event in repo.events_of("run-1")[before:]:
         assert event.payload["decision"] == {
             "record": "ADR-0068",

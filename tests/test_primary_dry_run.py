@@ -36,7 +36,7 @@ from reconciler.node import (
     capture_handle,
     inspect_handle,
 )
-from reconciler.primary import predict, reconcile
+from reconciler.primary import predict, reconcile_connection
 from storage import Repository, connect
 
 
@@ -114,13 +114,13 @@ def test_a_dry_run_writes_no_byte_and_predicts_every_row_the_real_pass_then_take
     before = snapshot(db_path, root)
     clock = FakeClock()
     with connect(str(db_path)) as conn:
-        predicted = reconcile(conn, store, ProcProvider(), clock, dry_run=True)
+        predicted = reconcile_connection(conn, store, ProcProvider(), clock, dry_run=True)
     assert snapshot(db_path, root) == before
     assert clock.sleeps == [0.1]  # the grace, paid once, as the real pass pays it
     assert predicted["dry_run"] is True
     assert sorted(c["row"] for c in predicted["candidates"]) == sorted(EXPECTED_ROWS)
     with connect(str(db_path)) as conn:
-        real = reconcile(conn, store, ProcProvider(), FakeClock())
+        real = reconcile_connection(conn, store, ProcProvider(), FakeClock())
     assert "dry_run" not in real
     assert decisions(predicted) == decisions(real)
     assert {k: v for k, v in predicted.items() if k != "dry_run"} == real
@@ -159,10 +159,10 @@ def test_a_dry_run_predicts_row_9_when_proc_cannot_be_read(
     broken = ProcProvider(str(tmp_path / "no-proc-here"))
     before = snapshot(db_path, Path(store.root))
     with connect(str(db_path)) as conn:
-        predicted = reconcile(conn, store, broken, FakeClock(), dry_run=True)
+        predicted = reconcile_connection(conn, store, broken, FakeClock(), dry_run=True)
     assert snapshot(db_path, Path(store.root)) == before
     with connect(str(db_path)) as conn:
-        real = reconcile(conn, store, broken, FakeClock())
+        real = reconcile_connection(conn, store, broken, FakeClock())
     assert (
         decisions(predicted)
         == decisions(real)
@@ -196,7 +196,7 @@ def test_a_dry_run_predicts_row_2_when_a_run_moves_after_the_page(
                 return super().read(attempt_id)
 
         with connect(str(path)) as conn:
-            summaries[name] = reconcile(
+            summaries[name] = reconcile_connection(
                 conn, Moving(str(root)), ProcProvider(), FakeClock(), dry_run=name == "dry"
             )
     assert decisions(summaries["dry"]) == decisions(summaries["real"])
@@ -209,14 +209,14 @@ def test_a_dry_run_predicts_a_receipt_quarantined_by_an_earlier_pass(
     make_candidate(repo, "run-06", "at-06", handle=dead_handle()[0], pid=1)
     store.publish(receipt("run-06", "at-06", token="x" * 43))
     with connect(str(db_path)) as conn:
-        first = reconcile(conn, store, ProcProvider(), FakeClock())
+        first = reconcile_connection(conn, store, ProcProvider(), FakeClock())
     assert decisions(first)[0][2] == "6"
     before = snapshot(db_path, Path(store.root))
     with connect(str(db_path)) as conn:
-        predicted = reconcile(conn, store, ProcProvider(), FakeClock(), dry_run=True)
+        predicted = reconcile_connection(conn, store, ProcProvider(), FakeClock(), dry_run=True)
     assert snapshot(db_path, Path(store.root)) == before
     with connect(str(db_path)) as conn:
-        real = reconcile(conn, store, ProcProvider(), FakeClock())
+        real = reconcile_connection(conn, store, ProcProvider(), FakeClock())
     assert (
         decisions(predicted)
         == decisions(real)
@@ -282,7 +282,7 @@ def test_one_candidate_is_predicted_alone_probing_only_it_and_paying_no_grace_it
     entry, _ = predict(conn, store, procs, clock, "run-2", platform="linux", probe=probe)
     assert entry is not None and (entry["row"], entry["outcome"]) == ("13", "recovered")
     assert len(clock.sleeps) == 1
-    whole = reconcile(conn, store, procs, FakeClock(T0), platform="linux", dry_run=True)
+    whole = reconcile_connection(conn, store, procs, FakeClock(T0), platform="linux", dry_run=True)
     assert [c for c in whole["candidates"] if c["run_id"] == "run-2"] == [entry]
     assert snapshot(db_path, store.root) == before  # nothing written
 

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.node import FakeClock, FakeProcessTable, MemoryReceiptStore, capture_handle
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository, connect
 
 FATES = ("alive", "exited", "zombie", "reused", "bad_handle")
@@ -94,7 +94,7 @@ def _check(conn: Any, mix: list[tuple[str, str, str]], provider_down: bool, rebo
                 store.publish(receipt(run_id, "at-" + run_id.split("-")[1]))
 
     clock = PublishingClock()
-    summary = reconcile(conn, store, table, clock, platform="linux")
+    summary = reconcile_connection(conn, store, table, clock, platform="linux")
 
     counts = [summary[k] for k in ("recovered", "remaining", "unresolved", "failed")]
     assert summary["scanned"] == sum(counts) == len(summary["candidates"]) == len(mix)

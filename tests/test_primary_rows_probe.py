@@ -35,7 +35,7 @@ from reconciler.node import (
     inspect_handle,
     parse_handle,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 # --- rows 8-11: evidence that is not enough ----------------------------------------------------
@@ -117,7 +117,9 @@ def test_row_9_proc_vanishing_mid_pass_is_failed_never_lost_although_the_boot_id
                 shutil.rmtree(fake.proc_root)  # /proc is gone after the first probe
             return evidence
 
-        summary = reconcile(conn, store, Counting(fake.proc_root), FakeClock(), probe=probe)
+        summary = reconcile_connection(
+            conn, store, Counting(fake.proc_root), FakeClock(), probe=probe
+        )
     first, second = summary["candidates"]
     assert probed == ["pid_absent", "provider_unavailable"]
     assert (first["row"], first["outcome"]) == ("13", "recovered")
@@ -150,7 +152,9 @@ def test_row_10_an_unsupported_platform_is_unresolved(
 ) -> None:
     with sleepers() as [s]:
         make_candidate(repo, "run-1", "at-1", handle=s.handle, pid=s.pid)
-        summary = reconcile(conn, store, ForbiddenProvider(), FakeClock(), platform="darwin")
+        summary = reconcile_connection(
+            conn, store, ForbiddenProvider(), FakeClock(), platform="darwin"
+        )
     assert (only(summary)["row"], only(summary)["reason"]) == ("10", "unsupported_platform")
 
 

@@ -27,7 +27,7 @@ from _shadow_support import T0_MS, LegacyDb
 
 from reconciler.cli._reconcile import render
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, Receipt, receipt_path
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository
 
 MAX_SAFE = 2**53 - 1
@@ -79,7 +79,7 @@ def test_a_receipt_published_while_the_verifier_rechecks_a_live_process_revokes_
         make_candidate(repo, "run-1", "at-1", handle=s.handle, pid=s.pid)
         events_before = rows(db_path, 'SELECT COUNT(*) FROM "RunEvents"')
         store = PublishedDuringVerification(str(root), receipt("run-1", "at-1"))
-        summary = reconcile(conn, store, ProcProvider(), FakeClock())
+        summary = reconcile_connection(conn, store, ProcProvider(), FakeClock())
         assert store.reads == 2
         assert summary["safe"] is False and summary["remaining"] == 0
         assert summary["candidates"] == [

@@ -38,7 +38,7 @@ from test_shadow_writes import abandon, cancel, complete, mark_lost, repair
 from test_shadow_writes import run as shadow_pass
 
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, ReadResult
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository, journal_get, journal_register
 
 # QingLong's payload keys (its public TypeScript source, docs/decisions.md D-18); qlfsm adds
@@ -126,7 +126,7 @@ def test_a_trusted_receipt_of_a_remote_worker_attempt_is_never_read_and_it_stays
     path = Path(counting.root) / "at" / "at-1.json"
     published = path.read_bytes()
     before = last_sequence(repo, "run-1")
-    summary = reconcile(conn, counting, ForbiddenProvider(), FakeClock())
+    summary = reconcile_connection(conn, counting, ForbiddenProvider(), FakeClock())
     assert only(summary) == {
         "run_id": "run-1",
         "attempt_id": "at-1",
@@ -155,7 +155,7 @@ def test_a_claimed_remote_worker_attempt_is_lost_on_the_claim_alone_its_receipt_
     path = Path(counting.root) / "at" / "at-1.json"
     published = path.read_bytes()
     before = last_sequence(repo, "run-1")
-    entry = only(reconcile(conn, counting, ForbiddenProvider(), FakeClock()))
+    entry = only(reconcile_connection(conn, counting, ForbiddenProvider(), FakeClock()))
     assert (entry["row"], entry["outcome"], entry["reason"]) == (
         "4b",
         "recovered",

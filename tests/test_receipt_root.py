@@ -36,7 +36,7 @@ from reconciler.node import (
     ReceiptRootError,
     quarantine_ref,
 )
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only
@@ -116,7 +116,7 @@ def test_the_api_raises_the_root_error_before_any_write(
     plant_root(root, "symlink_loop")
     before = snapshot()
     with pytest.raises(ReceiptRootError, match="symbolic link"):
-        reconcile(conn, FileReceiptStore(str(root)), ForbiddenProvider(), FakeClock())
+        reconcile_connection(conn, FileReceiptStore(str(root)), ForbiddenProvider(), FakeClock())
     assert snapshot() == before
 
 
@@ -346,7 +346,7 @@ def test_a_root_that_goes_wrong_before_the_final_verifier_revokes_a_retained_can
                 store.root_state = "file"
 
         store.on_read.append(second_read_finds_a_file_root)
-        summary = reconcile(conn, store, _live(), FakeClock())
+        summary = reconcile_connection(conn, store, _live(), FakeClock())
     entry = only(summary)
     assert (entry["outcome"], entry["reason"]) == (
         "unresolved",

@@ -10,7 +10,6 @@ import pytest
 
 from reconciler.node._identity import Evidence, FakeProcessTable
 from reconciler.node._receipt_layout import Missing, Unusable
-from reconciler.primary._summary import CandidateResult
 from storage import Actor, RunChange
 from storage._record import FrozenRecordError, field, record
 
@@ -20,6 +19,15 @@ class AsDataclass:
     a: int
     b: str = "x"
     c: list[int] = dataclasses.field(default_factory=list)
+
+
+@record
+class PlainRecord:
+    run_id: str
+    attempt_id: str | None
+    row: str
+    outcome: str
+    reason: str
 
 
 @record(frozen=True)
@@ -88,7 +96,7 @@ def test_a_frozen_record_refuses_assignment_and_a_plain_one_is_unhashable() -> N
         evidence.verdict = "running"
     with pytest.raises(AttributeError):
         del evidence.reason
-    result = CandidateResult("run-1", None, "14", "failed", "x")
+    result = PlainRecord("run-1", None, "14", "failed", "x")
     result.reason += ";more"
     assert result.reason == "x;more"
     with pytest.raises(TypeError, match="unhashable"):

@@ -45,7 +45,7 @@ from reconciler.node import (
 )
 from reconciler.node._receipt_store import prepare_receipt_dirs, publish_bytes_at
 from reconciler.ops import operator_actor, resolve, sweep
-from reconciler.primary import QUARANTINE_KEEP_MS, reconcile
+from reconciler.primary import QUARANTINE_KEEP_MS, reconcile_connection
 from storage import Repository, journal_get, journal_register, transaction
 
 pytestmark = linux_only
@@ -85,7 +85,7 @@ def test_a_quarantine_made_while_the_clock_is_30_years_behind_keeps_its_copy_the
 ) -> None:
     invalid_candidate(repo, store)
     behind = FakeClock(T0 - YEARS_30_MS)
-    summary = reconcile(conn, store, ProcProvider(), behind)
+    summary = reconcile_connection(conn, store, ProcProvider(), behind)
     entry = only(summary)
     assert (entry["row"], entry["outcome"]) == ("6", "unresolved")
     [row] = journal_rows(db_path)
@@ -110,7 +110,7 @@ def test_a_clock_a_little_behind_the_database_floors_the_purge_time_without_a_wa
     repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
 ) -> None:
     invalid_candidate(repo, store)
-    summary = reconcile(conn, store, ProcProvider(), FakeClock(T0 - 5_000))
+    summary = reconcile_connection(conn, store, ProcProvider(), FakeClock(T0 - 5_000))
     assert "warnings" not in summary
     assert journal_rows(db_path)[0][3] == T0 + QUARANTINE_KEEP_MS
 
@@ -121,7 +121,7 @@ def test_the_kernels_clock_floors_the_purge_time_when_the_process_clock_is_behin
     invalid_candidate(repo, store)
     kernel = T0 + 3 * 24 * 3600 * 1000  # the database's times are older than the kernel's
     clock = FakeClock(T0 - YEARS_30_MS, witness_ms=kernel)
-    summary = reconcile(conn, store, ProcProvider(), clock)
+    summary = reconcile_connection(conn, store, ProcProvider(), clock)
     assert journal_rows(db_path)[0][3] == kernel + QUARANTINE_KEEP_MS
     [warning] = summary["warnings"]
     assert "behind the kernel's clock" in warning
@@ -131,7 +131,7 @@ def test_a_sweep_whose_clock_runs_far_ahead_of_the_kernels_purges_nothing_early(
     repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
 ) -> None:
     invalid_candidate(repo, store)
-    reconcile(conn, store, ProcProvider(), FakeClock(T0))
+    reconcile_connection(conn, store, ProcProvider(), FakeClock(T0))
     resolve(
         conn, "run-1", "failed", "bad receipt", force=False, provider=ProcProvider(),
         clock=FakeClock(T0 + 1000), actor=operator_actor(None),
@@ -191,7 +191,7 @@ def test_faketime_30_years_ahead_sweep_purges_nothing_and_says_why(
     repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
 ) -> None:
     invalid_candidate(repo, store)
-    reconcile(conn, store, ProcProvider(), FakeClock(T0))
+    reconcile_connection(conn, store, ProcProvider(), FakeClock(T0))
     resolve(
         conn, "run-1", "failed", "bad receipt", force=False, provider=ProcProvider(),
         clock=FakeClock(T0 + 1000), actor=operator_actor(None),
@@ -461,7 +461,9 @@ def test_a_sweep_meeting_a_directory_at_a_receipt_path_names_it_and_keeps_its_ro
     blocked_candidate(repo)
     with transaction(conn):
         journal_register(conn, "at-1", "run-1", T0)
-    assert only(reconcile(conn, store, ProcProvider(), FakeClock()))["row"] == "13"  # lost
+    assert (
+        only(reconcile_connection(conn, store, ProcProvider(), FakeClock()))["row"] == "13"
+    )  # lost
     directory = receipt_file(store.root, "at-1")
     directory.mkdir(parents=True)
     out = qlfsm("sweep", "--db", str(db_path), "--receipt-root", store.root)

@@ -28,7 +28,7 @@ from conftest import read_snapshot
 
 from reconciler._flight import startup_lock_path
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle, launch
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from storage import LOCK_BUDGET_ENV, Repository, connect
 
 pytestmark = linux_only
@@ -265,7 +265,7 @@ def test_dry_runs_take_no_start_up_lock_and_write_nothing(node: tuple[Path, Path
 def second_pass(db: Path, root: Path) -> dict[str, Any]:
     """Another start-up's whole pass, on its own connection, to completion."""
     with contextlib.closing(connect(str(db))) as conn:
-        return reconcile(conn, FileReceiptStore(str(root)), ProcProvider(), FakeClock())
+        return reconcile_connection(conn, FileReceiptStore(str(root)), ProcProvider(), FakeClock())
 
 
 def test_runs_another_pass_made_lost_during_the_grace_count_as_decided_elsewhere(
@@ -282,7 +282,7 @@ def test_runs_another_pass_made_lost_during_the_grace_count_as_decided_elsewhere
         return inspect_handle(*args, **kw)
 
     with contextlib.closing(connect(str(db))) as conn:
-        summary = reconcile(
+        summary = reconcile_connection(
             conn,
             FileReceiptStore(str(root)),
             ProcProvider(),
@@ -331,7 +331,7 @@ def test_a_compare_and_set_conflict_and_a_status_changed_since_the_page_are_deci
             )
     others: list[dict[str, Any]] = []
     with contextlib.closing(connect(str(db_path))) as conn:
-        summary = reconcile(
+        summary = reconcile_connection(
             conn,
             FileReceiptStore(str(root)),
             ProcProvider(),
@@ -378,7 +378,7 @@ def test_a_run_that_changed_but_is_still_a_candidate_still_blocks(
             return store.check_root()
 
     with contextlib.closing(connect(str(db_path))) as conn:
-        summary = reconcile(conn, StartsOnCheck(str(root)), ProcProvider(), FakeClock())
+        summary = reconcile_connection(conn, StartsOnCheck(str(root)), ProcProvider(), FakeClock())
     [only] = summary["candidates"]
     assert (only["row"], only["outcome"], only["reason"]) == ("2", "unresolved", "status_changed")
     assert summary["safe"] is False

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, LegacyDb
 
-from reconciler.cli import _shadow as _shadow_cli
+from reconciler.cli import _startup as _startup_cli
 from storage import normalize_legacy
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
@@ -80,7 +80,7 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     import storage
     from reconciler.shadow import run_shadow as real_shadow
 
-    real_norm, real_primary = storage.normalize_legacy, app.primary_pass
+    real_norm, real_primary = storage.normalize_legacy, app.run_primary
 
     def norm(conn: Any) -> Any:
         calls.append("normalize")
@@ -102,9 +102,9 @@ def test_the_order_is_normalization_then_shadow_then_primary(
 
     monkeypatch.setattr(storage, "normalize_legacy", norm)
     monkeypatch.setattr(app, "run_shadow", shadow)
-    monkeypatch.setattr(app, "primary_pass", primary)
+    monkeypatch.setattr(app, "run_primary", primary)
     monkeypatch.setattr(app, "startup_sweep", sweep)
-    code = _shadow_cli.startup_command(
+    code = _startup_cli.startup_command(
         ["--db", db.path, "--receipt-root", str(tmp_path / "r"), "--legacy-normalize",
          "--origins", ORIGINS]
     )  # fmt: skip

@@ -133,16 +133,45 @@ def test_a_dry_run_on_the_callers_connection_writes_nothing_and_gives_it_back_wr
 def test_the_command_line_startup_calls_the_application_layer(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
+    from reconciler.cli import _startup as startup_cli
+
     calls: list[tuple[Any, ...]] = []
-    real = _startup.startup
+    real = _startup.run_startup
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_startup, "startup", recorded)
+    # The command checks its inputs once (the application layer's check_startup), then runs.
+    monkeypatch.setattr(startup_cli, "run_startup", recorded)
     root = tmp_path / "r"
     code = main(["startup", "--db", str(db_path), "--receipt-root", str(root), "--json"])
     out = capsys.readouterr().out
-    assert code == 0 and calls == [(str(db_path), str(root))]
+    checked = _startup.StartupInputs(str(root), _startup.startup_profile(None))
+    assert code == 0 and calls == [(str(db_path), checked)]
     assert validate("startup", out)["safe"] is True
+
+
+def test_a_startup_checks_its_receipt_root_and_profile_once(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 28: the inputs are checked once, in the application layer, and the primary pass
+    # and the sweep after it take the checked root (docs/decisions.md D-33).
+    from reconciler import _reconcile
+
+    checked: list[str] = []
+    real_root, real_profile = _reconcile.check_receipt_root, _reconcile.check_profile
+
+    def root(path: str) -> str:
+        checked.append("root")
+        return real_root(path)
+
+    def profile(name: str) -> str:
+        checked.append("profile")
+        return real_profile(name)
+
+    monkeypatch.setattr(_reconcile, "check_receipt_root", root)
+    monkeypatch.setattr(_reconcile, "check_profile", profile)
+    report = reconciler.startup(str(db_path), str(tmp_path / "r"), notify=lambda _: None)
+    assert report.safe and report.sweep["state"] != "skipped"
+    assert checked == ["root", "profile"]

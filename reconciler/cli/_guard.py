@@ -13,13 +13,8 @@ or stderr that cannot be written (a closed pipe, a full disk, a closed descripto
   undocumented exit status 120 of CPython).
 - :func:`finish` flushes stdout itself, inside the handler, and decides the exit code.
 
-Kept light: the entry point installs this before it imports anything else of qlfsm's
-(``io``, ``os``, ``_signal``, ``sys``; not even ``typing``): what is imported before the
-handlers are installed is a window they do not cover. ``_signal`` is the C module that
-``signal`` wraps, with the same functions and constants as plain integers: ``signal`` itself
-imports ``enum`` (and ``functools``, ``collections``, ``operator`` behind it) for its
-``Signals``/``Handlers`` types, 10.9 M instructions, 12 % of the zero-candidate start-up
-(``benchmarks/README.md``, "Exceptions").
+The entry point installs this before it imports any command module: what is imported
+before the handlers are installed is a window they do not cover.
 """
 
 from __future__ import annotations
@@ -27,17 +22,12 @@ from __future__ import annotations
 import _thread
 import io
 import os
+import signal
 import sys
+from types import FrameType
+from typing import Any, TextIO
 
 from reconciler._escape import one_line
-
-TYPE_CHECKING = False  # no `typing` import at run time: see the module docstring
-if TYPE_CHECKING:
-    import signal  # what the type checker knows `_signal` as (typeshed has no stub of it)
-    from types import FrameType
-    from typing import Any, TextIO
-else:
-    import _signal as signal  # the functions of `signal` without its enums (module docstring)
 
 EXIT_OUTPUT = 4
 # 128 + n, as a shell says. SIGHUP: the terminal or the session that started qlfsm went away

@@ -1,14 +1,13 @@
 """`qlfsm`: one console script, each command implemented in its own module and imported only
-when asked for (the start-up path must not pay for the diagram renderer, and a disabled
-shadow pass must not import storage at all)."""
+when asked for (the start-up path does not load the diagram renderer)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-# First and light (standard library only): the guards are installed before anything else of
-# qlfsm is imported, so a signal during a command module's import is handled too.
+# The guards are installed before any command module is imported, so a signal during a command
+# module's import is handled too (the `reconciler` package itself is imported before them).
 from reconciler.cli import _guard
 from reconciler.cli._exit import EXIT_USAGE
 
@@ -17,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "inspect": ("reconciler.cli._db", "inspect_command", "runs, attempts and events (read-only)"),
     "reconcile": ("reconciler.cli._reconcile", "reconcile_command", "ADR-0068 start-up pass"),
     "shadow": ("reconciler.cli._shadow", "shadow_command", "ADR-0448 legacy-shadow pass"),
-    "startup": ("reconciler.cli._shadow", "startup_command", "normalize, shadow, then primary"),
+    "startup": ("reconciler.cli._startup", "startup_command", "normalize, shadow, then primary"),
     "drain": ("reconciler.cli._drain", "drain_command", "more than 256 candidates, page by page"),
     "explain": ("reconciler.cli._explain", "explain_command", "one run's path and decisions"),
     "resolve": ("reconciler.cli._resolve", "resolve_command", "an operator's audited decision"),
@@ -57,11 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     handlers and streams are restored."""
     args = list(sys.argv[1:] if argv is None else argv)
     fail_open = bool(args) and args[0] in FAIL_OPEN
-    if argv is None and args[:1] in (["reconcile"], ["startup"]):
-        # This process is the passes' own: no collector while they load (reconciler._collector).
-        from reconciler import _collector
-
-        _collector.hold()
     try:
         try:
             _guard.start(in_process=argv is not None)

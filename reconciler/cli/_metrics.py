@@ -23,8 +23,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler._reports import RESULTS
 from reconciler.cli._exit import UsageError
+from reconciler.primary._summary import RESULTS
 
 EXTRA = "metrics"
 # node_exporter's textfile collector reads `*.prom` files only.

@@ -17,12 +17,10 @@ zero-candidate path never loads it).
 
 from __future__ import annotations
 
-from reconciler._escape import clean, shell_word
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-    from typing import Any
+from reconciler._escape import clean, shell_word
 
 WIDTH = 100
 # The least room a reason gets on a table line; a row with less is printed in the long form.

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from reconciler._escape import clean as clean
 from reconciler._escape import json_line as json_line
 from reconciler._escape import one_line as one_line
 from reconciler._escape import shell_word as shell_word
-
-TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def use_colour(stream: Any = None) -> bool:

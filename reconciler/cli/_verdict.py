@@ -9,12 +9,10 @@ Standard library only: the zero-candidate `reconcile` imports this module.
 
 from __future__ import annotations
 
-from reconciler.cli._text import clean, use_colour
+from collections.abc import Mapping
+from typing import Any
 
-TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate `reconcile` imports this
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
+from reconciler.cli._text import clean, use_colour
 
 SAFE = "SAFE to start"
 BLOCKED = "start-up BLOCKED"

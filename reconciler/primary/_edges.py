@@ -12,7 +12,7 @@ edges through `running`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fsm import PrimaryDecision, PrimaryFacts
@@ -24,15 +24,16 @@ RECONCILER = Actor("reconciler", "local-startup")
 RECEIPT_EXECUTOR = Actor("executor", "completion-receipt")
 
 
+@dataclass(frozen=True, slots=True)
 class Error:
     """An error code and summary an edge sets, and the dedupe key's reason word (lost)."""
 
-    __slots__ = ("code", "reason", "summary")
+    code: str
+    summary: str
+    reason: str = ""
 
-    def __init__(self, code: str, summary: str, reason: str = "") -> None:
-        self.code, self.summary, self.reason = code, summary, reason
 
-
+@dataclass(frozen=True, slots=True)
 class Effect:
     """What one write of the table (``Case.write``) commits, as QingLong writes it.
 
@@ -41,22 +42,11 @@ class Effect:
     ``read_as``: the row an event of it that predates the ``decision`` key is read as
     (``qlfsm explain``), by its error code or evidence word."""
 
-    __slots__ = ("actor", "dedupe", "errors", "evidence", "read_as")
-
-    def __init__(
-        self,
-        actor: Actor,
-        dedupe: str,
-        errors: Mapping[str, Error] | None = None,
-        *,
-        evidence: str | None = None,
-        read_as: Mapping[str, str] | None = None,
-    ) -> None:
-        self.actor = actor
-        self.dedupe = dedupe
-        self.errors: Mapping[str, Error] = errors or {}
-        self.evidence = evidence
-        self.read_as: Mapping[str, str] = read_as or {}
+    actor: Actor
+    dedupe: str
+    errors: Mapping[str, Error] = field(default_factory=dict)
+    evidence: str | None = field(default=None, kw_only=True)
+    read_as: Mapping[str, str] = field(default_factory=dict, kw_only=True)
 
 
 _UNSTARTED = Error(
@@ -385,9 +375,7 @@ def adopt_running(given: Given) -> Plan | None:
 
 
 # The plan builder of each write (each is given a :class:`Given`).
-TYPE_CHECKING = False  # the builders' type, for the type checker only
-if TYPE_CHECKING:
-    Builder = Callable[[Given], Plan | None]
+Builder = Callable[[Given], Plan | None]
 
 
 PLANS: dict[str, Builder] = {

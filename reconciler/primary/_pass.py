@@ -23,7 +23,7 @@ The pass is functions over immutable records (``_state.py``): gather (the eviden
 the grace, ``_gather.py``) → decide (the core) → commit (``_writes.py``) → verify
 (``_verify.py``) → summarize (``_summary.py``). Each step returns a new candidate record; the
 ports and settings are one frozen :class:`PassContext`; the one mutable thing is the pass's
-own :class:`PassStatus` (why it stopped writing, and its warnings), owned by :func:`run_pass`'s
+own :class:`PassStatus` (why it stopped writing, and its warnings), owned by :func:`pass_page`'s
 caller.
 """
 
@@ -45,7 +45,6 @@ from reconciler.node import (
     ReceiptStore,
     inspect_handle,
 )
-from reconciler.primary._empty import before_any_candidate
 from reconciler.primary._gather import drive, pay_grace, phase2
 from reconciler.primary._state import (
     Candidate,
@@ -59,7 +58,12 @@ from reconciler.primary._state import (
     revoked,
     start,
 )
-from reconciler.primary._summary import CandidateResult, describe, summarize
+from reconciler.primary._summary import (
+    CandidateResult,
+    before_any_candidate,
+    describe,
+    summarize,
+)
 from reconciler.primary._verify import verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (
@@ -86,7 +90,7 @@ PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
 
 
 class PrimaryReconciler:
-    """One ADR-0068 pass; see the module docstring. Use :func:`reconcile`.
+    """One ADR-0068 pass; see the module docstring. Use :func:`reconcile_connection`.
 
     The ports and settings are fixed when it is made; ``stopped`` and ``warnings`` are what
     the pass found as it ran (``stopped``: database_locked / database_read_only / …, or None).
@@ -149,7 +153,7 @@ class PrimaryReconciler:
         window (``storage.candidate_window``, docs/decisions.md D-26)."""
         ctx = self.context
         with lock_budget(ctx.conn, ctx.budget):
-            summary = run_pass(ctx, self.status, page, query)
+            summary = pass_page(ctx, self.status, page, query)
         return self._marked(summary)
 
     def _marked(self, summary: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +168,7 @@ class PrimaryReconciler:
 # --- the pass: gather → decide → commit → verify → summarize ---------------------------------
 
 
-def run_pass(
+def pass_page(
     ctx: PassContext,
     status: PassStatus,
     page: list[PrimaryCandidate],
@@ -361,7 +365,7 @@ def predict(
     return predict_one(pass_.context, pass_.status, run_id)
 
 
-def reconcile(
+def reconcile_connection(
     conn: sqlite3.Connection,
     store: ReceiptStore,
     provider: ProcessProvider,

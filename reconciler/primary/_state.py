@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
@@ -57,16 +58,15 @@ class PassContext:
     dry_run: bool
 
 
+@dataclass(slots=True)
 class PassStatus:
     """What a pass learns as it goes, owned by the function that runs it: why it stopped
     writing (database_locked / database_read_only / …, once it has) and one line per warning
-    for the operator (stderr, and the summary's ``warnings``: D-16)."""
+    for the operator (stderr, and the summary's ``warnings``: D-16). Mutable: the pass's one
+    changing thing."""
 
-    __slots__ = ("stopped", "warnings")
-
-    def __init__(self) -> None:
-        self.stopped: str | None = None
-        self.warnings: list[str] = []
+    stopped: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 class Candidate(NamedTuple):

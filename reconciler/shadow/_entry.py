@@ -146,11 +146,9 @@ def run_shadow(
             return ShadowResult({"state": "profile_rejected", "profile": prof, **counts})
         budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
-        from reconciler import _collector
         from reconciler.shadow._pass import run_pass
         from storage import lock_budget_from_env
 
-        _collector.release()  # loaded: the pass runs with the collector on (console script)
         outcome = run_pass(
             db,
             origins=chosen.enabled,

@@ -1,0 +1,175 @@
+"""`qlfsm startup` (spec 06): parses its arguments, calls the application layer
+(``reconciler._startup``: the start-up order of spec 05 "Switches", (2.x normalization) ->
+legacy shadow -> primary (ADR-0068) -> the sweep, under one single-flight lock), prints the
+report and maps the primary verdict to an exit code.
+
+Privacy (spec 05): the shadow part names no Run, Attempt or Cron, pid, path, command or error
+message: only states, counts and enum strings.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler._startup import check_startup, run_startup
+from reconciler.cli._guard import say
+from reconciler.cli._report import candidate_lines, plain_counts
+from reconciler.cli._shadow import db_profile_origins, human_audit, warn_unknown_origins
+from reconciler.cli._sweep import human_sweep
+from reconciler.cli._text import clean, shell_word
+from reconciler.cli._util import (
+    EXIT_BLOCKED,
+    EXIT_SAFE,
+    UsageError,
+    parser,
+    print_json,
+    run_command,
+)
+from reconciler.cli._verdict import blocking_lines, verdict_line
+
+
+def startup_command(argv: list[str]) -> int:
+    return run_command(argv, _startup)
+
+
+def _startup(argv: list[str]) -> int:
+    p = parser(
+        "qlfsm startup",
+        "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "
+        "SAFE primary pass, the sweep of what ended runs left behind. Exit 0 safe to start, "
+        "3 start-up blocked (the runs that block it are listed, with the `qlfsm explain` that "
+        "shows why), 2 usage, 1 fatal, 4 output lost, 75 locked (another process held the "
+        "database or the start-up past $QLFSM_LOCK_BUDGET_S: try again), 130/143 "
+        "interrupted. One start-up at a time per database: a second one waits for the first.",
+    )
+    db_profile_origins(p)
+    p.add_argument("--receipt-root", required=True, help="absolute receipt directory")
+    p.add_argument(
+        "--legacy-normalize",
+        action="store_true",
+        help="first do what 2.x initData does: running instances -> stopped, crontabs -> idle",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--first-boot",
+        action="store_true",
+        help="the node's first start: when the --db file is missing in a directory that "
+        "exists, create it (the `qlfsm db init` schema) and report `first boot`; a missing "
+        "directory is still an error, an existing file a normal start-up",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="predict the primary pass and write nothing; normalization and the shadow pass "
+        "(which write) are skipped, and the output says so",
+    )
+    p.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="also write what the start-up did (counts, verdict, durations) to PATH, a *.prom "
+        "file for node_exporter's textfile collector, replaced atomically; needs the "
+        "`metrics` extra (pip install 'qlfsm[metrics]')",
+    )
+    args = p.parse_args(argv)
+    checked = check_startup(args.receipt_root, args.profile)  # before the metrics extra
+    client = None
+    if args.metrics_file is not None:
+        if args.dry_run:
+            raise UsageError(
+                "--metrics-file with --dry-run: a dry run predicts and writes nothing, so it "
+                "has no start-up to report; drop one of them"
+            )
+        from reconciler.cli._metrics import check_metrics_file
+
+        client = check_metrics_file(args.metrics_file)  # the extra, before anything is read
+    report = run_startup(
+        args.db,
+        checked,
+        origins=args.origins,
+        legacy_normalize=args.legacy_normalize,
+        first_boot=args.first_boot,
+        dry_run=args.dry_run,
+    )
+    summary, audit = report.primary.as_dict(), None
+    if report.shadow is not None:
+        audit = report.shadow.as_dict()
+    if client is not None and audit is not None:
+        _metrics(client, args.metrics_file, args.db, audit, summary, report.safe, report.durations)
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        sweep = None if report.dry_run else report.sweep
+        text = human_startup(audit, summary, report.safe, args.db, sweep, args.receipt_root)
+        if report.first_boot:
+            text = f"{first_boot_line(args.db, dry_run=report.dry_run)}\n{text}"
+        sys.stdout.write(text + "\n")
+    if audit is not None:
+        warn_unknown_origins(audit, args.origins)
+    return EXIT_SAFE if report.safe else EXIT_BLOCKED
+
+
+def _metrics(
+    client: Any,
+    path: str,
+    db: str,
+    audit: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    safe: bool,
+    took: Mapping[str, float],
+) -> None:
+    """Written before the report is printed (a lost stdout must not lose the metrics too);
+    a failure is one warning line and never changes the verdict (docs/decisions.md D-22)."""
+    from reconciler.cli._metrics import MetricsNotWritten, write_metrics
+
+    try:
+        write_metrics(client, path, db, shadow=audit, summary=summary, safe=safe, durations=took)
+    except MetricsNotWritten as exc:
+        say(
+            f"qlfsm: warning: metrics file {shell_word(path)} not written ({exc}); start-up is "
+            "done and its verdict stands; the previous file, if any, is unchanged"
+        )
+
+
+def first_boot_line(db: str, *, dry_run: bool = False) -> str:
+    """The human line of a first boot (D-21)."""
+    if dry_run:
+        return (
+            f"first boot: database {clean(db)} does not exist; startup --first-boot would create "
+            "it (the `qlfsm db init` schema) and find nothing to recover"
+        )
+    return f"first boot: created database {clean(db)} (the `qlfsm db init` schema)"
+
+
+def human_startup(
+    audit: Mapping[str, Any] | None,
+    summary: Mapping[str, Any],
+    safe: bool,
+    db: str,
+    sweep: Mapping[str, Any] | None = None,
+    receipt_root: str | None = None,
+) -> str:
+    """Both passes, every candidate the primary pass decided or left (``_report``: run, row,
+    what happened in plain words, reason; at most 100 columns a line, D-22), what blocks
+    start-up (``_verdict``), the sweep, and the verdict. ``audit`` None: a dry run, which
+    skipped normalization and the shadow pass."""
+    trunc = " (truncated at 256: none was decided)" if summary.get("truncated") else ""
+    shadow = (
+        human_audit(audit)
+        if audit is not None
+        else "legacy shadow (ADR-0448): skipped (dry run: it has no dry run; "
+        "normalization skipped too)"
+    )
+    lines = [shadow, ""]
+    scanned = f"primary (ADR-0068): {summary.get('scanned', 0)} scanned"
+    lines.append(f"{scanned}: {plain_counts(summary)}{trunc}")
+    lines.extend(candidate_lines(summary))
+    lines.extend(blocking_lines(summary, db, receipt_root))
+    if sweep is not None:
+        lines.append(human_sweep(sweep))
+    verdict = verdict_line(safe)
+    if audit is None:
+        verdict = f"dry run, nothing written; the primary pass would say: {verdict}"
+    lines.append(verdict)
+    return "\n".join(lines)

@@ -32,7 +32,7 @@ from reconciler.node import (
     inspect_handle,
 )
 from reconciler.ops import explain
-from reconciler.primary import reconcile
+from reconciler.primary import reconcile_connection
 from reconciler.shadow import Budget, PassHooks, PassPorts, run_pass
 from storage import AttemptChange, Repository, RunChange, connect
 
@@ -103,7 +103,7 @@ def test_the_verifier_keeps_a_retained_run_whose_earlier_retried_attempt_ended(
     # Attempt of a retried Run is not the one the pass retained.
     table = FakeProcessTable()
     retried_candidate(repo, table)
-    summary = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    summary = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
     assert decisions(summary) == [("run-1", "at-1", "12", "remaining", "process_running")]
     assert summary["safe"] is True
 
@@ -118,7 +118,7 @@ def test_the_verifier_revokes_a_retained_run_that_gained_a_second_active_attempt
     probe = SecondProbeRaces(
         other_writer(db_path, "UPDATE \"RunAttempts\" SET status = 'running' WHERE id = 'at-0'")
     )
-    summary = reconcile(conn, store, table, FakeClock(T0), platform="linux", probe=probe)
+    summary = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux", probe=probe)
     assert probe.calls == 2
     assert decisions(summary) == [
         ("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")
@@ -158,7 +158,7 @@ def test_a_row_3_write_whose_re_read_finds_an_attempt_is_the_named_conflict(
     # write is refused as the named Conflict (row 14), nothing written, the Run still blocks.
     make_run(repo, "run-1", "dispatching")
     clock = RacingClock(other_writer(db_path, APPEARS, T0))
-    summary = reconcile(conn, store, FakeProcessTable(), clock)
+    summary = reconcile_connection(conn, store, FakeProcessTable(), clock)
     assert decisions(summary) == [
         (
             "run-1",
@@ -186,7 +186,7 @@ def test_row_3_is_stamped_at_the_runs_own_start_when_the_clock_is_behind_it(
     make_run(repo, "run-1", "dispatching")
     started = T0 + 5_000
     conn.execute("UPDATE \"Runs\" SET started_at_ms = ? WHERE id = 'run-1'", (started,))
-    summary = reconcile(conn, store, FakeProcessTable(), FakeClock(T0))
+    summary = reconcile_connection(conn, store, FakeProcessTable(), FakeClock(T0))
     assert decisions(summary) == [("run-1", None, "3", "recovered", "attempt_missing_before_start")]
     assert lost_event_times(repo, "run-1") == [started]
 
@@ -197,7 +197,7 @@ def test_row_3_at_the_epoch_is_stamped_at_the_epoch(
     v = repo.create_run(run_id="run-1", at_ms=0).version
     for trigger in ("queue", "dispatch"):
         v = repo.advance("run-1", v, [RunChange(trigger)], actor=SYSTEM, at_ms=0).version
-    summary = reconcile(conn, store, FakeProcessTable(), FakeClock(0))
+    summary = reconcile_connection(conn, store, FakeProcessTable(), FakeClock(0))
     assert [c["row"] for c in summary["candidates"]] == ["3"]
     assert lost_event_times(repo, "run-1") == [0]
 
@@ -230,7 +230,7 @@ def test_a_row_5_completion_removes_the_attempts_unheld_lock_file(
     dead_candidate(repo, table)
     lock = unheld_lock(store, "at-1")
     store.publish(receipt("run-1", "at-1"))
-    summary = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    summary = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
     assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("5", "recovered")]
     assert not lock.exists()
     assert store.lock_state("at-1") == "absent"
@@ -255,7 +255,9 @@ def test_a_row_13_completion_removes_the_attempts_unheld_lock_file(
     table = FakeProcessTable()
     dead_candidate(repo, table)
     lock = unheld_lock(store, "at-1")
-    summary = reconcile(conn, store, table, PublishesDuringTheGrace(store), platform="linux")
+    summary = reconcile_connection(
+        conn, store, table, PublishesDuringTheGrace(store), platform="linux"
+    )
     assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("13", "recovered")]
     assert Repository(conn).get_run("run-1").status == "succeeded"  # type: ignore[union-attr]
     assert not lock.exists()
@@ -280,7 +282,7 @@ def test_explain_reads_an_unstarted_claim_without_its_decision_key_as_row_7(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
-    summary = reconcile(conn, store, FakeProcessTable(), FakeClock(T0))
+    summary = reconcile_connection(conn, store, FakeProcessTable(), FakeClock(T0))
     assert [c["row"] for c in summary["candidates"]] == ["7"]
     without_decisions(conn, "run-1")
     written = [s for s in rows_of(conn, "run-1") if s[0] in ("attempt.lost", "run.lost")]
@@ -296,7 +298,7 @@ def test_explain_reads_a_durable_process_identity_event_without_its_decision_key
     make_candidate(
         repo, "run-1", "at-1", attempt="starting", run="dispatching", handle=handle, pid=pid
     )
-    summary = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    summary = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
     assert [(c["row"], c["outcome"]) for c in summary["candidates"]] == [("12", "remaining")]
     without_decisions(conn, "run-1")
     payloads = [json.loads(p) for (p,) in conn.execute(
@@ -448,7 +450,7 @@ def test_each_adr_0068_write_sets_its_error_code_and_summary_on_the_run_and_its_
     # spec 04 "Terminal mapping" and rows 3/7/13, as QingLong's recovery writes them (D-18).
     table = FakeProcessTable()
     make(repo, table, store)
-    summary_ = reconcile(conn, store, table, FakeClock(T0), platform="linux")
+    summary_ = reconcile_connection(conn, store, table, FakeClock(T0), platform="linux")
     assert [c["row"] for c in summary_["candidates"]] == [row]
     reader = Repository(conn)
     run = reader.get_run("run-1")

@@ -29,7 +29,7 @@ def build(path: str, events: int) -> None:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from _decisions import lose_after_grace
     from history_support import add_storm
-    from test_primary_support import T0, make_candidate
+    from _primary_support import T0, make_candidate
 
     from storage import Repository, connect, init_schema
 

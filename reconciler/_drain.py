@@ -34,7 +34,7 @@ from reconciler._reconcile import (
     locked_line,
     open_database,
 )
-from reconciler.primary._summary import RESULTS
+from reconciler.primary import RESULTS
 from storage import LockBudget
 
 COUNTS = ("scanned", *RESULTS)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.cli._exit import UsageError
-from reconciler.primary._summary import RESULTS
+from reconciler.primary import RESULTS
 
 EXTRA = "metrics"
 # node_exporter's textfile collector reads `*.prom` files only.

@@ -12,6 +12,7 @@ from reconciler.primary._pass import (
 )
 from reconciler.primary._state import Probe
 from reconciler.primary._summary import (
+    RESULTS,
     CandidateResult,
     before_any_candidate,
     empty_summary,
@@ -23,6 +24,7 @@ __all__ = [
     "GRACE_MS",
     "QUARANTINE_KEEP_MS",
     "RECEIPT_EXECUTOR",
+    "RESULTS",
     "CandidateResult",
     "PrimaryReconciler",
     "Probe",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._advance_once import (
+    advance_in,
     advance_read,
     check_read,
 )
@@ -165,6 +166,7 @@ __all__ = [
     "RunRow",
     "StorageError",
     "active_attempts",
+    "advance_in",
     "advance_read",
     "busy_wait_s",
     "candidate_window",

@@ -271,9 +271,9 @@ def bench(rounds: int, count_instructions: bool = False) -> dict[str, Any]:
         make_db(zero, 0)
         template = work / "many.db"
         dead_pid = make_db(template, N)
-        from storage._candidates import _statement
+        from storage._candidates import RUN_WITH_ATTEMPTS_SQL
 
-        floor_args = [_statement()[0], str(work / "receipts"), str(dead_pid)]
+        floor_args = [RUN_WITH_ATTEMPTS_SQL, str(work / "receipts"), str(dead_pid)]
         # The launcher creates the root before any spawn; a missing root beside launched
         # Attempts is a configuration error (docs/decisions.md D-3c). The zero-candidate path
         # never looks at it.

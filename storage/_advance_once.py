@@ -1,12 +1,10 @@
-"""One decided change set on rows already read inside the caller's transaction: every edge
-planned on the lifecycle machines (guards evaluated on the change's evidence), then ONE
-compare-and-set UPDATE per aggregate and one event per edge (spec 01 rules 3-5).
+"""The one write path for edges (spec 01 rules 3-5): a change set applied inside the caller's
+transaction, every edge planned on the lifecycle machines (guards evaluated on the change's
+evidence), then ONE compare-and-set UPDATE per aggregate and one event per edge.
 
-The same edges, versions, events and dedupe keys as :meth:`Repository.advance_in`, which
-re-reads the Run and the expected Attempts itself and bumps the Run once per event. The
-ADR-0068 pass has just read them in the same ``BEGIN IMMEDIATE`` (its decision's re-check), so
-reading them again would only cost statements: a dead candidate's `lost` is two UPDATEs and two
-INSERTs here, where ``advance_in`` needs two more SELECTs and a third UPDATE.
+:func:`advance_in` reads the Run and the Attempts the changes name; :func:`advance_read` takes
+rows the caller has just read in the same ``BEGIN IMMEDIATE`` (the ADR-0068 pass's re-check),
+so they are not read twice. ``Repository.advance`` is :func:`advance_in` in its own transaction.
 """
 
 from __future__ import annotations
@@ -33,14 +31,36 @@ from ._changes import (
     next_counter,
 )
 from ._errors import Conflict, InvalidField, NotFound
-from ._row_statements import RowStatements
+from ._row_statements import attempt_of_run, cas_attempt, insert_event, run_for_update
 from ._rows import AttemptRow, RunRow
 
 _UNSET: Mapping[str, object] = {}  # an Attempt no edge of the change set moved yet (read only)
 
 
+def advance_in(
+    c: sqlite3.Connection,
+    run_id: str,
+    expected_version: int,
+    changes: Sequence[Change],
+    *,
+    actor: Actor,
+    at_ms: int,
+    expect: Expect | None = None,
+) -> Advanced:
+    """Apply ``changes`` in order inside the transaction the caller holds on ``c``: the Run and
+    every Attempt the changes or the expectations name are read here, then
+    :func:`advance_read` (each edge one version and one event)."""
+    _check_actor(actor)
+    run = run_for_update(c, run_id, expected_version)
+    named = [*(expect.attempts if expect is not None else ())]
+    named += [ch.attempt_id for ch in changes if ch.attempt_id is not None]
+    attempts = [attempt_of_run(c, run_id, a) for a in dict.fromkeys(named)]
+    return advance_read(
+        c, run, attempts, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+    )
+
+
 def advance_read(
-    repo: RowStatements,
     c: sqlite3.Connection,
     run: RunRow | None,
     attempts: Sequence[AttemptRow],
@@ -126,7 +146,7 @@ def advance_read(
                 raise NotFound("attempt", attempt_id)
             event_type = f"run.{step.dest}"
         events.append(
-            repo._insert_event(
+            insert_event(
                 c,
                 run_id,
                 sequence,
@@ -140,7 +160,7 @@ def advance_read(
         )
         steps.append(step)
     for att_id, (dest, sets) in moved.items():
-        repo._cas_attempt(c, by_id[att_id], dest, sets)
+        cas_attempt(c, by_id[att_id], dest, sets)
     _cas_run(c, run, status, version, sequence, run_sets)
     return Advanced(run_id, version, tuple(steps), tuple(events))
 
@@ -153,7 +173,7 @@ def check_read(
     expect: Expect | None,
 ) -> RunRow:
     """The re-read rows still hold what the decision used: the same checks, in the same order
-    and with the same errors, as :meth:`Repository.advance_in` makes on its own re-read."""
+    and with the same errors, as :func:`advance_in` makes on its own read."""
     return _check_read(run, {a.id: a for a in attempts}, run_id, expected_version, expect)
 
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from ._errors import BadRow
+from ._journal import JournalRow
+from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
 
 PRIMARY_PAGE = 256
 
@@ -44,30 +49,16 @@ PRIMARY_CANDIDATES_INDEX = (
 )
 
 
-TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
-if TYPE_CHECKING:
-    from typing import Any, NamedTuple
+class PrimaryCandidate(NamedTuple):
+    """One row of the candidate query. A tuple, as the query's row is. ``problem`` is set when
+    the row cannot be read (an id that is not UTF-8 text, a version that is not an integer):
+    the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in."""
 
-    class PrimaryCandidate(NamedTuple):
-        run_id: str
-        status: str
-        version: int
-        active_attempts: int
-        problem: str | None = None
-
-else:
-    # A plain namedtuple, not a dataclass (`dataclasses` imports `inspect`) nor a
-    # typing.NamedTuple (`typing`): the zero-candidate start-up has no use for either. The same
-    # fields as the class above, which is what the type checker sees. ``problem`` is set when
-    # the row cannot be read (an id that is not UTF-8 text, a version that is not an integer):
-    # the candidate fails (spec 04 row 14); ``run_id`` is then a printable stand-in.
-    from collections import namedtuple
-
-    PrimaryCandidate = namedtuple(
-        "PrimaryCandidate",
-        ("run_id", "status", "version", "active_attempts", "problem"),
-        defaults=(None,),
-    )
+    run_id: str
+    status: str
+    version: int
+    active_attempts: int
+    problem: str | None = None
 
 
 def primary_candidates(
@@ -104,8 +95,7 @@ def _candidate(r: sqlite3.Row) -> PrimaryCandidate:
 # valid UTF-8 ("Could not decode to UTF-8 column ..."), so one hostile row would hide every
 # candidate of a page and make the pass fatal. The candidate queries (this one and the legacy
 # keyset) decode leniently instead: such a value comes back as BadText (its raw bytes) and the
-# row becomes ONE failed candidate (spec 04 row 14, spec 05 row 12), named by `shown`. Kept in
-# this module because the zero-candidate start-up imports no other storage module.
+# row becomes ONE failed candidate (spec 04 row 14, spec 05 row 12), named by `shown`.
 
 
 class BadText(bytes):
@@ -119,22 +109,15 @@ def lenient_text(raw: bytes) -> str | bytes:
         return BadText(raw)
 
 
-class lenient:  # lower case: used as a function, `with lenient(conn):`
-    """Decode TEXT leniently for the block (no SQL statement is run). A class, not a
-    ``contextlib.contextmanager``: the zero-candidate start-up runs it and must not import
-    ``contextlib`` (benchmarks/README.md "Exceptions")."""
-
-    __slots__ = ("before", "conn")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.before = self.conn.text_factory
-        self.conn.text_factory = lenient_text
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.text_factory = self.before
+@contextmanager
+def lenient(conn: sqlite3.Connection) -> Iterator[None]:
+    """Decode TEXT leniently for the block (no SQL statement is run)."""
+    before = conn.text_factory
+    conn.text_factory = lenient_text
+    try:
+        yield
+    finally:
+        conn.text_factory = before
 
 
 def text(value: object, what: str) -> str:
@@ -195,47 +178,40 @@ _JOURNAL_COLUMNS = (
     "registered_at_ms",
     "updated_at_ms",
 )
-_RUN_WITH_ATTEMPTS: dict[str, Any] = {}
-
-
-def _statement() -> tuple[str, int, int, Any, Any, Any]:
-    from ._journal import JournalRow
-    from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
-
-    run_cols = [c.strip() for c in RUN_COLUMNS.split(",")]
-    att_cols = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
-    sql = (
-        "SELECT "
-        + ", ".join(
-            [f"r.{c}" for c in run_cols]
-            + [f"a.{c}" for c in att_cols]
-            + [f"j.{c}" for c in _JOURNAL_COLUMNS]
-        )
-        + ' FROM "Runs" r LEFT JOIN "RunAttempts" a ON a.run_id = r.id '
-        'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '
-        "WHERE r.id = ? ORDER BY a.attempt"
+_RUN_COLS = [c.strip() for c in RUN_COLUMNS.split(",")]
+_ATTEMPT_COLS = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
+# Where the Attempt's columns start and the journal's columns start in a row of the statement.
+_N = len(_RUN_COLS)
+_M = _N + len(_ATTEMPT_COLS)
+RUN_WITH_ATTEMPTS_SQL = (
+    "SELECT "
+    + ", ".join(
+        [f"r.{c}" for c in _RUN_COLS]
+        + [f"a.{c}" for c in _ATTEMPT_COLS]
+        + [f"j.{c}" for c in _JOURNAL_COLUMNS]
     )
-    return sql, len(run_cols), len(run_cols) + len(att_cols), RunRow, AttemptRow, JournalRow
+    + ' FROM "Runs" r LEFT JOIN "RunAttempts" a ON a.run_id = r.id '
+    'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '
+    "WHERE r.id = ? ORDER BY a.attempt"
+)
 
 
-def run_with_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, list[Any], Any]:
+def run_with_attempts(
+    conn: sqlite3.Connection, run_id: str
+) -> tuple[RunRow | None, list[AttemptRow], JournalRow | None]:
     """The Run, its Attempts (ordered by attempt number) and the receipt journal row of the
     latest Attempt, in ONE statement: ``(None, [], None)`` when the Run is gone.
 
     The ADR-0068 pass reads a candidate this way once before its decision and once inside its
     write transaction. (The journal is written only by the launcher, before its spawn, and by
     a reconciler: reading it with the Run is reading it before the receipt, as it stands.)"""
-    if not _RUN_WITH_ATTEMPTS:
-        _RUN_WITH_ATTEMPTS["sql"] = _statement()
-    # Built (and its row classes imported) once, on first use: not per call.
-    sql, n, m, RunRow, AttemptRow, JournalRow = _RUN_WITH_ATTEMPTS["sql"]
-    cursor = conn.execute(sql, (run_id,))
+    cursor = conn.execute(RUN_WITH_ATTEMPTS_SQL, (run_id,))
     cursor.row_factory = None  # plain tuples: the columns are taken by position below
     rows = cursor.fetchall()
     if not rows:
         return None, [], None
-    run = RunRow(*rows[0][:n])
-    attempts = [AttemptRow(*r[n:m]) for r in rows if r[n] is not None]
+    run = RunRow(*rows[0][:_N])
+    attempts = [AttemptRow(*r[_N:_M]) for r in rows if r[_N] is not None]
     last = rows[-1]
-    journal = JournalRow(*last[m:]) if attempts and last[m] is not None else None
+    journal = JournalRow(*last[_M:]) if attempts and last[_M] is not None else None
     return run, attempts, journal

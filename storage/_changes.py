@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import Step
 
 from ._errors import Conflict, CounterExhausted, InvalidField
-from ._record import field, record
 
 ACTORS = frozenset(
     {
@@ -78,13 +78,13 @@ _ATTEMPT_SETTABLE = frozenset(
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Actor:
     type: str
     id: str | None = None
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunChange:
     """One Run edge: ``trigger`` of the Run machine, with the evidence its guard reads."""
 
@@ -106,7 +106,7 @@ ATTEMPT_EVENT_FIELDS = frozenset({"attempt", "exit_code", "callback_sequence", "
 DEFAULT_ATTEMPT_EVENT_FIELDS: tuple[str, ...] = ("exit_code", "callback_sequence", "error_code")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptChange:
     """One Attempt edge of the Run's Attempt ``attempt_id``."""
 
@@ -125,7 +125,7 @@ class AttemptChange:
 Change = RunChange | AttemptChange
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expect:
     """Fields the caller's decision used, re-checked inside the transaction (ADR-0068 §4)."""
 
@@ -133,7 +133,7 @@ class Expect:
     attempts: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Advanced:
     run_id: str
     version: int

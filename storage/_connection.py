@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from ._errors import (
     Busy,
@@ -23,11 +24,7 @@ from ._errors import (
     directory_of,
 )
 
-TYPE_CHECKING = False  # no `typing` at run time: the zero-candidate path imports this module
-if TYPE_CHECKING:
-    from typing import TypeVar
-
-    T = TypeVar("T")
+T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 5.0
 BUSY_TRIES = 5

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
-from ._record import record
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JournalRow:
     attempt_id: str
     run_id: str

@@ -16,7 +16,7 @@ from typing import Any
 
 from fsm import RUN_TERMINAL, attempt_machine, run_machine
 
-from ._advance_once import advance_read
+from ._advance_once import advance_in
 from ._changes import ACTORS as ACTORS
 from ._changes import NON_MOVING_EVENTS as NON_MOVING_EVENTS
 from ._changes import Actor as Actor
@@ -31,7 +31,7 @@ from ._changes import (
 )
 from ._connection import in_transaction
 from ._errors import InvalidField, RowNotInserted
-from ._row_statements import RowStatements
+from ._row_statements import attempt_of_run, bump_run, insert_event, run_for_update
 from ._rows import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
@@ -46,8 +46,9 @@ _USER = Actor("user")
 _SCHEDULER = Actor("scheduler")
 
 
-class Repository(RowStatements):
-    """All reads and writes of Runs, RunAttempts, RunEvents and the receipt journal."""
+class Repository:
+    """The reads of Runs, RunAttempts and RunEvents, and their writes, each in its own
+    transaction on ``conn`` (the edges through :func:`storage.advance_in`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -162,7 +163,7 @@ class Repository(RowStatements):
             )
             if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
                 raise RowNotInserted("Runs", f"run {run_id}")
-            event_id = self._insert_event(
+            event_id = insert_event(
                 c,
                 run_id,
                 1,
@@ -194,7 +195,7 @@ class Repository(RowStatements):
         _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
-            run = self._run_for_update(c, run_id, expected_version)
+            run = run_for_update(c, run_id, expected_version)
             if run.status in RUN_TERMINAL:
                 raise InvalidField(f"run {run_id} is terminal ({run.status}); no new attempt")
             _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
@@ -213,8 +214,8 @@ class Repository(RowStatements):
             )
             if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
                 raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
-            version, sequence = self._bump_run(c, run, None, {})
-            event_id = self._insert_event(
+            version, sequence = bump_run(c, run, None, {})
+            event_id = insert_event(
                 c,
                 run_id,
                 sequence,
@@ -278,9 +279,9 @@ class Repository(RowStatements):
             )
             if cur.rowcount != 1:
                 raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
-            created = self._run_for_update(c, run_id, 0)
-            version, sequence = self._bump_run(c, created, None, {})
-            self._insert_event(
+            created = run_for_update(c, run_id, 0)
+            version, sequence = bump_run(c, created, None, {})
+            insert_event(
                 c,
                 run_id,
                 sequence,
@@ -292,11 +293,11 @@ class Repository(RowStatements):
                 at_ms,
             )
             queue = RunChange("queue", dedupe_key=f"primary-run-queued:{run_id}")
-            return self._advance(c, run_id, version, [queue], actor, at_ms, None)
+            return advance_in(c, run_id, version, [queue], actor=actor, at_ms=at_ms)
 
         return in_transaction(self.conn, work)
 
-    # --- the one write path for edges ---------------------------------------------------------
+    # --- edges: storage.advance_in (storage/_advance_once.py) in a transaction ---------------
 
     def advance(
         self,
@@ -309,10 +310,12 @@ class Repository(RowStatements):
         expect: Expect | None = None,
     ) -> Advanced:
         """Apply ``changes`` in order, in ONE transaction, each edge one version and event."""
-        _check_actor(actor)
+        _check_actor(actor)  # before the transaction: a bad actor takes no lock
         return in_transaction(
             self.conn,
-            lambda c: self._advance(c, run_id, expected_version, changes, actor, at_ms, expect),
+            lambda c: advance_in(
+                c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+            ),
         )
 
     def fire(
@@ -361,38 +364,9 @@ class Repository(RowStatements):
         at_ms: int,
         expect: Expect | None = None,
     ) -> Advanced:
-        """:meth:`advance` inside a transaction the caller already holds (journal + edges)."""
-        _check_actor(actor)
-        return self._advance(conn, run_id, expected_version, changes, actor, at_ms, expect)
-
-    def _advance(
-        self,
-        c: sqlite3.Connection,
-        run_id: str,
-        expected_version: int,
-        changes: Sequence[Change],
-        actor: Actor,
-        at_ms: int,
-        expect: Expect | None,
-    ) -> Advanced:
-        # Read the Run and every Attempt the changes or the expectations name, then apply them
-        # as the one engine does (storage._advance_once): one compare-and-set UPDATE per
-        # aggregate, one event per edge (spec 01 rules 3-5).
-        run = self._run_for_update(c, run_id, expected_version)
-        named = [*(expect.attempts if expect is not None else ())]
-        named += [ch.attempt_id for ch in changes if ch.attempt_id is not None]
-        attempts = [self._attempt_of_run(c, run_id, a) for a in dict.fromkeys(named)]
-        return advance_read(
-            self,
-            c,
-            run,
-            attempts,
-            run_id,
-            expected_version,
-            changes,
-            actor=actor,
-            at_ms=at_ms,
-            expect=expect,
+        """:func:`storage.advance_in`: inside a transaction the caller already holds."""
+        return advance_in(
+            conn, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
         )
 
     def append_event(
@@ -418,21 +392,19 @@ class Repository(RowStatements):
             raise InvalidField(f"event {event_type!r} names its attempt: pass attempt_id")
 
         def work(c: sqlite3.Connection) -> Advanced:
-            run = self._run_for_update(c, run_id, expected_version)
+            run = run_for_update(c, run_id, expected_version)
             _check_time(at_ms, run.created_at_ms, run.started_at_ms, "run")
             if attempt_id is not None:
-                att = self._attempt_of_run(c, run_id, attempt_id)
+                att = attempt_of_run(c, run_id, attempt_id)
                 _check_time(at_ms, att.created_at_ms, att.started_at_ms, "attempt")
-            version, sequence = self._bump_run(c, run, None, {})
+            version, sequence = bump_run(c, run, None, {})
             body: dict[str, object] = {"version": version}
             if attempt_id is not None:
                 body["attempt_id"] = attempt_id
             body.update(payload or {})
-            event_id = self._insert_event(
+            event_id = insert_event(
                 c, run_id, sequence, event_type, actor, attempt_id, body, dedupe_key, at_ms
             )
             return Advanced(run_id, version, (), (event_id,))
 
         return in_transaction(self.conn, work)
-
-    # --- primitives (inside a transaction) ----------------------------------------------------

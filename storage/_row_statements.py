@@ -1,6 +1,7 @@
-"""The statements of one Repository transaction (spec 01): lock-read the Run, read an Attempt
-of it, compare-and-set the Run and the Attempt in the SQL ``WHERE`` (row count checked), and
-append the event. Used by :class:`storage._repository.Repository` inside ``in_transaction``."""
+"""The statements of one write transaction (spec 01): lock-read the Run, read an Attempt of
+it, compare-and-set the Run and the Attempt in the SQL ``WHERE`` (row count checked), and
+append the event. Each runs on the connection of a transaction its caller holds
+(``in_transaction``)."""
 
 from __future__ import annotations
 
@@ -28,103 +29,102 @@ from ._rows import (
 _PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 
-class RowStatements:
-    """The row-level statements of a Repository transaction, each on its connection."""
+def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
+    found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
+    if found is None:
+        raise NotFound("run", run_id)
+    run = RunRow.of(found)
+    if run.version != expected_version:
+        raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    return run
 
-    def _run_for_update(self, c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
-        found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-        if found is None:
-            raise NotFound("run", run_id)
-        run = RunRow.of(found)
-        if run.version != expected_version:
-            raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
-        return run
 
-    def _attempt_of_run(self, c: sqlite3.Connection, run_id: str, attempt_id: str) -> AttemptRow:
-        found = c.execute(
-            f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ? AND run_id = ?',
-            (attempt_id, run_id),
-        ).fetchone()
-        if found is None:
-            raise NotFound("attempt", attempt_id)
-        return AttemptRow.of(found)
+def attempt_of_run(c: sqlite3.Connection, run_id: str, attempt_id: str) -> AttemptRow:
+    found = c.execute(
+        f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ? AND run_id = ?',
+        (attempt_id, run_id),
+    ).fetchone()
+    if found is None:
+        raise NotFound("attempt", attempt_id)
+    return AttemptRow.of(found)
 
-    def _bump_run(
-        self, c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
-    ) -> tuple[int, int]:
-        """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-        # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
-        version = next_counter("run", run.id, "version", run.version)
-        sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
-        columns = {"version": version, "event_sequence": sequence, **sets}
-        if status is not None:
-            columns["status"] = status
-        assignments, params = _set_clause(columns)
-        # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
+
+def bump_run(
+    c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
+) -> tuple[int, int]:
+    """CAS the Run and bump it for one event: returns (new version, event sequence)."""
+    # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
+    version = next_counter("run", run.id, "version", run.version)
+    sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
+    columns = {"version": version, "event_sequence": sequence, **sets}
+    if status is not None:
+        columns["status"] = status
+    assignments, params = _set_clause(columns)
+    # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
+    cur = c.execute(
+        f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? AND status = ?',
+        (*params, run.id, run.version, run.status),
+    )
+    if cur.rowcount != 1:
+        raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
+    return version, sequence
+
+
+def cas_attempt(
+    c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
+) -> None:
+    assignments, params = _set_clause({"status": status, **sets})
+    # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
+    cur = c.execute(
+        f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
+        "WHERE id = ? AND status = ? AND callback_sequence = ?",
+        (*params, att.id, att.status, att.callback_sequence),
+    )
+    if cur.rowcount != 1:
+        raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
+
+
+def insert_event(
+    c: sqlite3.Connection,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    actor: Actor,
+    attempt_id: str | None,
+    payload: Mapping[str, object],
+    dedupe_key: str | None,
+    at_ms: int,
+) -> str:
+    event_id = uuid7()
+    if dedupe_key is None:
+        # spec 01 rule 5: every event carries a dedupe key, unique per Run.
+        dedupe_key = f"{event_type}:{sequence}"
+    try:
         cur = c.execute(
-            f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? '
-            "AND status = ?",
-            (*params, run.id, run.version, run.status),
+            'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
+            "actor_id, attempt_id, payload, created_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                event_id,
+                run_id,
+                sequence,
+                event_type,
+                dedupe_key,
+                actor.type,
+                actor.id,
+                attempt_id,
+                # A Mapping that is not a dict is copied: the encoder takes dicts only.
+                _PAYLOAD_JSON(payload if type(payload) is dict else dict(payload)),
+                at_ms,
+            ),
         )
-        if cur.rowcount != 1:
-            raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
-        return version, sequence
-
-    def _cas_attempt(
-        self, c: sqlite3.Connection, att: AttemptRow, status: str, sets: Mapping[str, object]
-    ) -> None:
-        assignments, params = _set_clause({"status": status, **sets})
-        # spec 01 rule 4: CAS on id + expected status + expected callback sequence.
-        cur = c.execute(
-            f'UPDATE "RunAttempts" SET {", ".join(assignments)} '
-            "WHERE id = ? AND status = ? AND callback_sequence = ?",
-            (*params, att.id, att.status, att.callback_sequence),
-        )
-        if cur.rowcount != 1:
-            raise Conflict("attempt", att.id, f"{att.status} at callback {att.callback_sequence}")
-
-    def _insert_event(
-        self,
-        c: sqlite3.Connection,
-        run_id: str,
-        sequence: int,
-        event_type: str,
-        actor: Actor,
-        attempt_id: str | None,
-        payload: Mapping[str, object],
-        dedupe_key: str | None,
-        at_ms: int,
-    ) -> str:
-        event_id = uuid7()
-        if dedupe_key is None:
-            # spec 01 rule 5: every event carries a dedupe key, unique per Run.
-            dedupe_key = f"{event_type}:{sequence}"
-        try:
-            cur = c.execute(
-                'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, actor_type, '
-                "actor_id, attempt_id, payload, created_at_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    event_id,
-                    run_id,
-                    sequence,
-                    event_type,
-                    dedupe_key,
-                    actor.type,
-                    actor.id,
-                    attempt_id,
-                    # A Mapping that is not a dict is copied: the encoder takes dicts only.
-                    _PAYLOAD_JSON(payload if type(payload) is dict else dict(payload)),
-                    at_ms,
-                ),
-            )
-        except sqlite3.IntegrityError as exc:
-            if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
-                raise DuplicateEvent(run_id, dedupe_key) from exc
-            raise
-        # spec 01: no Run change without its event. An INSERT that SQLite dropped without an
-        # error (a BEFORE INSERT trigger's RAISE(IGNORE)) would let the Run's compare-and-set
-        # commit alone; raising here rolls the whole transaction back (ADR-0068 row 14).
-        if cur.rowcount != 1:
-            raise RowNotInserted("RunEvents", f"{event_type} of run {run_id}")
-        return event_id
+    except sqlite3.IntegrityError as exc:
+        if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
+            raise DuplicateEvent(run_id, dedupe_key) from exc
+        raise
+    # spec 01: no Run change without its event. An INSERT that SQLite dropped without an
+    # error (a BEFORE INSERT trigger's RAISE(IGNORE)) would let the Run's compare-and-set
+    # commit alone; raising here rolls the whole transaction back (ADR-0068 row 14).
+    if cur.rowcount != 1:
+        raise RowNotInserted("RunEvents", f"{event_type} of run {run_id}")
+    return event_id

@@ -6,9 +6,8 @@ import json
 import os
 import sqlite3
 import time
+from dataclasses import dataclass
 from typing import Any
-
-from ._record import record
 
 RUN_COLUMNS = (
     "id, project_id, task_id, task_name, legacy_cron_id, execution_origin, execution_owner, "
@@ -26,7 +25,7 @@ EVENT_COLUMNS = (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunRow:
     id: str
     project_id: str
@@ -52,7 +51,7 @@ class RunRow:
         return cls(**{k: row[k] for k in row.keys()})
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptRow:
     id: str
     run_id: str
@@ -76,7 +75,7 @@ class AttemptRow:
         return cls(**{k: row[k] for k in row.keys()})
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EventRow:
     id: str
     run_id: str

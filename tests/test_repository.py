@@ -33,7 +33,9 @@ from storage import (
     Repository,
     RunChange,
     RunRow,
+    advance_in,
     connect,
+    in_transaction,
 )
 
 RUN = "019f70c0-0000-7000-8000-000000000001"
@@ -131,6 +133,31 @@ def test_an_attempt_edge_and_a_run_edge_in_one_advance_each_take_a_version(
         "callback_sequence": 1,
     }
     assert tail[0].dedupe_key == f"attempt.completed:{ATT}:1"
+
+
+def test_advance_in_commits_with_the_callers_transaction_and_rolls_back_with_it(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting")
+    start = [AttemptChange(ATT, "run"), RunChange("start")]
+
+    def then_fail(c: sqlite3.Connection) -> None:
+        advance_in(c, RUN, version, start, actor=SYSTEM, at_ms=T0)
+        raise RuntimeError("the caller's next write failed")
+
+    with pytest.raises(RuntimeError):
+        in_transaction(repo.conn, then_fail)
+    run, att = run_and_attempt(reader)
+    assert (run.status, run.version, att.status) == ("dispatching", version, "starting")
+    done = in_transaction(
+        repo.conn, lambda c: advance_in(c, RUN, version, start, actor=SYSTEM, at_ms=T0)
+    )
+    run, att = run_and_attempt(reader)
+    assert (run.status, run.version, att.status) == ("running", version + 2, "running")
+    assert done.version == version + 2 and events(reader)[-2:] == [
+        "attempt.running",
+        "run.running",
+    ]
 
 
 def test_a_missing_run_or_attempt_is_named(repo: Repository) -> None:

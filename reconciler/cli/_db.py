@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from fsm import RUN_STATES
@@ -137,16 +138,16 @@ def inspect_command(argv: list[str]) -> int:
         out: list[dict[str, Any]] = []
         for run in runs:
             assert run is not None
-            item: dict[str, Any] = {"run": run.__dict__, "attempts": [], "events": []}
+            item: dict[str, Any] = {"run": asdict(run), "attempts": [], "events": []}
             if args.run:
-                item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
+                item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
                 # One keyset page of events, one more read to know whether more follow.
                 chunk = repo.events_page(run.id, after=after_sequence, limit=args.limit + 1)
                 truncated = len(chunk) > args.limit
-                item["events"] = [e.__dict__ for e in chunk[: args.limit]]
+                item["events"] = [asdict(e) for e in chunk[: args.limit]]
             elif args.json:
-                item["attempts"] = [a.__dict__ for a in repo.attempts_of(run.id)]
-                item["events"] = [e.__dict__ for e in repo.events_of(run.id)]
+                item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
+                item["events"] = [asdict(e) for e in repo.events_of(run.id)]
             out.append(item)
     except sqlite3.DatabaseError as exc:
         # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).

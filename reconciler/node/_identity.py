@@ -13,9 +13,8 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
-
-from storage import record, record_field
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -45,7 +44,7 @@ class CaptureFailed(Exception):
     """The launcher could not prove the spawned process's identity; the launch must fail."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessHandle:
     handle_id: str
     boot_id: str
@@ -54,7 +53,7 @@ class ProcessHandle:
     start_ticks: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcStat:
     pid: int
     state: str
@@ -62,7 +61,7 @@ class ProcStat:
     start_ticks: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Evidence:
     verdict: Verdict
     reason: str
@@ -326,7 +325,7 @@ class PassProvider:
         return text
 
 
-@record
+@dataclass(slots=True)
 class _FakeProcess:
     pgid: int
     start_ticks: str
@@ -334,12 +333,12 @@ class _FakeProcess:
     comm: str = "fake (worker) x"
 
 
-@record
+@dataclass(slots=True)
 class FakeProcessTable:
     """An in-memory ProcessProvider: spawn, exit (zombie), reap, PID reuse, reboot, outage."""
 
     boot: str = "00000000-0000-4000-8000-000000000001"
-    processes: dict[int, _FakeProcess] = record_field(default_factory=dict)
+    processes: dict[int, _FakeProcess] = field(default_factory=dict)
     unavailable: bool = False
     clock_ticks: int = 1000
     next_pid: int = 4000

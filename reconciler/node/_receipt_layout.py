@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reconciler.node._receipt import (
@@ -17,7 +18,6 @@ from reconciler.node._receipt import (
 from reconciler.node._root_check import MAX_ROOT_BYTES as MAX_ROOT_BYTES
 from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
 from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
-from storage import record
 
 QUARANTINE_DIR: Final = ".quarantine"
 # Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in
@@ -43,30 +43,30 @@ class ReceiptExists(Exception):
         self.attempt_id = attempt_id
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Missing:
     """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     receipt: Receipt
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Invalid:
     """Something is at the path but it is not a trusted-format receipt; quarantine it."""
 
     reason: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RootMissing:
     """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
     launched one it is a configuration error (the launcher creates the root before spawning)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Unusable:
     """The root or the Attempt's shard exists but is not a real directory: a configuration
     problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,

@@ -33,18 +33,15 @@ from storage import (
     PrimaryCandidate,
     Repository,
     RunRow,
-    record,
 )
 
 # The probe port: spec 03 "Inspection" of a stored handle (tests plug a gated one in).
 Probe = Callable[..., Evidence]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PassContext:
-    """The ports and settings of one pass: fixed for the whole pass. A light record
-    (``storage.record``, benchmarks/README.md): nothing compiled when the pass is imported, and
-    its fields are slots, read at slot speed by every step of every candidate."""
+    """The ports and settings of one pass: fixed for the whole pass."""
 
     conn: sqlite3.Connection
     repo: Repository

@@ -111,7 +111,6 @@ def advance(
     """The plan on the rows re-read in this transaction (``c``), compare-and-set on the Run
     as the decision saw it (``run``): ADR-0068 §4."""
     return advance_read(
-        ctx.repo,
         c,
         run_now,
         attempts,

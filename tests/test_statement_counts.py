@@ -1,8 +1,9 @@
 """How many SQL statements a zero-candidate start-up runs, counted with SQLite's trace
 callback on every connection the command opens, on a real database made by `db init` (the
 README's figures): `reconcile` (the ADR-0068 pass alone) runs one, the candidate query;
-`startup` runs fourteen: the schema check, the candidate query, the sweep's schema check and
-its three journal reads (eleven when the receipt root does not exist: no journal read)."""
+`startup` runs fifteen: the schema check, the candidate query, the sweep's schema check and
+its four journal reads (the shards, the rows in a state the schema forbids (D-16), the
+pending and the quarantined pages) (eleven when the receipt root does not exist: no journal read)."""
 
 from __future__ import annotations
 
@@ -59,14 +60,14 @@ def test_a_zero_candidate_reconcile_runs_exactly_the_candidate_query(
     assert out.splitlines()[-1] == "verdict: SAFE to start"
 
 
-def test_a_zero_candidate_startup_runs_fourteen_statements_with_the_sweep(
+def test_a_zero_candidate_startup_runs_fifteen_statements_with_the_sweep(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     (tmp_path / "receipts").mkdir(mode=0o700)
     statements = traced(monkeypatch)
     out = run("startup", db_path, tmp_path / "receipts", capsys)
-    assert len(statements) == 14, statements
+    assert len(statements) == 15, statements
     assert statements[:6] == [*SCHEMA_CHECK, CANDIDATES]
     assert statements[6:11] == SCHEMA_CHECK  # the sweep checks the schema again
     sweep = [" ".join(s.split()) for s in statements[11:]]

@@ -3,7 +3,8 @@ callback on every connection the command opens, on a real database made by `db i
 README's figures): `reconcile` (the ADR-0068 pass alone) runs one, the candidate query;
 `startup` runs fifteen: the schema check, the candidate query, the sweep's schema check and
 its four journal reads (the shards, the rows in a state the schema forbids (D-16), the
-pending and the quarantined pages) (eleven when the receipt root does not exist: no journal read)."""
+pending and the quarantined pages); eleven when the receipt root does not exist (no journal
+read)."""
 
 from __future__ import annotations
 

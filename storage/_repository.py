@@ -98,7 +98,9 @@ class Repository:
         """At most ``limit`` of the run's events after sequence ``after``, in order: a keyset
         page on the unique index ``(run_id, sequence)`` (spec 02), so a long history is read a
         page at a time (issue 29)."""
-        cur = self.conn.execute(
+        cur = self.conn.cursor()
+        cur.row_factory = None  # plain tuples: `of_columns` takes the columns by position
+        cur.execute(
             f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? AND sequence > ? '
             "ORDER BY sequence LIMIT ?",
             (run_id, after, limit),

@@ -95,7 +95,7 @@ class EventRow:
         return cls(**values)
 
     @classmethod
-    def of_columns(cls, row: sqlite3.Row) -> EventRow:
+    def of_columns(cls, row: sqlite3.Row | tuple[Any, ...]) -> EventRow:
         """A row selected as ``EVENT_COLUMNS``, by position (the columns are the fields, in
         order): what a long history's pages are read with."""
         payload = json.loads(row[8])

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from _primary_support import T0, make_candidate
 from history_support import add_storm
 from jsonschema import Draft202012Validator
 
-from reconciler.cli._explain import FOLD_OVER, write_json
+from reconciler.cli._explain import FOLD_OVER, write_human, write_json
 from reconciler.cli._text import json_line
 from reconciler.ops import explain
+from reconciler.ops._explain import Steps
 from storage import Repository, connect
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "reconciler" / "cli" / "schemas"
@@ -215,3 +217,42 @@ def test_inspect_run_refuses_an_after_that_is_no_event_sequence(small: Path) -> 
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1
     assert "--after 'run-0' with --run is an event sequence" in proc.stderr
+
+
+def test_steps_skipping_a_quiet_stretch_reads_on_after_it_and_places_the_rest_as_a_full_pass(
+    db_path: Path,
+) -> None:
+    # 7 events, 30 quiet (8-37), row 13's two `lost` (38-39), 30 quiet (40-69); pages of 7, so a
+    # skip ends mid-page and the next read starts after it.
+    storm_db(db_path, 30, 30)
+    conn = connect(str(db_path))
+    try:
+        steps = Steps(conn, "run-1", "runtime", page=7)
+        every = list(steps)
+        kept = list(steps.skipping({8: 37, 40: 69}))
+    finally:
+        conn.close()
+    assert [s.sequence for s in every] == list(range(1, 70))
+    assert kept == [s for s in every if not (8 <= s.sequence <= 37 or 40 <= s.sequence <= 69)]
+    assert [(s.machine, s.source, s.dest, s.row) for s in kept[-2:]] == [
+        ("attempt", "running", "lost", "13"),
+        ("run", "running", "lost", "13"),
+    ]
+
+
+def test_the_human_page_that_skips_its_folds_is_the_page_of_every_step_read(db_path: Path) -> None:
+    storm_db(db_path, 30, 30)
+    conn = connect(str(db_path))
+    try:
+        found = explain(conn, "run-1")
+        skipped, listed = io.StringIO(), io.StringIO()
+        write_human(found, skipped, db=str(db_path), fold=FOLD_OVER)
+        write_human(
+            replace(found, steps=list(found.steps)), listed, db=str(db_path), fold=FOLD_OVER
+        )
+    finally:
+        conn.close()
+    page = skipped.getvalue()
+    assert page == listed.getvalue()
+    assert "events 8\u201337: " in page and "events 40\u201369: " in page
+    assert sequences_shown(page) == [*range(1, 8), 38, 39]

@@ -17,6 +17,7 @@ from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser
 from reconciler.ops import iso_time
+from reconciler.ops._explain import EVENT_PAGE, Steps
 
 if TYPE_CHECKING:
     from reconciler.ops import Explanation, Step
@@ -126,12 +127,19 @@ def write_json(found: Explanation, out: TextIO) -> None:
     head = json_line({**found.head(), "steps": []})
     # `json.dumps` ends the object `..., "steps": []}`: the steps go between the brackets.
     out.write(head[: -len("]}")])
-    # `json_line`'s encoding with one encoder for every step (json.dumps makes one per call).
+    # `json_line`'s encoding, a page of steps at a time: a list encodes as its items joined by
+    # `, ` between brackets, so one encode, one escape and one write per page (issue 29).
     encode = json.JSONEncoder(ensure_ascii=False).encode
     sep = ""
+    page: list[dict[str, Any]] = []
     for step in found.steps:
-        out.write(sep + json_safe(encode(step.as_dict())))
-        sep = ", "
+        page.append(step.as_dict())
+        if len(page) == EVENT_PAGE:
+            out.write(sep + json_safe(encode(page))[1:-1])
+            sep = ", "
+            page = []
+    if page:
+        out.write(sep + json_safe(encode(page))[1:-1])
     out.write("], " + json_line(found.tail())[1:] + "\n")
 
 
@@ -160,11 +168,13 @@ class _Stretch:
     last: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     cells: list[list[str]] = field(default_factory=list)  # kept while it may still be short
+    size: int = 0  # the sum of ``counts``
 
     def add(self, step: Step, fold: int) -> None:
         self.last = step.sequence
         self.counts[step.type] = self.counts.get(step.type, 0) + 1
-        if sum(self.counts.values()) <= fold:
+        self.size += 1
+        if self.size <= fold:
             self.cells.append(_cells(step.as_dict()))
         else:
             self.cells = []
@@ -257,20 +267,27 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
     lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     out.write("\n".join(lines) + "\n")
+    # The folded stretches are not read again (a source that can skip them, `Steps`, skips).
+    skip = {first: st.last for first, st in plan.folded.items()}
+    steps = found.steps.skipping(skip) if isinstance(found.steps, Steps) else found.steps
+    folds = iter(sorted(plan.folded.values(), key=lambda st: st.first))
+    fold_next = next(folds, None)
     skip_to = 0
-    for step in found.steps:
+    for step in steps:
+        while fold_next is not None and fold_next.first <= step.sequence:
+            out.write(_fold_line(fold_next) + "\n")
+            skip_to = fold_next.last
+            fold_next = next(folds, None)
         if step.sequence <= skip_to:
-            continue
-        stretch = plan.folded.get(step.sequence)
-        if stretch is not None:
-            out.write(_fold_line(stretch) + "\n")
-            skip_to = stretch.last
             continue
         data = step.as_dict()
         cells = _cells(data)
         row = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         out.write(row + "\n")
         out.writelines(f"    {n}\n" for n in _notes(data))
+    while fold_next is not None:  # a stretch that ends the run
+        out.write(_fold_line(fold_next) + "\n")
+        fold_next = next(folds, None)
     out.writelines(f"{line}\n" for line in _tail(found, plan, db))
 
 

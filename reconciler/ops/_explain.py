@@ -195,7 +195,7 @@ class Step:
 
 
 # Events read per keyset page (issue 29): memory holds one page, whatever the history's length.
-EVENT_PAGE = 500
+EVENT_PAGE = 1000
 
 
 class Steps:
@@ -214,6 +214,30 @@ class Steps:
 
     def __iter__(self) -> Iterator[Step]:
         return place_each(self._owner, self._repo.iter_events(self._run_id, page=self._page))
+
+    def skipping(self, skip: Mapping[int, int]) -> Iterator[Step]:
+        """The steps without the events from each key of ``skip`` to its value (sequences,
+        inclusive), which are not read: the next page starts after the value. Only events that
+        move no state may be skipped (the human page's folds, issue 29): the machines' states
+        after them are those before."""
+        return place_each(self._owner, self._events_skipping(skip))
+
+    def _events_skipping(self, skip: Mapping[int, int]) -> Iterator[EventRow]:
+        after = 0
+        while True:
+            rows = self._repo.events_page(self._run_id, after=after, limit=self._page)
+            if not rows:
+                return
+            after = rows[-1].sequence
+            for e in rows:
+                last = skip.get(e.sequence)
+                if last is not None:
+                    after = last  # the rest of this page is read again from there, if any
+                    break
+                yield e
+            else:
+                if len(rows) < self._page:
+                    return
 
 
 @dataclass(frozen=True)
@@ -335,9 +359,16 @@ def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
     """Each event of ``events`` (in sequence order) on its machine, one at a time (pure)."""
     run_state: str | None = None
     attempt_state: dict[str, str] = {}
+    # Local to one pass over a run (issue 29): its events repeat a few types and edges, so each
+    # type's machine and each edge's trigger is looked up once (benchmarks/README.md).
+    moves: dict[str, tuple[str | None, str | None]] = {}
+    triggers: dict[tuple[str, str, str, bool, bool, str | None, bool], str | None] = {}
     for e in events:
-        payload: Mapping[str, Any] = e.payload if isinstance(e.payload, dict) else {}
-        machine, to_state = _moves(e.type)
+        payload: dict[str, Any] = e.payload if isinstance(e.payload, dict) else {}
+        moved = moves.get(e.type)
+        if moved is None:
+            moved = moves[e.type] = _moves(e.type)
+        machine, to_state = moved
         attempt_id = e.attempt_id or _text(payload.get("attempt_id"))
         source: str | None = None
         dest: str | None = None
@@ -372,10 +403,15 @@ def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
             edge_row = row
             if legacy and machine == "run" and row is not None:
                 edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
-            trigger = edge_trigger(
-                SPECS[machine], source, dest, adr0068=adr0068, receipt=actor == RECEIPT_ACTOR,
-                row=edge_row, legacy=legacy,
-            )  # fmt: skip
+            receipt = actor == RECEIPT_ACTOR
+            key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
+            if key in triggers:
+                trigger = triggers[key]
+            else:
+                trigger = triggers[key] = edge_trigger(
+                    SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt,
+                    row=edge_row, legacy=legacy,
+                )  # fmt: skip
         yield Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -393,7 +429,8 @@ def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
             row_recorded=recorded,
             decision=decision,
             resolution=resolution,
-            payload=dict(payload),
+            # The event's own parsed payload, not a copy: nothing else holds it (issue 29).
+            payload=payload,
         )
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
+from fsm import Edge, MachineSpec
+from fsm.qinglong import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC
 from reconciler.cli._diagrams import DEFAULT_DIR, diagrams_command
 from reconciler.diagrams import (
     ADR_0001_ATTEMPT_TABLE,

@@ -1,6 +1,6 @@
 """The design records' tables, transcribed by hand as data (spec 07 "The tables").
 
-This is what the records SAY. What the code DOES is ``fsm/_tables.py``; ``qlfsm diagrams
+This is what the records SAY. What the code DOES is ``fsm/qinglong/_tables.py``; ``qlfsm diagrams
 check`` compares the rendered diagrams of the code against these tables. So that the check
 compares two independent things, nothing here is imported from, generated from, or copied
 programmatically out of ``fsm``: every row below was typed from the record it cites.

@@ -28,8 +28,8 @@ def build(path: str, events: int) -> None:
     """The run: created .. running (7 events), row 13's two `lost` events, then the storm."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from _decisions import lose_after_grace
-    from history_support import add_storm
     from _primary_support import T0, make_candidate
+    from history_support import add_storm
 
     from storage import Repository, connect, init_schema
 

@@ -64,7 +64,7 @@ from transitions.core import EventData, Machine, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
 from ._observe import LISTENERS, Listener
-from ._tables import Edge, MachineSpec
+from ._spec import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
 

@@ -20,7 +20,7 @@ from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
 from ._observe import LISTENERS, Listener
-from ._tables import Edge, MachineSpec
+from ._spec import Edge, MachineSpec
 
 # A guard: a pure predicate over the evidence handed to ``plan``/``fire`` (no I/O).
 Guard = Callable[[Any], bool]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ._decision import DecisionTable, drawn_spec
 from ._errors import FsmError
-from ._tables import Edge, MachineSpec
+from ._spec import Edge, MachineSpec
 
 
 class RecordError(FsmError):

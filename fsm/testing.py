@@ -30,7 +30,7 @@ from ._decision import DecisionEngine, DecisionTable
 from ._errors import GuardRefused
 from ._listen import listen
 from ._machine import Lifecycle
-from ._tables import MachineSpec
+from ._spec import MachineSpec
 
 # Evidence for an exploration: one strategy, or one per state the machine is in.
 Facts = st.SearchStrategy[Any] | Callable[[str], st.SearchStrategy[Any]]

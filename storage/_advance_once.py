@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
+from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
 
 from ._changes import (
     _ATTEMPT_SETTABLE,

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fsm import InstanceEvidence
+from fsm.qinglong import InstanceEvidence
 
 from ._candidates import integer, lenient, optional_text, shown, text
 from ._connection import in_transaction

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from fsm import RUN_TERMINAL, attempt_machine, run_machine
+from fsm.qinglong import RUN_TERMINAL, attempt_machine, run_machine
 
 from ._advance_once import advance_in
 from ._changes import ACTORS as ACTORS

@@ -7,8 +7,9 @@ machine tried it. Counts are firings of the engine: a plan on a scratch model co
 fire on a real one (``Repository.fire`` plans, commits, then fires: two), and a legacy_shadow
 guard asks the ADR-0448 decision machine again (a count there per asking).
 
-:func:`coverage_doc` lays a recording over the five machines (``fsm.ALL_SPECS``, and the two
-decision tables' cases) in the shape of ``coverage.json`` (docs/orderings.md);
+:func:`coverage_doc` lays a recording over the five machines
+(``fsm.qinglong.ALL_SPECS``, and the two decision tables' cases) in the shape of
+``coverage.json`` (docs/orderings.md);
 :func:`blind_spots` names what was never taken and is not listed in
 ``tests/orderings_unreachable.json`` with its reason. Nothing here runs on a product path.
 """
@@ -20,7 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fsm import ALL_SPECS, LEGACY_TABLE, PRIMARY_TABLE, DecisionTable, listen, testing
+from fsm import DecisionTable, listen, testing
+from fsm.qinglong import ALL_SPECS, LEGACY_TABLE, PRIMARY_TABLE
 from fsm.testing import (
     Recording,
     case_what,

@@ -14,7 +14,7 @@ from typing import Any
 
 from _support import T0
 
-from fsm import PrimaryFacts
+from fsm.qinglong import PrimaryFacts
 from storage import Actor, AttemptChange, Repository, RunChange
 
 RECONCILER = Actor("reconciler", "local-startup")

@@ -12,7 +12,7 @@ from _sim_node import (
     InvariantViolation,
 )
 
-from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
+from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL
 from reconciler.ops._resolve import OPERATOR_ERROR_CODE
 
 if TYPE_CHECKING:

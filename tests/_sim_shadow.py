@@ -15,7 +15,7 @@ from _sim_node import (
 )
 from _sim_workers import Worker
 
-from fsm import ATTEMPT_TERMINAL, RUN_TERMINAL
+from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL
 from reconciler.shadow import PassHooks
 from storage import (
     legacy_candidates,

@@ -46,7 +46,7 @@ def lifecycle_path(spec: MachineSpec, target: str) -> list[str]:
 
 def run_in(repo: Repository, run_id: str, status: str, *, at_ms: int = T0) -> int:
     """Create a Run and walk it to ``status`` along lifecycle edges; return its version."""
-    from fsm import RUN_SPEC
+    from fsm.qinglong import RUN_SPEC
 
     version = repo.create_run(run_id=run_id, at_ms=at_ms).version
     for trigger in lifecycle_path(RUN_SPEC, status):
@@ -60,7 +60,7 @@ def attempt_in(
     repo: Repository, run_id: str, attempt_id: str, status: str, *, at_ms: int = T0
 ) -> int:
     """A Run in `dispatching` with one Attempt walked to ``status``; return the Run version."""
-    from fsm import ATTEMPT_SPEC
+    from fsm.qinglong import ATTEMPT_SPEC
 
     version = run_in(repo, run_id, "dispatching", at_ms=at_ms)
     version = repo.create_attempt(

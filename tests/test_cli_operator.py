@@ -17,7 +17,7 @@ import pytest
 from _primary_support import insert_bare_runs, linux_only, make_candidate, make_run, qlfsm
 from test_startup_report import pasted
 
-from fsm import RUN_STATES
+from fsm.qinglong import RUN_STATES
 from reconciler.cli import _db
 from reconciler.cli._main import FALLBACK_VERSION, version
 from reconciler.shadow import ALLOWED_ORIGINS, REFUSED_ORIGINS

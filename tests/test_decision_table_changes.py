@@ -1,8 +1,8 @@
 """Every single-case change of ADR-0068's decision table changes some decision.
 
 A companion of ``tests/test_pin_decision_tables.py``, which pins each case against spec 04:
-here each case of ``fsm.PRIMARY_TABLE`` is deleted, or its row id or any one of its fields is
-changed (to each other value of that field the table uses, and to one it does not); the
+here each case of ``fsm.qinglong.PRIMARY_TABLE`` is deleted, or its row id or any one of its
+fields is changed (to each other value of that field the table uses, and to one it does not); the
 changed table must be refused when its machine is built, or decide some world of the
 exhaustive world space of ``tests/test_primary_core.py`` differently. So no case is dead
 weight that the pinned expectation could hide.
@@ -25,19 +25,21 @@ import pytest
 from _primary_support import T0, decisions, make_candidate
 from test_primary_core import ROW_WORLDS, World, observation, worlds
 
-import fsm._primary
+import fsm.qinglong._primary
 import reconciler.primary._pass as primary_pass_module
 from fsm import (
-    PRIMARY_GUARDS,
-    PRIMARY_TABLE,
     Case,
     DecisionRow,
     DecisionTable,
     FsmError,
+)
+from fsm._decision import DecisionEngine, drawn_spec
+from fsm.qinglong import (
+    PRIMARY_GUARDS,
+    PRIMARY_TABLE,
     PrimaryFacts,
     observed_facts,
 )
-from fsm._decision import DecisionEngine, drawn_spec
 from reconciler.diagrams import PRIMARY_DECISION_RECORD, compare, mermaid_source, parse_mermaid
 from reconciler.node import (
     Evidence,
@@ -176,7 +178,7 @@ def row_9_unresolved(monkeypatch: pytest.MonkeyPatch) -> DecisionTable:
     """Every core made from now on decides by the changed copy."""
     table = _row_9_unresolved()
     engine = DecisionEngine(table, PRIMARY_GUARDS, evolve=observed_facts)
-    monkeypatch.setattr(fsm._primary, "primary_engine", lambda: engine)
+    monkeypatch.setattr(fsm.qinglong._primary, "primary_engine", lambda: engine)
     return table
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC, Edge, MachineSpec
+from fsm import Edge, MachineSpec
+from fsm.qinglong import ALL_SPECS, ATTEMPT_SPEC, LEGACY_SPEC, RUN_SPEC
 from reconciler.cli._diagrams import DEFAULT_DIR, diagrams_command
 from reconciler.diagrams import (
     ADR_0001_ATTEMPT_TABLE,
@@ -41,6 +42,7 @@ from reconciler.diagrams import (
     render_sources,
     source_digest,
 )
+from reconciler.diagrams._records import trigger_lines
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "diagrams"
@@ -288,6 +290,44 @@ def test_an_extra_guarded_edge_on_the_legacy_machine_fails_the_check(
         "legacy_shadow.svg: edge not in any table: candidate -> marked_lost [trusted_receipt] "
         "(drawn as 'mark_lost [trusted_receipt]')"
     ) in lines
+
+
+def test_a_renamed_lifecycle_trigger_fails_the_check_with_the_differing_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 30: the record names each ADR-0001 edge's trigger; a copy of the Run spec whose
+    # `created -> queued` edge fires `enqueue` instead of `queue` is drawn and checked.
+    right = _edge(RUN_SPEC, "created", "queued", None)
+    edges = tuple(
+        dataclasses.replace(e, trigger="enqueue") if e == right else e for e in RUN_SPEC.edges
+    )
+    code, lines = _check_variant(tmp_path, capsys, _with_edges(RUN_SPEC, edges))
+    assert code == 1
+    line = (
+        "trigger of created -> queued is 'enqueue'; the record names 'queue' "
+        "(ADR-0001 Run table, row created)"
+    )
+    assert lines == [
+        f"run.svg: {line}",
+        f"run.mmd: {line}",
+        "diagrams check: 2 difference(s) with the records' tables",
+    ]
+
+
+def test_the_record_names_a_trigger_for_every_adr0001_edge_and_refuses_a_malformed_line() -> None:
+    lifecycle = [
+        e
+        for record in RECORDS
+        if record.machine in ("run", "attempt")
+        for e in record.edges
+        if e.guard is None
+    ]
+    assert len(lifecycle) == 28 + 13
+    assert [e.show() for e in lifecycle if e.trigger is None] == []
+    with pytest.raises(ValueError, match=r"'a -> b queue' is not 'source -> dest : trigger'"):
+        trigger_lines("a -> b queue")
+    with pytest.raises(ValueError, match=r"'a -> b : go' names a -> b twice"):
+        trigger_lines("a -> b : queue\na -> b : go")
 
 
 def test_a_wrong_guard_label_fails_the_check_naming_that_edge(

@@ -24,13 +24,15 @@ from typing import Any
 import pytest
 
 from fsm import (
+    DecisionRow,
+    DecisionTable,
+)
+from fsm.qinglong import (
     ATTEMPT_SPEC,
     LEGACY_SPEC,
     LEGACY_TABLE,
     PRIMARY_TABLE,
     RUN_SPEC,
-    DecisionRow,
-    DecisionTable,
 )
 from reconciler.diagrams import check, check_tables
 from reconciler.diagrams._check_tables import (

@@ -21,7 +21,7 @@ from _primary_support import (
     run_pass,
 )
 
-from fsm import ATTEMPT_SPEC, RUN_SPEC
+from fsm.qinglong import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.cli._explain import describe_evidence
 from reconciler.node import FileReceiptStore
 from reconciler.ops._explain import edge_trigger

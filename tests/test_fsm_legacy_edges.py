@@ -1,4 +1,4 @@
-"""The Run and Attempt edges of the ADR-0448 writes as data (``fsm/_tables.py``
+"""The Run and Attempt edges of the ADR-0448 writes as data (``fsm/qinglong/_tables.py``
 ``RUN_LEGACY_EDGES`` / ``ATTEMPT_LEGACY_EDGES``): each a legal ADR-0001 pair, guarded by the
 guard of the row it cites, and the machines that hold them built without the legacy table."""
 
@@ -10,19 +10,21 @@ import pytest
 from test_fsm_tables import RUN_ALLOWED
 
 from fsm import (
-    ATTEMPT_SPEC,
-    GUARDS,
-    LEGACY_EDGE_TRIGGERS,
-    LEGACY_GUARD_ROWS,
-    QINGLONG_RULES,
-    RUN_SPEC,
     Edge,
     Lifecycle,
     MachineDefinitionError,
     MachineSpec,
     validate_spec,
 )
-from fsm._guards import LEGACY_EDGE_GUARDS, LEGACY_ROW_GUARDS
+from fsm.qinglong import (
+    ATTEMPT_SPEC,
+    GUARDS,
+    LEGACY_EDGE_TRIGGERS,
+    LEGACY_GUARD_ROWS,
+    QINGLONG_RULES,
+    RUN_SPEC,
+)
+from fsm.qinglong._guards import LEGACY_EDGE_GUARDS, LEGACY_ROW_GUARDS
 
 # spec 05's writing rows and their guards (spec 07's names), typed here from the record.
 ROW_GUARD = {
@@ -32,8 +34,9 @@ ROW_GUARD = {
     "9": "no_spawn_evidence",
     "10": "no_terminal_evidence",
 }
-# spec 01's legal pairs (transcribed independently of fsm/_tables.py, in test_fsm_tables), from
-# the Run states a legacy write may leave: row 1 skips a terminal or lost Run.
+# spec 01's legal pairs (transcribed independently of fsm/qinglong/_tables.py, in
+# test_fsm_tables), from the Run states a legacy write may leave: row 1 skips a terminal or
+# lost Run.
 RUN_LEGAL = {source: dests for source, dests in RUN_ALLOWED.items() if source != "lost"}
 ACTIVE = ("claimed", "starting", "running")
 # (machine, source, trigger, dest, row): every edge the writes may fire.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from _coverage_record import recording
 
-from fsm import PrimaryFacts, attempt_machine, decide_primary, run_machine
 from fsm._observe import LISTENERS
+from fsm.qinglong import PrimaryFacts, attempt_machine, decide_primary, run_machine
 
 
 def _dead_facts() -> PrimaryFacts:

@@ -12,6 +12,14 @@ from _support import SYSTEM, T0, Model, attempt_in, run_in
 from test_pin_legacy import BASE as _LEGACY
 
 from fsm import (
+    Edge,
+    GuardRefused,
+    IllegalTransition,
+    Lifecycle,
+    MachineDefinitionError,
+    MachineSpec,
+)
+from fsm.qinglong import (
     ATTEMPT_SPEC,
     ATTEMPT_STATES,
     ATTEMPT_TERMINAL,
@@ -20,13 +28,7 @@ from fsm import (
     RUN_SPEC,
     RUN_STATES,
     RUN_TERMINAL,
-    Edge,
-    GuardRefused,
-    IllegalTransition,
     LegacyFacts,
-    Lifecycle,
-    MachineDefinitionError,
-    MachineSpec,
     PrimaryFacts,
     attempt_machine,
     run_machine,
@@ -34,7 +36,7 @@ from fsm import (
 )
 from storage import AttemptChange, Repository, RunChange
 
-# spec 01, transcribed independently of fsm/_tables.py.
+# spec 01, transcribed independently of fsm/qinglong/_tables.py.
 RUN_ALLOWED: dict[str, set[str]] = {
     "created": {"queued", "cancelled"},
     "queued": {"dispatching", "cancelled", "timed_out"},

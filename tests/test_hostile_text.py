@@ -368,7 +368,7 @@ def test_explain_svg_is_well_formed_xml_showing_a_run_id_with_esc_bel_and_soh(
 
 
 def test_every_character_xml_forbids_reaches_svg_and_dot_text_visibly_and_parses() -> None:
-    from fsm import RUN_SPEC
+    from fsm.qinglong import RUN_SPEC
     from reconciler.diagrams._path import _inner  # noqa: F401 - the module the SVG comes from
     from reconciler.diagrams._render import dot_source, xml_text
 

@@ -111,6 +111,41 @@ def test_fsm_imports_neither_storage_nor_reconciler_and_storage_not_reconciler()
             assert "reconciler" not in tops, (src, dsts)
 
 
+def _fsm_imports(root: Path = REPO) -> set[tuple[str, str, str]]:
+    # Every (module, fsm module, name) an fsm module imports, imports in functions included;
+    # ``import x`` gives the name "".
+    found: set[tuple[str, str, str]] = set()
+    for path in sorted((root / "fsm").rglob("*.py")):
+        name = _module_name(path, root)
+        base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {(name, a.name, "") for a in node.names if a.name.split(".")[0] == "fsm"}
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    anchor = base.split(".")[: len(base.split(".")) - (node.level - 1)]
+                    mod = ".".join(anchor + ([mod] if mod else []))
+                if mod.split(".")[0] == "fsm":
+                    found |= {(name, mod, a.name) for a in node.names}
+    return found
+
+
+def test_fsm_qinglong_imports_only_fsms_public_names_and_the_toolkit_never_imports_it() -> None:
+    # Issue 30: QingLong's machines are built through the public toolkit like any user's.
+    import fsm
+
+    imports = _fsm_imports()
+    ql = {i for i in imports if i[0].startswith("fsm.qinglong")}
+    outside = {i for i in ql if not i[1].startswith("fsm.qinglong")}
+    assert {i for i in outside if i[1] != "fsm" or i[2] not in fsm.__all__} == set()
+    # The reader sees the real imports: fsm.qinglong's tables take Edge from fsm.
+    assert ("fsm.qinglong._tables", "fsm", "Edge") in outside
+    toolkit = imports - ql
+    assert {i for i in toolkit if "qinglong" in i[1] or i[2] == "qinglong"} == set()
+    assert ("fsm._machine", "fsm._spec", "Edge") in toolkit
+
+
 def test_the_graph_sees_the_packages_and_their_imports() -> None:
     # Guards the test above against reading nothing: the known downward edges are found.
     graph = _graph()
@@ -147,6 +182,7 @@ def test_the_node_adapters_import_no_pass_and_the_passes_not_each_other() -> Non
 
 SUBPACKAGES = (
     "fsm",
+    "fsm.qinglong",
     "storage",
     "reconciler.node",
     "reconciler.primary",

@@ -18,19 +18,21 @@ import pytest
 from _shadow_support import LegacyDb
 
 from fsm import (
+    DecisionTable,
+    Lifecycle,
+    MachineDefinitionError,
+    validate_spec,
+)
+from fsm.qinglong import (
     ALL_SPECS,
     GUARDS,
     LEGACY_TABLE,
     QINGLONG_RULES,
-    DecisionTable,
     LegacyDecision,
     LegacyEngine,
     LegacyFacts,
-    Lifecycle,
-    MachineDefinitionError,
     _legacy,
     legacy_views,
-    validate_spec,
 )
 from reconciler.cli._diagrams import diagrams_command
 from reconciler.diagrams import PINNED_RENDERER, DiagramsError, find_dot, render
@@ -124,7 +126,7 @@ def test_the_shadow_pass_follows_the_copy_but_its_write_refuses_row_6s_edges_for
     db: LegacyDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The copy changes the decision table only: the Run and Attempt edges a write fires are
-    # still each row's own guarded edges (fsm/_tables.py), and row 9 has no Run edge to
+    # still each row's own guarded edges (fsm/qinglong/_tables.py), and row 9 has no Run edge to
     # `cancelled` (its Run commit is row 2's repair). The pass decides row 9 by the copy, then
     # its write refuses loudly: nothing written, the candidate failed (row 12).
     made = db.run(status="queued", attempts=("claimed",))

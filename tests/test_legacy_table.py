@@ -14,6 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fsm import (
+    Edge,
+    EvidenceError,
+    GuardRefused,
+    IllegalTransition,
+    Need,
+    validate_spec,
+)
+from fsm.qinglong import (
     ATTEMPT_TERMINAL,
     GUARDS,
     LEGACY_DECISION_SPEC,
@@ -27,18 +35,12 @@ from fsm import (
     QINGLONG_RULES,
     RUN_SPEC,
     RUN_TERMINAL,
-    Edge,
-    EvidenceError,
-    GuardRefused,
-    IllegalTransition,
     LegacyDecision,
     LegacyEngine,
     LegacyFacts,
-    Need,
     classify_legacy,
     decide_legacy,
     legacy_machine,
-    validate_spec,
 )
 from reconciler.shadow import WRITES
 
@@ -185,7 +187,7 @@ def test_every_row_id_of_spec_05_is_in_the_table_exactly_once() -> None:
 
 
 def test_the_legacy_shadow_lifecycle_is_the_table_with_one_edge_per_row() -> None:
-    # What fsm/_tables.py declared by hand before the table (same order, triggers, guards).
+    # What fsm/qinglong/_tables.py declared by hand before the table (same order, triggers, guards).
     before = [
         ("skip", "skipped", "not_eligible", "1"),
         ("repair", "repaired", "unique_terminal_attempt", "2"),
@@ -210,7 +212,7 @@ def test_the_legacy_shadow_lifecycle_is_the_table_with_one_edge_per_row() -> Non
 
 
 def test_the_pass_trigger_and_write_per_outcome_come_from_the_table() -> None:
-    # The legacy_shadow trigger of each outcome (fsm/_tables.py LEGACY_EDGES), the map the
+    # The legacy_shadow trigger of each outcome (fsm/qinglong/_tables.py LEGACY_EDGES), the map the
     # pass used to keep its own copy of; the pass now reads `decision.trigger` from the table.
     assert dict(LEGACY_TRIGGERS) == {
         "skipped": "skip",

@@ -15,10 +15,6 @@ from typing import Any
 import pytest
 
 from fsm import (
-    PRIMARY_DECISION_SPEC,
-    PRIMARY_EVIDENCE_FIELDS,
-    PRIMARY_GUARDS,
-    PRIMARY_TABLE,
     Case,
     DecisionRow,
     DecisionTable,
@@ -28,14 +24,20 @@ from fsm import (
     IllegalTransition,
     MachineDefinitionError,
     Need,
+)
+from fsm._decision import DecisionEngine, Taken, Walk, drawn_spec
+from fsm.qinglong import (
+    PRIMARY_DECISION_SPEC,
+    PRIMARY_EVIDENCE_FIELDS,
+    PRIMARY_GUARDS,
+    PRIMARY_TABLE,
     PrimaryCore,
     PrimaryDecision,
     PrimaryFacts,
     decide_primary,
     receipt_terminal,
 )
-from fsm._decision import DecisionEngine, Taken, Walk, drawn_spec
-from fsm._primary import check_lost_needs_grace, paths_to
+from fsm.qinglong._primary import check_lost_needs_grace, paths_to
 
 G = "run_gone"  # any known guard name
 

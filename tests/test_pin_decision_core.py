@@ -1,4 +1,4 @@
-"""A decision core (`fsm/_decision.py`'s `DecisionCore`, here as `fsm.PrimaryCore`) is an
+"""A decision core (`fsm/_decision.py`'s `DecisionCore`, here as `fsm.qinglong.PrimaryCore`) is an
 immutable value: each observation returns a new core (ADR-0068 §2, one core per candidate
 step), nothing is set or deleted on one in place, and it shows where it stands."""
 
@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from fsm import PrimaryCore
+from fsm.qinglong import PrimaryCore
 
 # spec 04 step 2.1/2.2: a running Run whose one Attempt is claimed, nothing cancelled.
 RUN = {

@@ -17,6 +17,10 @@ import pytest
 from _support import built_again
 
 from fsm import (
+    DecisionTable,
+    MachineDefinitionError,
+)
+from fsm.qinglong import (
     ATTEMPT_SPEC,
     LEGACY_ROW_FACTS,
     LEGACY_SPEC,
@@ -26,11 +30,9 @@ from fsm import (
     PRIMARY_EVIDENCE_FIELDS,
     PRIMARY_TABLE,
     RUN_SPEC,
-    DecisionTable,
     LegacyFacts,
-    MachineDefinitionError,
 )
-from fsm._legacy import LEGACY_STEP_GUARDS, LEGACY_VIEWS, check_one_trigger_per_outcome
+from fsm.qinglong._legacy import LEGACY_STEP_GUARDS, LEGACY_VIEWS, check_one_trigger_per_outcome
 from reconciler.diagrams import compare_table
 from reconciler.diagrams._check_tables import ADR_0068
 
@@ -75,7 +77,7 @@ def test_every_case_of_the_adr_0068_table_is_the_one_spec_04_gives() -> None:
 def test_the_table_module_built_again_gives_the_same_table() -> None:
     # The table is built once, when fsm is imported; building it again runs the same helpers
     # (so a wrong helper is seen here, not only in the first import).
-    module = importlib.reload(importlib.import_module("fsm._primary_table"))
+    module = importlib.reload(importlib.import_module("fsm.qinglong._primary_table"))
     assert compare_table(ADR_0068, module.PRIMARY_TABLE, (RUN_SPEC, ATTEMPT_SPEC)) == []
     assert module.PRIMARY_TABLE == PRIMARY_TABLE
     assert module.PRIMARY_EVIDENCE_FIELDS == PRIMARY_EVIDENCE_FIELDS
@@ -175,7 +177,7 @@ def test_the_legacy_module_built_again_gives_spec_05s_table_and_the_same_views()
     # The ADR-0448 table and its views are built once, when fsm is imported; building them again
     # runs the same helpers (`_row`, `_step`, `legacy_views`, `_step_guard`), so a wrong helper
     # is seen here, not only at the first import.
-    module = built_again("fsm._legacy")
+    module = built_again("fsm.qinglong._legacy")
     _assert_is_spec_05s_table(module.LEGACY_TABLE)
     assert module.LEGACY_TABLE == LEGACY_TABLE
     views = module.LEGACY_VIEWS

@@ -15,19 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsm import (
+    GuardRefused,
+)
+from fsm.qinglong import (
     ATTEMPT_ACTIVE,
     ATTEMPT_SPEC,
     ATTEMPT_STATES,
     GUARDS,
     RUN_SPEC,
     RUN_STATES,
-    GuardRefused,
     LegacyFacts,
     PrimaryFacts,
     attempt_machine,
     run_machine,
 )
-from fsm._guards import LEGACY_EDGE_GUARDS
+from fsm.qinglong._guards import LEGACY_EDGE_GUARDS
 
 # Every value each fact can take (None: that step did not happen).
 DOMAIN: dict[str, tuple[Any, ...]] = {
@@ -350,14 +352,14 @@ def test_the_step_guards_need_the_page_status_equal_to_the_run_status_not_just_b
 def test_every_guard_carries_its_own_name_when_the_guards_module_is_built_again() -> None:
     # transitions labels a diagram's condition by the callable's __name__: each guard is named
     # once, when fsm is imported, and the module built again names them the same way.
-    for guards in (GUARDS, built_again("fsm._guards").GUARDS):
+    for guards in (GUARDS, built_again("fsm.qinglong._guards").GUARDS):
         assert [(g.__name__, g.__qualname__) for g in guards.values()] == [(k, k) for k in guards]
 
 
 def test_the_guards_module_built_again_shares_the_legacy_edge_guards_with_its_row_guards() -> None:
     # One name, one predicate: the legacy_shadow lifecycle's row guards of rows 2, 6, 7, 9 and
     # 10 are the very functions that guard the legacy writes' Run and Attempt edges.
-    module = built_again("fsm._guards")
+    module = built_again("fsm.qinglong._guards")
     shared = module.LEGACY_EDGE_GUARDS
     assert len(shared) == 5
     assert all(module.LEGACY_ROW_GUARDS[name] is fn for name, fn in shared.items())

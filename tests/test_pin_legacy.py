@@ -17,12 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsm import (
+    GuardRefused,
+)
+from fsm.qinglong import (
     ATTEMPT_STATES,
     LEGACY_GUARD_ROWS,
     LEGACY_SPEC,
     LEGACY_TABLE,
     RUN_STATES,
-    GuardRefused,
     InstanceEvidence,
     LegacyEngine,
     LegacyFacts,
@@ -32,7 +34,7 @@ from fsm import (
     legacy_views,
     select_evidence,
 )
-from fsm._guards import LEGACY_ROW_GUARDS
+from fsm.qinglong._guards import LEGACY_ROW_GUARDS
 
 # --- evidence selection ----------------------------------------------------------------------
 
@@ -521,7 +523,9 @@ def test_the_legacy_row_guards_are_named_and_hold_exactly_for_their_row(built: s
     # spec 07: the legacy_shadow edge of a row is taken only when that row decides. The guards
     # are made once, when fsm is imported; the module built again runs the same makers.
     guards = (
-        LEGACY_ROW_GUARDS if built == "imported" else built_again("fsm._guards").LEGACY_ROW_GUARDS
+        LEGACY_ROW_GUARDS
+        if built == "imported"
+        else built_again("fsm.qinglong._guards").LEGACY_ROW_GUARDS
     )
     # row 12's guard is the shared `error_raised`, not one of these.
     assert set(guards) == set(LEGACY_GUARD_ROWS) - {"error_raised"}

@@ -13,6 +13,16 @@ import pytest
 from transitions.core import MachineError
 
 from fsm import (
+    Edge,
+    GuardRefused,
+    IllegalTransition,
+    Lifecycle,
+    MachineDefinitionError,
+    MachineSpec,
+    Step,
+    validate_spec,
+)
+from fsm.qinglong import (
     ALL_SPECS,
     ATTEMPT_SPEC,
     GUARDS,
@@ -21,16 +31,8 @@ from fsm import (
     PRIMARY_DECISION_SPEC,
     QINGLONG_RULES,
     RUN_SPEC,
-    Edge,
-    GuardRefused,
-    IllegalTransition,
     LegacyFacts,
-    Lifecycle,
-    MachineDefinitionError,
-    MachineSpec,
     PrimaryFacts,
-    Step,
-    validate_spec,
 )
 
 TRUSTED = PrimaryFacts(run_status="running", first_receipt="trusted")

@@ -16,14 +16,6 @@ from typing import Any, NamedTuple
 import pytest
 
 from fsm import (
-    ATTEMPT_ACTIVE,
-    ATTEMPT_SPEC,
-    PRIMARY_DECISIONS,
-    PRIMARY_EVIDENCE,
-    PRIMARY_GUARDS,
-    PRIMARY_TABLE,
-    RECEIPT_TRIGGERS,
-    RUN_SPEC,
     Case,
     DecisionRow,
     DecisionTable,
@@ -32,6 +24,17 @@ from fsm import (
     IllegalTransition,
     MachineDefinitionError,
     Need,
+)
+from fsm._decision import DecisionEngine
+from fsm.qinglong import (
+    ATTEMPT_ACTIVE,
+    ATTEMPT_SPEC,
+    PRIMARY_DECISIONS,
+    PRIMARY_EVIDENCE,
+    PRIMARY_GUARDS,
+    PRIMARY_TABLE,
+    RECEIPT_TRIGGERS,
+    RUN_SPEC,
     PrimaryCore,
     PrimaryDecision,
     PrimaryFacts,
@@ -39,8 +42,7 @@ from fsm import (
     decide_primary,
     run_machine,
 )
-from fsm._decision import DecisionEngine
-from fsm._primary import check_lost_needs_grace, paths_to
+from fsm.qinglong._primary import check_lost_needs_grace, paths_to
 
 # spec 04 "Per candidate", transcribed from the spec.
 SPEC_04_ROWS = [

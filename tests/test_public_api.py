@@ -89,3 +89,18 @@ def test_fsm_imports_every_public_name_plainly_and_lists_it() -> None:
     import fsm
 
     assert out.strip() == f"{len(fsm.__all__)} [] False"
+
+
+def test_fsm_qinglong_lists_qinglongs_names_and_the_toolkit_lists_none_of_them() -> None:
+    import fsm
+    import fsm.qinglong
+
+    names = fsm.qinglong.__all__
+    assert len(names) == len(set(names)) > 0
+    assert [n for n in names if n not in vars(fsm.qinglong)] == []
+    assert set(names) & set(fsm.__all__) == set()
+    assert {
+        "RUN_SPEC", "ATTEMPT_SPEC", "GUARDS", "PRIMARY_GUARDS", "QINGLONG_RULES", "run_machine",
+        "PrimaryCore", "LEGACY_TABLE", "ALL_SPECS",
+    } <= set(names)  # fmt: skip
+    assert {"Lifecycle", "MachineSpec", "Edge", "DecisionEngine", "listen"} <= set(fsm.__all__)

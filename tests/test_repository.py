@@ -16,6 +16,8 @@ from fsm import (
     GuardRefused,
     IllegalTransition,
     Lifecycle,
+)
+from fsm.qinglong import (
     PrimaryFacts,
     attempt_machine,
     run_machine,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, LegacyDb
 
-from fsm import LegacyFacts
+from fsm.qinglong import LegacyFacts
 from reconciler.node import FakeClock
 from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, gather, run_pass
 from reconciler.shadow import _pass as shadow_pass

@@ -13,11 +13,13 @@ import pytest
 from _shadow_support import T0_MS, AfterRead, LegacyDb, Made
 
 from fsm import (
+    IllegalTransition,
+    MachineDefinitionError,
+)
+from fsm.qinglong import (
     LEGACY_ROWS,
     LEGACY_TABLE,
-    IllegalTransition,
     LegacyFacts,
-    MachineDefinitionError,
 )
 from reconciler.node import FakeClock
 from reconciler.shadow import WRITES as WRITE_EFFECTS

@@ -20,9 +20,6 @@ import pytest
 from hypothesis import strategies as st
 
 from fsm import (
-    GUARDS,
-    PRIMARY_GUARDS,
-    QINGLONG_RULES,
     Case,
     DecisionEngine,
     DecisionRow,
@@ -32,11 +29,16 @@ from fsm import (
     Lifecycle,
     MachineDefinitionError,
     MachineSpec,
-    PrimaryFacts,
     Step,
-    run_machine,
 )
 from fsm.draw import RecordError, check, parse_record, record_of, to_dot, to_mermaid
+from fsm.qinglong import (
+    GUARDS,
+    PRIMARY_GUARDS,
+    QINGLONG_RULES,
+    PrimaryFacts,
+    run_machine,
+)
 from fsm.testing import explore, explore_table
 from storage import Conflict, InvalidField, commit_edge
 
@@ -272,20 +274,31 @@ def test_a_record_line_that_is_not_an_edge_is_refused_naming_the_line_and_the_fo
     )
 
 
-def test_checking_a_user_diagram_imports_no_module_of_qinglongs_application() -> None:
+def test_checking_a_user_diagram_imports_none_of_qinglongs_modules_nor_its_application() -> None:
+    # Issue 30: the toolkit does not carry QingLong; its machines live in fsm.qinglong.
     code = (
         "import sys\n"
-        "from fsm import Edge, MachineSpec\n"
+        "import fsm, fsm.draw\n"
+        "from fsm import Edge, Lifecycle, MachineSpec, listen\n"
         "from fsm.draw import check, to_dot\n"
         "spec = MachineSpec('m', ('a', 'b'), 'a', frozenset({'b'}), (Edge('go', 'a', 'b'),))\n"
+        "listen(lambda *a: None)()\n"
+        "Lifecycle(spec, {}).plan('a', 'go')\n"
         "print(check(to_dot(spec), 'a -> b : go'),"
         " sorted(m for m in sys.modules if m.split('.')[0] in"
-        " ('reconciler', 'storage', 'graphviz', 'subprocess')))\n"
+        " ('reconciler', 'storage', 'graphviz', 'subprocess')"
+        " or m.startswith('fsm.qinglong')))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout == "[] []\n"
+    # The same probe sees fsm.qinglong once QingLong's machines are imported.
+    seen = subprocess.run(
+        [sys.executable, "-c", "import sys, fsm.qinglong; print('fsm.qinglong' in sys.modules)"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert seen.stdout == "True\n"
 
 
 # --- a guarded edge committed on the user's own SQLite table ---------------------------------

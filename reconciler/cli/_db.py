@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from fsm import RUN_STATES
+from fsm.qinglong import RUN_STATES
 from reconciler.cli._text import clean, shell_word
 from reconciler.cli._util import UsageError, parser, print_json, table
 

@@ -1,6 +1,6 @@
 """`qlfsm diagrams render` and `qlfsm diagrams check` (spec 07).
 
-Render: every machine of ``fsm.ALL_SPECS`` goes through `transitions`' diagram extension
+Render: every machine of ``fsm.qinglong.ALL_SPECS`` goes through `transitions`' diagram extension
 (``GraphMachine`` with its ``graphviz`` and ``mermaid`` engines) to a Graphviz source
 (``<machine>.dot``), an SVG drawn by Graphviz's ``dot`` from that source, and Mermaid text; plus
 ``README.md``, which shows each diagram beside the records' tables.

@@ -162,20 +162,36 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
             f"initial state drawn: {shown}; the records start at {record.initial} "
             f"({record.states_cite})"
         )
-    # On a decision machine the row id in the label is checked like the guard (spec 07).
+    # On a decision machine the row id in the label is checked like the guard (spec 07); on a
+    # lifecycle machine the trigger, where the record names one (ADR-0001's edges, issue 30).
     rows: dict[_Key, ExpectedEdge] = {
-        (e.source, e.dest, e.guard, e.label if record.labelled else None): e for e in record.edges
+        (e.source, e.dest, e.guard, e.label if record.labelled else e.trigger): e
+        for e in record.edges
     }
+    named = {(e.source, e.dest, e.guard): e for e in record.edges if e.trigger is not None}
     seen: Counter[_Key] = Counter()
+    renamed: set[_Key] = set()
     for e in drawing.edges:
-        key = (e.source, e.dest, e.guard, e.trigger if record.labelled else None)
+        label: str | None = e.trigger if record.labelled else None
+        row = None if record.labelled else named.get((e.source, e.dest, e.guard))
+        if row is not None:
+            label = e.trigger
+        key = (e.source, e.dest, e.guard, label)
         seen[key] += 1
-        if key not in rows:
+        if key in rows:
+            if seen[key] == 2:
+                out.append(f"edge drawn twice: {e.show()} ({rows[key].cites})")
+        elif row is not None:
+            # The edge is in the table, under another trigger: one line says which.
+            renamed.add((row.source, row.dest, row.guard, row.trigger))
+            out.append(
+                f"trigger of {e.show()} is {e.trigger!r}; the record names {row.trigger!r} "
+                f"({row.cites})"
+            )
+        else:
             out.append(f"edge not in any table: {e.show()} (drawn as {e.label!r})")
-        elif seen[key] == 2:
-            out.append(f"edge drawn twice: {e.show()} ({rows[key].cites})")
     for key, row in rows.items():
-        if key not in seen:
+        if key not in seen and key not in renamed:
             out.append(f"missing edge {row.show()} ({row.cites})")
     return out
 

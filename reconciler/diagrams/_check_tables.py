@@ -20,13 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fsm import (
+    DecisionTable,
+    MachineSpec,
+)
+from fsm.qinglong import (
     ATTEMPT_SPEC,
     LEGACY_SPEC,
     LEGACY_TABLE,
     PRIMARY_TABLE,
     RUN_SPEC,
-    DecisionTable,
-    MachineSpec,
 )
 from reconciler.diagrams._record_adr0068 import (
     ADR_0068_STEPS,

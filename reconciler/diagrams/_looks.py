@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsm import LEGACY_EVIDENCE, PRIMARY_EVIDENCE
+from fsm.qinglong import LEGACY_EVIDENCE, PRIMARY_EVIDENCE
 
 
 @dataclass(frozen=True)

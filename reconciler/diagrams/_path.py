@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from fsm import ATTEMPT_SPEC, RUN_SPEC
+from fsm.qinglong import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.diagrams._dot import _run_dot
 from reconciler.diagrams._render import DiagramsError, Highlight, dot_source, find_dot, xml_text
 

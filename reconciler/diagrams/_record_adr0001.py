@@ -56,6 +56,40 @@ ADR_0001_RUN_TABLE: tuple[LifecycleRow, ...] = (
     LifecycleRow("timed_out", ()),
 )
 
+# The trigger of each Run edge above, one ``source -> dest : trigger`` line per edge (the
+# compact form of ``fsm.draw.check``), typed from spec 01 "Run" and QingLong 3.0's
+# ``RUN_TRANSITIONS`` verbs; ``qlfsm diagrams check`` compares each drawn trigger with it.
+ADR_0001_RUN_TRIGGERS = """
+created -> queued : queue
+created -> cancelled : cancel
+queued -> dispatching : dispatch
+queued -> cancelled : cancel
+queued -> timed_out : time_out
+dispatching -> running : start
+dispatching -> retry_wait : schedule_retry
+dispatching -> failed : fail
+dispatching -> cancelled : cancel
+dispatching -> lost : mark_lost
+dispatching -> timed_out : time_out
+running -> waiting_approval : await_approval
+running -> retry_wait : schedule_retry
+running -> succeeded : succeed
+running -> failed : fail
+running -> cancelled : cancel
+running -> timed_out : time_out
+running -> lost : mark_lost
+waiting_approval -> running : start
+waiting_approval -> cancelled : cancel
+waiting_approval -> timed_out : time_out
+retry_wait -> queued : queue
+retry_wait -> cancelled : cancel
+retry_wait -> timed_out : time_out
+lost -> queued : queue
+lost -> failed : fail
+lost -> cancelled : cancel
+lost -> retry_wait : schedule_retry
+"""
+
 # --- ADR-0001: Attempt (spec 01 "Attempt (RunAttempt)") -----------------------------------
 
 ADR_0001_ATTEMPT_CITE = "ADR-0001 Attempt table"  # spec 01 §Attempt (RunAttempt)
@@ -81,3 +115,20 @@ ADR_0001_ATTEMPT_TABLE: tuple[LifecycleRow, ...] = (
     LifecycleRow("starting", ("running", "failed", "cancelled", "timed_out", "lost")),
     LifecycleRow("running", ("succeeded", "failed", "cancelled", "timed_out", "lost")),
 )
+
+# The trigger of each Attempt edge above, in the same form (spec 01 "Attempt (RunAttempt)").
+ADR_0001_ATTEMPT_TRIGGERS = """
+claimed -> starting : start
+claimed -> cancelled : cancel
+claimed -> lost : mark_lost
+starting -> running : run
+starting -> failed : fail
+starting -> cancelled : cancel
+starting -> timed_out : time_out
+starting -> lost : mark_lost
+running -> succeeded : succeed
+running -> failed : fail
+running -> cancelled : cancel
+running -> timed_out : time_out
+running -> lost : mark_lost
+"""

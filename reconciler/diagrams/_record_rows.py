@@ -76,6 +76,9 @@ class ExpectedEdge:
     cites: str
     # On a decision machine the label must also name the row (``row 13``) or step (``step 2.2``).
     label: str | None = None
+    # On a lifecycle machine, the trigger the record names for the edge (ADR-0001's edges):
+    # the drawn label's trigger must be it.
+    trigger: str | None = None
 
     def show(self) -> str:
         guard = f" [{self.guard}]" if self.guard is not None else ""

@@ -1,6 +1,6 @@
 """The design records' tables, transcribed by hand as data (spec 07 "The tables").
 
-This is what the records SAY. What the code DOES is ``fsm/_tables.py``; ``qlfsm diagrams
+This is what the records SAY. What the code DOES is ``fsm/qinglong/_tables.py``; ``qlfsm diagrams
 check`` compares the rendered diagrams of the code against these tables. So that the check
 compares two independent things, nothing here is imported from, generated from, or copied
 programmatically out of ``fsm``: every row below was typed from the record it cites.
@@ -32,8 +32,12 @@ from __future__ import annotations
 
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_CITE as ADR_0001_ATTEMPT_CITE
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE as ADR_0001_ATTEMPT_TABLE
+from reconciler.diagrams._record_adr0001 import (
+    ADR_0001_ATTEMPT_TRIGGERS as ADR_0001_ATTEMPT_TRIGGERS,
+)
 from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_CITE as ADR_0001_RUN_CITE
 from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_TABLE as ADR_0001_RUN_TABLE
+from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_TRIGGERS as ADR_0001_RUN_TRIGGERS
 from reconciler.diagrams._record_adr0001 import ATTEMPT_STATES as ATTEMPT_STATES
 from reconciler.diagrams._record_adr0001 import ATTEMPT_TERMINAL as ATTEMPT_TERMINAL
 from reconciler.diagrams._record_adr0001 import RUN_STATES as RUN_STATES
@@ -60,13 +64,43 @@ from reconciler.diagrams._record_rows import MachineRecord as MachineRecord
 # --- What each machine's diagram must show ------------------------------------------------
 
 
-def _lifecycle_edges(table: tuple[LifecycleRow, ...], cite: str) -> list[ExpectedEdge]:
+def trigger_lines(text: str) -> dict[tuple[str, str], str]:
+    """A record's ``source -> dest : trigger`` lines, by (source, dest); a line of another
+    form, or a pair named twice, is refused naming the line."""
+    out: dict[tuple[str, str], str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        pair, sep, trigger = line.partition(" : ")
+        source, arrow, dest = pair.partition(" -> ")
+        if not (sep and arrow and source and dest and trigger.isidentifier()):
+            raise ValueError(f"record line {line!r} is not 'source -> dest : trigger'")
+        if (source, dest) in out:
+            raise ValueError(f"record line {line!r} names {source} -> {dest} twice")
+        out[(source, dest)] = trigger
+    return out
+
+
+def _lifecycle_edges(
+    table: tuple[LifecycleRow, ...], cite: str, triggers: str
+) -> list[ExpectedEdge]:
+    named = trigger_lines(triggers)
     out: list[ExpectedEdge] = []
     for line in table:
         where = f"{cite}, row {line.source}"
-        out.extend(ExpectedEdge(line.source, dest, None, where) for dest in line.allowed)
         out.extend(
-            ExpectedEdge(line.source, dest, None, f"{record} amendment to {where}")
+            ExpectedEdge(line.source, dest, None, where, trigger=named.get((line.source, dest)))
+            for dest in line.allowed
+        )
+        out.extend(
+            ExpectedEdge(
+                line.source,
+                dest,
+                None,
+                f"{record} amendment to {where}",
+                trigger=named.get((line.source, dest)),
+            )
             for dest, record in line.amended
         )
     return out
@@ -94,7 +128,7 @@ RUN_RECORD = MachineRecord(
     terminal=RUN_TERMINAL,
     states_cite="ADR-0001 Run states (spec 01 §Run)",
     edges=(
-        *_lifecycle_edges(ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE),
+        *_lifecycle_edges(ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
         *_decision_edges("run", ADR_0068_TABLE, ADR_0068_CITE),
         *_decision_edges("run", ADR_0448_TABLE, ADR_0448_CITE),
     ),
@@ -108,7 +142,7 @@ ATTEMPT_RECORD = MachineRecord(
     terminal=ATTEMPT_TERMINAL,
     states_cite="ADR-0001 Attempt states (spec 01 §Attempt)",
     edges=(
-        *_lifecycle_edges(ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE),
+        *_lifecycle_edges(ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS),
         *_decision_edges("attempt", ADR_0068_TABLE, ADR_0068_CITE),
         *_decision_edges("attempt", ADR_0448_TABLE, ADR_0448_CITE),
     ),

@@ -1,6 +1,6 @@
 """Rendering for `qlfsm diagrams render` (spec 07): the machines through `transitions`.
 
-Every machine of ``fsm.ALL_SPECS`` goes through `transitions`' diagram extension
+Every machine of ``fsm.qinglong.ALL_SPECS`` goes through `transitions`' diagram extension
 (``GraphMachine`` with its ``graphviz`` and ``mermaid`` engines, styled for review here) to a
 Graphviz source, an SVG drawn by the chosen ``dot`` from that source, and Mermaid text; plus
 ``README.md``, which shows each diagram beside the records' tables. The command and the
@@ -15,7 +15,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from fsm import ALL_SPECS, MachineSpec, transitions_config
+from fsm import MachineSpec, transitions_config
+from fsm.qinglong import ALL_SPECS
 from reconciler._escape import clean
 from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
 from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER

@@ -1,7 +1,7 @@
 """`qlfsm explain`: one run's path through the Run and Attempt machines, from its RunEvents.
 
 Read-only. Each event that moves a state is one edge of the Run or the Attempt machine
-(spec 01 "Events"); its trigger is taken from the tables in ``fsm/_tables.py`` by
+(spec 01 "Events"); its trigger is taken from the tables in ``fsm/qinglong/_tables.py`` by
 ``(machine, from, to)`` where that names one trigger, narrowed by what the event itself
 records (docs/decisions.md "Operator commands: explain"):
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fsm import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC, DecisionTable, MachineSpec
+from fsm import DecisionTable, MachineSpec
+from fsm.qinglong import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC
 from reconciler.primary import EFFECTS
 from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
 from reconciler.shadow import RECONCILER as LEGACY_RECONCILER

@@ -53,7 +53,7 @@ def explain_run(
 def _with_decision(found: Explanation, db: str) -> Explanation:
     """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
     with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
-    from fsm import ATTEMPT_ACTIVE
+    from fsm.qinglong import ATTEMPT_ACTIVE
     from reconciler.node import ProcProvider
 
     active = [a for a in found.attempts if a.status in ATTEMPT_ACTIVE]

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fsm import ATTEMPT_ACTIVE, RUN_TERMINAL, IllegalTransition, attempt_machine, run_machine
+from fsm import IllegalTransition
+from fsm.qinglong import ATTEMPT_ACTIVE, RUN_TERMINAL, attempt_machine, run_machine
 from reconciler._escape import clean
 from reconciler.node import Clock, Evidence, ProcessProvider, inspect_handle, parse_handle
 from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun, journal_entries, journal_of

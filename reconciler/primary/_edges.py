@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from fsm import PrimaryDecision, PrimaryFacts
+from fsm.qinglong import PrimaryDecision, PrimaryFacts
 from reconciler.node import Receipt
 from storage import Actor, AttemptChange, AttemptRow, Change, Expect, RunChange, RunRow
 
@@ -52,7 +52,8 @@ class Effect:
 _UNSTARTED = Error(
     "RECOVERY_UNSTARTED_CLAIM", "Claimed Attempt never crossed the start barrier", "unstarted_claim"
 )
-# The one registry of ADR-0068's effects, by the write the table names (fsm/_primary_table.py).
+# The one registry of ADR-0068's effects, by the write the table names
+# (fsm/qinglong/_primary_table.py).
 EFFECTS: Mapping[str, Effect] = {
     "complete": Effect(
         RECEIPT_EXECUTOR,
@@ -197,7 +198,8 @@ def completion(given: Given) -> Plan:
     run, attempt, receipt, decision, facts, now_ms, note = given
     assert attempt is not None and receipt is not None
     at = at_or_after(now_ms, run, attempt, receipt.finished_at_ms)
-    # spec 04 "Terminal mapping": the decision's terminal and its trigger (fsm.receipt_terminal).
+    # spec 04 "Terminal mapping": the decision's terminal and its trigger
+    # (fsm.qinglong.receipt_terminal).
     terminal, trigger = decision.terminal, decision.trigger
     assert terminal is not None and trigger is not None
     effect = EFFECTS["complete"]

@@ -8,7 +8,8 @@ phase 2 drives each again from the second receipt read on. Each step returns a n
 
 from __future__ import annotations
 
-from fsm import PRIMARY_PASS_ROWS, Need
+from fsm import Need
+from fsm.qinglong import PRIMARY_PASS_ROWS
 from reconciler.node import (
     Found,
     Invalid,

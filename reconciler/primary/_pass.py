@@ -1,10 +1,11 @@
 """ADR-0068: the receipt-first, process-identity-aware start-up reconciler (spec 04).
 
-The pass does only I/O. Which row of spec 04 decides a candidate is :class:`fsm.PrimaryCore`'s
-answer (the table in ``fsm/_primary_table.py``); the pass gathers exactly the evidence the core
-asks for, feeds back what it saw, and commits the decided edge's effect in ONE transaction in
-which the decision is taken again on the Run and Attempts re-read inside it (the compare-and-set
-is in the UPDATE's WHERE, checked by row count).
+The pass does only I/O. Which row of spec 04 decides a candidate is
+:class:`fsm.qinglong.PrimaryCore`'s answer (the table in ``fsm/qinglong/_primary_table.py``);
+the pass gathers exactly the evidence the core asks for, feeds back what it saw, and commits
+the decided edge's effect in ONE transaction in which the decision is taken again on the Run
+and Attempts re-read inside it (the compare-and-set is in the UPDATE's WHERE, checked by row
+count).
 
 One pass over the bounded candidate page, serially in Run id order, in two phases so that the
 publication grace is paid ONCE per pass (spec 04 "The grace"):
@@ -34,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from fsm import PRIMARY_PASS_ROWS, PrimaryDecision
+from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler.node import (

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from fsm import ATTEMPT_ACTIVE, Need, PrimaryCore, PrimaryDecision
+from fsm import Need
+from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryCore, PrimaryDecision
 from reconciler.node import (
     Clock,
     Evidence,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from fsm import ATTEMPT_ACTIVE, PrimaryDecision
+from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryDecision
 from reconciler.node import Missing
 from reconciler.primary._state import (
     Candidate,

@@ -10,10 +10,12 @@ import sqlite3
 from collections.abc import Callable
 
 from fsm import (
-    ATTEMPT_ACTIVE,
-    PRIMARY_TABLE,
     MachineDefinitionError,
     Need,
+)
+from fsm.qinglong import (
+    ATTEMPT_ACTIVE,
+    PRIMARY_TABLE,
     PrimaryCore,
     PrimaryDecision,
     PrimaryFacts,
@@ -327,7 +329,7 @@ WRITES: dict[str, Callable[[PassContext, PassStatus, Candidate, PrimaryDecision]
     "adopt_running": _adopt,
 }
 # Every write the table names is one effect, committed here: a write without both fails the
-# import, not a candidate (fsm/_primary_table.py, _edges.EFFECTS).
+# import, not a candidate (fsm/qinglong/_primary_table.py, _edges.EFFECTS).
 _NAMED = {c.write for r in PRIMARY_TABLE.rows for c in r.cases if c.write is not None}
 if not (_NAMED == set(WRITES) == set(EFFECTS)):
     raise MachineDefinitionError(

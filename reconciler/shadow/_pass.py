@@ -19,11 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fsm import (
+    Need,
+)
+from fsm.qinglong import (
     InstanceEvidence,
     LegacyCore,
     LegacyDecision,
     LegacyFacts,
-    Need,
     legacy_engine,
     legacy_machine,
     select_evidence,
@@ -181,7 +183,7 @@ def gather(
     enabled: frozenset[str],
 ) -> tuple[LegacyFacts, Context]:
     """The facts of spec 05's table, re-read now (the page may be older than a write): the
-    Run, then whatever evidence the candidate's core (``fsm.LegacyCore``) still asks for
+    Run, then whatever evidence the candidate's core (``fsm.qinglong.LegacyCore``) still asks for
     before a row decides (its Attempts only for an eligible Run, the cron's RunningInstances
     only for exactly one active Attempt); the core's decision is in the context."""
     return _read(conn, repo, cand, enabled)

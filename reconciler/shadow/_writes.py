@@ -18,15 +18,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fsm import (
-    LEGACY_EDGE_TRIGGERS,
-    LEGACY_TABLE,
-    RUN_TERMINAL,
     DecisionTable,
     GuardRefused,
     IllegalTransition,
+    MachineDefinitionError,
+)
+from fsm.qinglong import (
+    LEGACY_EDGE_TRIGGERS,
+    LEGACY_TABLE,
+    RUN_TERMINAL,
     LegacyDecision,
     LegacyFacts,
-    MachineDefinitionError,
 )
 from reconciler.node import Clock
 from reconciler.shadow._ports import PassHooks

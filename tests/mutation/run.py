@@ -2,7 +2,7 @@
 
     pip install -e '.[mutation]'
     python tests/mutation/run.py                    # every module of [tool.mutmut] only_mutate
-    python tests/mutation/run.py fsm/_legacy.py     # some of them
+    python tests/mutation/run.py fsm/qinglong/_legacy.py     # some of them
     python tests/mutation/run.py --report           # the table of the last run, nothing re-run
 
 What is mutated is ``[tool.mutmut] only_mutate`` in pyproject.toml: add a module there and it is
@@ -92,7 +92,7 @@ def missing_tests() -> list[str]:
 
 
 def dotted(module: str) -> str:
-    """mutmut's name prefix for a module path: fsm/_legacy.py -> fsm._legacy"""
+    """mutmut's name prefix for a module path: fsm/qinglong/_legacy.py -> fsm.qinglong._legacy"""
     name = module.removesuffix(".py").replace("/", ".")
     return name.removesuffix(".__init__")
 

@@ -20,21 +20,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 
-from ._decision import (
+from fsm import (
     Case,
     DecisionCore,
     DecisionEngine,
     DecisionRow,
     DecisionTable,
+    Edge,
+    MachineDefinitionError,
+    MachineSpec,
     Need,
     Taken,
     drawn_spec,
+    rebuilt_on_listen,
 )
-from ._errors import MachineDefinitionError
+
 from ._legacy_facts import LEGACY_EVIDENCE_FIELDS, LEGACY_ROW_FACTS, LegacyFacts, _on_legacy_facts
-from ._tables import Edge, MachineSpec
 
 # --- The table -----------------------------------------------------------------------------
 
@@ -377,7 +379,7 @@ def _conclude(step: Taken, facts: LegacyFacts, path: tuple[str, ...]) -> LegacyD
     return _decision(step)
 
 
-@cache
+@rebuilt_on_listen
 def legacy_engine() -> LegacyEngine:
     """The ADR-0448 decision engine, built once (``fsm.listen`` builds it again)."""
     return LegacyEngine()

@@ -40,7 +40,7 @@ class PrimaryFacts:
     A field left ``None`` means that step did not happen (that fact was not observed).
     ``first_receipt`` / ``second_receipt`` are the two reads of the one receipt path;
     ``grace_paid`` is true once at least one full grace has passed since this candidate's
-    probe. Which step fills which field: :data:`fsm.PRIMARY_EVIDENCE_FIELDS`.
+    probe. Which step fills which field: :data:`fsm.qinglong.PRIMARY_EVIDENCE_FIELDS`.
     """
 
     run_status: str | None = None

@@ -5,43 +5,19 @@ This is what the code DOES. What the design records SAY is transcribed separatel
 
 An :class:`Edge` is one transition of one machine. ``guard is None`` marks a lifecycle edge
 (ADR-0001's table); a named guard marks a reconciler decision edge whose guard is a pure
-predicate over the evidence (``fsm/_guards.py``).
+predicate over the evidence (``fsm/qinglong/_guards.py``).
 
 The legacy shadow's writes fire guarded edges of their own (``RUN_LEGACY_EDGES``,
 ``ATTEMPT_LEGACY_EDGES``: ADR-0448 rows 2, 6, 7, 9, 10), guarded by the rows' guard names.
 
 The reconcilers' decision tables are data too, in their own modules: ADR-0068's in
-``fsm/_primary_table.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
-``fsm/_legacy.py``.
+``fsm/qinglong/_primary_table.py``, ADR-0448's (and the legacy_shadow lifecycle built from it) in
+``fsm/qinglong/_legacy.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """One transition of one machine (see the module docstring)."""
-
-    trigger: str
-    source: str
-    dest: str
-    guard: str | None = None
-    # Where the edge comes from: "ADR-0001", "ADR-0380 amendment", "ADR-0068 row 5", ...
-    cites: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class MachineSpec:
-    """One machine as data: its states, initial and terminal states, and edges."""
-
-    name: str
-    states: tuple[str, ...]
-    initial: str
-    terminal: frozenset[str]
-    edges: tuple[Edge, ...]
-
+from fsm import Edge, MachineSpec
 
 # --- Run (ADR-0001, spec 01) ---------------------------------------------------------------
 
@@ -202,7 +178,7 @@ ATTEMPT_RECONCILER_EDGES: tuple[Edge, ...] = (
 # --- ADR-0448 write edges on Run and Attempt (spec 05 rows 2, 6, 7, 9, 10) -------------------
 # The legacy shadow's writes walk guarded edges too: each is taken only with the facts re-read
 # inside its write transaction, on which its guard (the row's guard on the legacy_shadow
-# lifecycle: "this row is the first that matches", ``fsm/_guards.py``) holds. Each edge is a
+# lifecycle: "this row is the first that matches", ``_guards.py``) holds. Each edge is a
 # legal ADR-0001 pair: the sources below are generated from the lifecycle tables.
 
 _RUN_LIFECYCLE_PAIRS = frozenset((e.source, e.dest) for e in RUN_LIFECYCLE_EDGES)

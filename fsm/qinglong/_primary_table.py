@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._decision import Case, DecisionRow, DecisionTable
+from fsm import Case, DecisionRow, DecisionTable
 
 # Evidence states in ADR-0068 §2 order; the first is the initial state.
 PRIMARY_EVIDENCE: tuple[str, ...] = (

@@ -1,22 +1,21 @@
 """QingLong's machines, built through the toolkit's public constructors like any user's.
 
 The Run and Attempt lifecycles and the legacy_shadow lifecycle are :class:`fsm.Lifecycle`\\ s
-given QingLong's guards (:data:`fsm.GUARDS`, read-only) and QingLong's rules
-(:data:`fsm.QINGLONG_RULES`); the decision machines are built in ``_primary.py`` and
+given QingLong's guards (:data:`fsm.qinglong.GUARDS`, read-only) and QingLong's rules
+(:data:`fsm.qinglong.QINGLONG_RULES`); the decision machines are built in ``_primary.py`` and
 ``_legacy.py`` from their tables with :class:`fsm.DecisionEngine`. Each is built once, on first
 use, and cached here (``fsm.listen`` rebuilds them).
 """
 
 from __future__ import annotations
 
-from functools import cache
+from fsm import Lifecycle, MachineSpec, rebuilt_on_listen, validate_spec
 
 from ._guards import GUARDS
 from ._legacy import LEGACY_DECISION_SPEC, LEGACY_SPEC
-from ._machine import Lifecycle, validate_spec
 from ._primary import PRIMARY_DECISION_SPEC
 from ._rules import QINGLONG_RULES
-from ._tables import ATTEMPT_SPEC, RUN_SPEC, MachineSpec
+from ._tables import ATTEMPT_SPEC, RUN_SPEC
 
 # Every machine that is drawn and checked (spec 07): the two lifecycles, the legacy-shadow
 # per-candidate lifecycle, and the two decision machines.
@@ -29,17 +28,17 @@ ALL_SPECS: tuple[MachineSpec, ...] = (
 )
 
 
-@cache
+@rebuilt_on_listen
 def run_machine() -> Lifecycle:
     return Lifecycle(RUN_SPEC, GUARDS, rules=QINGLONG_RULES)
 
 
-@cache
+@rebuilt_on_listen
 def attempt_machine() -> Lifecycle:
     return Lifecycle(ATTEMPT_SPEC, GUARDS, rules=QINGLONG_RULES)
 
 
-@cache
+@rebuilt_on_listen
 def legacy_machine() -> Lifecycle:
     return Lifecycle(LEGACY_SPEC, GUARDS, rules=QINGLONG_RULES)
 

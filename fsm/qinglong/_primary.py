@@ -1,8 +1,9 @@
 """The ADR-0068 decision core, sans I/O (like h11's connection object): what to gather next,
 or the decision (spec 04 "Per candidate").
 
-The table is :data:`fsm.PRIMARY_TABLE` (``fsm/_primary_table.py``); the machine built from it
-chooses the row, and :class:`PrimaryCore` is the immutable :class:`fsm._decision.DecisionCore`
+The table is :data:`fsm.qinglong.PRIMARY_TABLE` (``fsm/qinglong/_primary_table.py``); the
+machine built from it chooses the row, and :class:`PrimaryCore` is the immutable
+:class:`fsm.DecisionCore`
 over :class:`PrimaryFacts` whose decisions are :class:`PrimaryDecision`. The caller gathers
 only what the core asks for and feeds back only what it saw:
 
@@ -27,14 +28,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from functools import cache
 from typing import Any, NamedTuple
 
-from ._decision import DecisionCore, DecisionEngine, DecisionTable, Need, Taken, drawn_spec
-from ._errors import EvidenceError, MachineDefinitionError
+from fsm import (
+    DecisionCore,
+    DecisionEngine,
+    DecisionTable,
+    EvidenceError,
+    MachineDefinitionError,
+    MachineSpec,
+    Need,
+    Taken,
+    drawn_spec,
+    rebuilt_on_listen,
+)
+
 from ._guards import PRIMARY_GUARDS, PrimaryFacts
 from ._primary_table import PRIMARY_TABLE
-from ._tables import RECEIPT_TRIGGERS, MachineSpec
+from ._tables import RECEIPT_TRIGGERS
 
 # The ADR-0068 decision machine as drawn (spec 07): every row an edge, `row 13 [guard]`.
 PRIMARY_DECISION_SPEC: MachineSpec = drawn_spec(PRIMARY_TABLE)
@@ -73,7 +84,7 @@ def check_lost_needs_grace(table: DecisionTable) -> None:
             )
 
 
-@cache
+@rebuilt_on_listen
 def primary_engine() -> DecisionEngine:
     """The ADR-0068 decision machine (validated when built); it owns the memo of choices."""
     engine = DecisionEngine(PRIMARY_TABLE, PRIMARY_GUARDS, evolve=observed_facts)
@@ -198,7 +209,7 @@ def decide_primary(facts: PrimaryFacts) -> Need | PrimaryDecision:
 
 def observed_facts(facts: PrimaryFacts, fields: Mapping[str, object]) -> PrimaryFacts:
     """``facts`` with ``fields`` observed (the caller passes only fields the evidence fills,
-    :data:`fsm.PRIMARY_EVIDENCE_FIELDS`)."""
+    :data:`fsm.qinglong.PRIMARY_EVIDENCE_FIELDS`)."""
     return dataclasses.replace(facts, **fields)  # type: ignore[arg-type]
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from ._machine import Rule, show_edge
-from ._tables import MachineSpec
+from fsm import MachineSpec, Rule, show_edge
 
 
 def one_unguarded_edge_per_pair(spec: MachineSpec) -> Iterator[str]:

@@ -16,8 +16,7 @@ from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser
-from reconciler.ops import iso_time
-from reconciler.ops._explain import EVENT_PAGE, Steps
+from reconciler.ops import EVENT_PAGE, Steps, iso_time
 
 if TYPE_CHECKING:
     from reconciler.ops import Explanation, Step

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from reconciler.ops._explain import (
     ADR0068,
+    EVENT_PAGE,
     ROW_FACTS,
     Explanation,
     Step,
+    Steps,
     UnknownRun,
     explain,
     iso_time,
@@ -31,11 +33,13 @@ from reconciler.ops._sweep import SweepResult, sweep
 __all__ = [
     "ACTIVE_RUN",
     "ADR0068",
+    "EVENT_PAGE",
     "ROW_FACTS",
     "Explanation",
     "InvalidReason",
     "ResolveRefused",
     "Step",
+    "Steps",
     "SweepResult",
     "UnknownRun",
     "check_reason",

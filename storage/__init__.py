@@ -108,6 +108,7 @@ from ._repository import (
 )
 from ._rows import (
     AttemptRow,
+    EventColumns,
     EventRow,
     RunRow,
     uuid7,
@@ -143,6 +144,7 @@ __all__ = [
     "DatabaseReadOnly",
     "DatabaseUnusable",
     "DuplicateEvent",
+    "EventColumns",
     "EventRow",
     "Expect",
     "ForeignDatabase",

@@ -37,6 +37,7 @@ from ._rows import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
     AttemptRow,
+    EventColumns,
     EventRow,
     RunRow,
 )
@@ -98,14 +99,20 @@ class Repository:
         """At most ``limit`` of the run's events after sequence ``after``, in order: a keyset
         page on the unique index ``(run_id, sequence)`` (spec 02), so a long history is read a
         page at a time (issue 29)."""
+        return [EventRow.of_columns(r) for r in self.event_columns_page(run_id, after, limit)]
+
+    def event_columns_page(self, run_id: str, after: int, limit: int) -> list[EventColumns]:
+        """The page of :meth:`events_page` as the columns of each event, in ``EventRow``'s
+        field order with the payload still JSON text: for a reader that streams a long history
+        and builds a record only for the events it needs one for (``qlfsm explain``)."""
         cur = self.conn.cursor()
-        cur.row_factory = None  # plain tuples: `of_columns` takes the columns by position
+        cur.row_factory = None  # plain tuples, by position
         cur.execute(
             f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? AND sequence > ? '
             "ORDER BY sequence LIMIT ?",
             (run_id, after, limit),
         )
-        return [EventRow.of_columns(r) for r in cur]
+        return cur.fetchall()
 
     def iter_events(self, run_id: str, *, page: int = 500) -> Iterator[EventRow]:
         """Every event of the run in sequence order, read in keyset pages of ``page``: memory

@@ -75,6 +75,12 @@ class AttemptRow:
         return cls(**{k: row[k] for k in row.keys()})
 
 
+# One RunEvents row's columns as SQLite returns them, in ``EventRow``'s field order (the payload
+# is its JSON text): id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id,
+# payload, created_at_ms.
+EventColumns = tuple[str, str, int, str, "str | None", str, "str | None", "str | None", str, int]
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
     id: str
@@ -95,10 +101,12 @@ class EventRow:
         return cls(**values)
 
     @classmethod
-    def of_columns(cls, row: sqlite3.Row | tuple[Any, ...]) -> EventRow:
+    def of_columns(cls, row: sqlite3.Row | EventColumns, payload: Any = None) -> EventRow:
         """A row selected as ``EVENT_COLUMNS``, by position (the columns are the fields, in
-        order): what a long history's pages are read with."""
-        payload = json.loads(row[8])
+        order): what a long history's pages are read with. ``payload``: the payload already
+        parsed from ``row``'s text (it is parsed here when None)."""
+        if payload is None:
+            payload = json.loads(row[8])
         return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
 
 

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,23 @@ import pytest
 from _decisions import lose_after_grace
 from _primary_support import T0, make_candidate
 from history_support import add_storm
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from reconciler.cli._explain import FOLD_OVER, write_human, write_json
 from reconciler.cli._text import json_line
-from reconciler.ops import explain
-from reconciler.ops._explain import Steps
+from reconciler.ops import Quiet, explain
+from reconciler.ops._explain import (
+    LEGACY_RECONCILER_ACTOR,
+    LEGACY_ROW_MAPS,
+    LEGACY_SHADOW_ACTOR,
+    RECEIPT_ACTOR,
+    RECONCILER_ACTOR,
+    ROW_BY_ERROR_CODE,
+    ROW_BY_EVIDENCE,
+    Steps,
+)
 from storage import Repository, connect
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "reconciler" / "cli" / "schemas"
@@ -256,3 +268,93 @@ def test_the_human_page_that_skips_its_folds_is_the_page_of_every_step_read(db_p
     assert page == listed.getvalue()
     assert "events 8\u201337: " in page and "events 40\u201369: " in page
     assert sequences_shown(page) == [*range(1, 8), 38, 39]
+
+
+# Events of every kind the placing rules tell apart (docs/decisions.md D-30): moving and not,
+# the ADR-0068 and ADR-0448 writers' actors, recorded decisions and resolutions (and keys that
+# only look like them), the error codes, evidence words, dedupe keys and shadow marks a row is
+# inferred from, and values of the wrong type.
+_ACTORS = [
+    RECONCILER_ACTOR,
+    RECEIPT_ACTOR,
+    LEGACY_RECONCILER_ACTOR,
+    LEGACY_SHADOW_ACTOR,
+    ("executor", "local-process"),
+    ("user", None),
+]
+_TYPES = [
+    "run.reconciled",
+    "attempt.late_callback_ignored",
+    "run.lost",
+    "run.running",
+    "attempt.lost",
+    "attempt.succeeded",
+    "run.no_such_state",
+    "note",
+]
+_CODES = sorted({*ROW_BY_ERROR_CODE, *LEGACY_ROW_MAPS.by_error_code, "SOME_OTHER_CODE"})
+_WORDS = sorted({*ROW_BY_EVIDENCE, "some_other_word"})
+_DEDUPES = [None, *(p + "x" for p in LEGACY_ROW_MAPS.by_dedupe), "other:x"]
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3))
+_PAYLOADS = st.fixed_dictionaries(
+    {},
+    optional={
+        "decision": st.one_of(_ANY, st.just({"record": "ADR-0068", "row": "13"}), st.just({})),
+        "resolution": st.one_of(_ANY, st.just({"to": "lost"})),
+        "error_code": st.one_of(st.sampled_from(_CODES), _ANY),
+        "evidence": st.one_of(st.sampled_from(_WORDS), _ANY),
+        "shadow": _ANY,
+        **{key: _ANY for key in LEGACY_ROW_MAPS.by_payload_key},
+        "attempt_id": st.one_of(st.just("at-1"), _ANY),
+        "from_status": st.sampled_from(["running", "created", "nonsense"]),
+        "to_status": st.sampled_from(["lost", "succeeded", "nonsense"]),
+    },
+)
+_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(_TYPES),
+        st.sampled_from(_ACTORS),
+        st.sampled_from(_DEDUPES),
+        st.sampled_from([None, "at-1"]),
+        _PAYLOADS,
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=_EVENTS, owner=st.sampled_from(["runtime", "legacy"]))
+def test_the_outline_marks_quiet_exactly_the_events_whose_step_moves_and_records_nothing(
+    template_db: Path, events: list[tuple[Any, ...]], owner: str
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ql.db"
+        shutil.copyfile(template_db, path)
+        conn = connect(str(path))
+        try:
+            make_candidate(Repository(conn), "run-1", "at-1", handle="ql3lp1.x", pid=4242)
+            (base,) = conn.execute('SELECT event_sequence FROM "Runs"').fetchone()
+            for i, (kind, actor, dedupe, attempt, payload) in enumerate(events, start=1):
+                conn.execute(
+                    'INSERT INTO "RunEvents" (id, run_id, sequence, type, dedupe_key, '
+                    "actor_type, actor_id, attempt_id, payload, created_at_ms) "
+                    "VALUES (?, 'run-1', ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (f"e{i}", base + i, kind, dedupe and f"{dedupe}{i}", *actor, attempt,
+                     json.dumps(payload), T0 + i),
+                )  # fmt: skip
+            steps = Steps(conn, "run-1", owner, page=4)
+            placed = list(steps)
+            outlined = list(steps.outline())
+        finally:
+            conn.close()
+    assert [s.sequence for s in outlined] == [s.sequence for s in placed]
+    for got, step in zip(outlined, placed, strict=True):
+        quiet = (
+            step.machine is None
+            and step.row is None
+            and step.decision is None
+            and step.resolution is None
+        )
+        assert isinstance(got, Quiet) == quiet
+        assert got.as_dict() == step.as_dict()

@@ -16,9 +16,11 @@ from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser
-from reconciler.ops import EVENT_PAGE, Steps, iso_time
+from reconciler.ops import EVENT_PAGE, Quiet, Steps, iso_time
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from reconciler.ops import Explanation, Step
 
 _ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
@@ -131,7 +133,7 @@ def write_json(found: Explanation, out: TextIO) -> None:
     encode = json.JSONEncoder(ensure_ascii=False).encode
     sep = ""
     page: list[dict[str, Any]] = []
-    for step in found.steps:
+    for step in _outline(found):
         page.append(step.as_dict())
         if len(page) == EVENT_PAGE:
             out.write(sep + json_safe(encode(page))[1:-1])
@@ -149,8 +151,15 @@ def _cells(s: Mapping[str, Any]) -> list[str]:
     return [clean(c) for c in (str(s["sequence"]), s["at"], actor, move, clean(s["trigger"]))]
 
 
-def _quiet(step: Step) -> bool:
+def _outline(found: Explanation) -> Iterable[Step | Quiet]:
+    """The steps, each event that moves nothing as a ``Quiet`` when the source can tell."""
+    return found.steps.outline() if isinstance(found.steps, Steps) else found.steps
+
+
+def _quiet(step: Step | Quiet) -> bool:
     """An event that moves no state and records no decision: what a fold may count."""
+    if isinstance(step, Quiet):
+        return True
     return (
         step.machine is None
         and step.row is None
@@ -169,7 +178,7 @@ class _Stretch:
     cells: list[list[str]] = field(default_factory=list)  # kept while it may still be short
     size: int = 0  # the sum of ``counts``
 
-    def add(self, step: Step, fold: int) -> None:
+    def add(self, step: Step | Quiet, fold: int) -> None:
         self.last = step.sequence
         self.counts[step.type] = self.counts.get(step.type, 0) + 1
         self.size += 1
@@ -208,8 +217,7 @@ def _plan(found: Explanation, fold: int | None) -> _Plan:
         for cells in st.cells:
             shown(cells)
 
-    for step in found.steps:
-        plan.any_row = plan.any_row or bool(step.row)
+    for step in _outline(found):
         if fold is not None and _quiet(step):
             if stretch is None:
                 stretch = _Stretch(step.sequence)
@@ -217,6 +225,8 @@ def _plan(found: Explanation, fold: int | None) -> _Plan:
             continue
         close(stretch)
         stretch = None
+        if not isinstance(step, Quiet):
+            plan.any_row = plan.any_row or bool(step.row)
         shown(_cells(step.as_dict()))
     close(stretch)
     return plan

@@ -29,11 +29,12 @@ codes and QingLong's shadow-writer marks) and no evidence is claimed. An operato
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from fsm import DecisionTable, MachineSpec
 from fsm.qinglong import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC
@@ -42,7 +43,15 @@ from reconciler.shadow import COMPATIBILITY as LEGACY_COMPATIBILITY
 from reconciler.shadow import RECONCILER as LEGACY_RECONCILER
 from reconciler.shadow import WRITES as LEGACY_WRITE_EFFECTS
 from reconciler.shadow import Effect
-from storage import AttemptRow, EventRow, JournalRow, Repository, RunRow, journal_get
+from storage import (
+    AttemptRow,
+    EventColumns,
+    EventRow,
+    JournalRow,
+    Repository,
+    RunRow,
+    journal_get,
+)
 
 DECISION_KEY = "decision"
 RESOLUTION_KEY = "resolution"
@@ -195,6 +204,43 @@ class Step:
         }
 
 
+class Quiet(NamedTuple):
+    """An event that moves no state and records no decision, resolution or row: what the human
+    page folds (issue 29). Its :meth:`as_dict` is what its :class:`Step`'s would be; it is built
+    without placing the event, which a long storm of such events makes the common case."""
+
+    sequence: int
+    at_ms: int
+    type: str
+    actor_type: str
+    actor_id: str | None
+    attempt_id: str | None
+    payload: Mapping[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "at_ms": self.at_ms,
+            "at": iso_time(self.at_ms),
+            "type": self.type,
+            "actor_type": self.actor_type,
+            "actor_id": self.actor_id,
+            "attempt_id": self.attempt_id,
+            "machine": None,
+            "from": None,
+            "to": None,
+            "trigger": self.type,
+            "trigger_from_tables": False,
+            "record": None,
+            "row": None,
+            "row_recorded": False,
+            "row_facts": None,
+            "decision": None,
+            "resolution": None,
+            "payload": self.payload,
+        }
+
+
 # Events read per keyset page (issue 29): memory holds one page, whatever the history's length.
 EVENT_PAGE = 1000
 
@@ -215,6 +261,21 @@ class Steps:
 
     def __iter__(self) -> Iterator[Step]:
         return place_each(self._owner, self._repo.iter_events(self._run_id, page=self._page))
+
+    def outline(self) -> Iterator[Step | Quiet]:
+        """Every event in order: a :class:`Quiet` for one that moves no state and records no
+        decision, a :class:`Step` for every other. The same events as iterating, each once."""
+        placer = _Placer(self._owner)
+        after = 0
+        while True:
+            page = self._repo.event_columns_page(self._run_id, after, self._page)
+            for columns in page:
+                payload = json.loads(columns[8])
+                quiet = placer.quiet(columns, payload)
+                yield quiet if quiet is not None else placer(EventRow.of_columns(columns, payload))
+            if len(page) < self._page:
+                return
+            after = page[-1][2]
 
     def skipping(self, skip: Mapping[int, int]) -> Iterator[Step]:
         """The steps without the events from each key of ``skip`` to its value (sequences,
@@ -358,62 +419,84 @@ def place(owner: str, events: list[EventRow]) -> list[Step]:
 
 def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
     """Each event of ``events`` (in sequence order) on its machine, one at a time (pure)."""
-    run_state: str | None = None
-    attempt_state: dict[str, str] = {}
-    # Local to one pass over a run (issue 29): its events repeat a few types and edges, so each
-    # type's machine and each edge's trigger is looked up once (benchmarks/README.md).
-    moves: dict[str, tuple[str | None, str | None]] = {}
-    triggers: dict[tuple[str, str, str, bool, bool, str | None, bool], str | None] = {}
-    for e in events:
-        payload: dict[str, Any] = e.payload if isinstance(e.payload, dict) else {}
-        moved = moves.get(e.type)
+    return map(_Placer(owner), events)
+
+
+class _Placer:
+    """Places one event after another on the Run and Attempt machines of a run whose owner is
+    ``owner``: it holds only the machines' current states and a per-run memo."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.run_state: str | None = None
+        self.attempt_state: dict[str, str] = {}
+        # A run's events repeat a few types and edges, so each type's machine and each edge's
+        # trigger is looked up once per run (issue 29).
+        self.moves: dict[str, tuple[str | None, str | None]] = {}
+        self.triggers: dict[tuple[str, str, str, bool, bool, str | None, bool], str | None] = {}
+
+    def move_of(self, event_type: str) -> tuple[str | None, str | None]:
+        moved = self.moves.get(event_type)
         if moved is None:
-            moved = moves[e.type] = _moves(e.type)
-        machine, to_state = moved
+            moved = self.moves[event_type] = _moves(event_type)
+        return moved
+
+    def row_of(
+        self,
+        decision: Mapping[str, Any] | None,
+        payload: Mapping[str, Any],
+        actor: tuple[str, str | None],
+        dedupe_key: str | None,
+    ) -> Row:
+        if self.owner == "legacy":
+            return _legacy_row(decision, payload, actor, dedupe_key)
+        return _row(decision, payload, actor)
+
+    def quiet(self, columns: EventColumns, payload: Any) -> Quiet | None:
+        """The event as a :class:`Quiet` when it moves no state and records no decision, no
+        resolution and no row (what its Step would say); None otherwise."""
+        if not isinstance(payload, dict) or self.move_of(columns[3])[0] is not None:
+            return None
+        if isinstance(payload.get(DECISION_KEY), dict):
+            return None
+        if isinstance(payload.get(RESOLUTION_KEY), dict):
+            return None
+        actor = (columns[5], columns[6])
+        if self.row_of(None, payload, actor, columns[4])[1] is not None:
+            return None
+        attempt_id = columns[7] or _text(payload.get("attempt_id"))
+        sequence, event_type, at_ms = columns[2], columns[3], columns[9]
+        return Quiet(sequence, at_ms, event_type, actor[0], actor[1], attempt_id, payload)
+
+    def __call__(self, e: EventRow) -> Step:
+        payload: dict[str, Any] = e.payload if isinstance(e.payload, dict) else {}
+        machine, to_state = self.move_of(e.type)
         attempt_id = e.attempt_id or _text(payload.get("attempt_id"))
         source: str | None = None
         dest: str | None = None
         if machine is not None:
             spec = SPECS[machine]
-            before = run_state if machine == "run" else attempt_state.get(attempt_id or "")
+            before = (
+                self.run_state if machine == "run" else self.attempt_state.get(attempt_id or "")
+            )
             recorded_from = payload.get("from_status")
             source = recorded_from if recorded_from in spec.states else before
             recorded_to = payload.get("to_status")
             dest = recorded_to if recorded_to in spec.states else to_state
             if machine == "run":
-                run_state = dest
+                self.run_state = dest
             elif attempt_id is not None and dest is not None:
-                attempt_state[attempt_id] = dest
+                self.attempt_state[attempt_id] = dest
         decision = payload.get(DECISION_KEY)
         decision = decision if isinstance(decision, dict) else None
         resolution = payload.get(RESOLUTION_KEY)
         resolution = resolution if isinstance(resolution, dict) else None
         actor = (e.actor_type, e.actor_id)
-        if owner == "legacy":
-            record, row, recorded = _legacy_row(decision, payload, actor, e.dedupe_key)
-        else:
-            record, row, recorded = _row(decision, payload, actor)
+        record, row, recorded = self.row_of(decision, payload, actor, e.dedupe_key)
         trigger: str | None = None
         if machine is not None and source is not None and dest is not None:
-            adr0068 = (
-                owner == "runtime"
-                and resolution is None
-                and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
-            )
-            legacy = owner == "legacy" and resolution is None and record == ADR0448
-            edge_row = row
-            if legacy and machine == "run" and row is not None:
-                edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
-            receipt = actor == RECEIPT_ACTOR
-            key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
-            if key in triggers:
-                trigger = triggers[key]
-            else:
-                trigger = triggers[key] = edge_trigger(
-                    SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt,
-                    row=edge_row, legacy=legacy,
-                )  # fmt: skip
-        yield Step(
+            trigger = self.trigger(machine, source, dest, decision, resolution, actor, record, row)
+        return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
             type=e.type,
@@ -433,6 +516,36 @@ def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
             # The event's own parsed payload, not a copy: nothing else holds it (issue 29).
             payload=payload,
         )
+
+    def trigger(
+        self,
+        machine: str,
+        source: str,
+        dest: str,
+        decision: Mapping[str, Any] | None,
+        resolution: Mapping[str, Any] | None,
+        actor: tuple[str, str | None],
+        record: str | None,
+        row: str | None,
+    ) -> str | None:
+        owner = self.owner
+        adr0068 = (
+            owner == "runtime"
+            and resolution is None
+            and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
+        )
+        legacy = owner == "legacy" and resolution is None and record == ADR0448
+        edge_row = row
+        if legacy and machine == "run" and row is not None:
+            edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
+        receipt = actor == RECEIPT_ACTOR
+        key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
+        if key not in self.triggers:
+            self.triggers[key] = edge_trigger(
+                SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
+                legacy=legacy,
+            )  # fmt: skip
+        return self.triggers[key]
 
 
 def _text(value: object) -> str | None:

@@ -1,7 +1,8 @@
 """The statements of one write transaction (spec 01): lock-read the Run, read an Attempt of
-it, compare-and-set the Run and the Attempt in the SQL ``WHERE`` (row count checked), and
-append the event. Each runs on the connection of a transaction its caller holds
-(``in_transaction``)."""
+it, insert a Run or an Attempt, compare-and-set the Run and the Attempt in the SQL ``WHERE``
+(row count checked), and append the event. Each runs on the connection of a transaction its
+caller holds (``in_transaction``): every write of Runs, RunAttempts and RunEvents is made of
+these, whether :func:`storage.advance_in` or a ``Repository`` creation makes it."""
 
 from __future__ import annotations
 
@@ -49,24 +50,44 @@ def attempt_of_run(c: sqlite3.Connection, run_id: str, attempt_id: str) -> Attem
     return AttemptRow.of(found)
 
 
-def bump_run(
-    c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
-) -> tuple[int, int]:
-    """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-    # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
-    version = next_counter("run", run.id, "version", run.version)
-    sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
-    columns = {"version": version, "event_sequence": sequence, **sets}
-    if status is not None:
+def insert_row(c: sqlite3.Connection, table: str, row: Mapping[str, object], what: str) -> None:
+    """INSERT ``row`` (column -> value; the column names are this package's, never input)."""
+    cur = c.execute(
+        f'INSERT INTO "{table}" ({", ".join(row)}) VALUES ({", ".join("?" * len(row))})',
+        tuple(row.values()),
+    )
+    if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+        raise RowNotInserted(table, what)
+
+
+def cas_run(
+    c: sqlite3.Connection,
+    run: RunRow,
+    status: str,
+    version: int,
+    sequence: int,
+    sets: Mapping[str, object],
+) -> None:
+    columns = {"event_sequence": sequence, "version": version, **sets}
+    if status != run.status:
         columns["status"] = status
     assignments, params = _set_clause(columns)
-    # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
+    # spec 01 rule 3: compare-and-set on id + expected version (+ status), checked by row count.
     cur = c.execute(
         f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? AND status = ?',
         (*params, run.id, run.version, run.status),
     )
     if cur.rowcount != 1:
         raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
+
+
+def bump_run(c: sqlite3.Connection, run: RunRow) -> tuple[int, int]:
+    """CAS the Run and bump it for one event that moves no status: returns (new version, event
+    sequence)."""
+    # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
+    version = next_counter("run", run.id, "version", run.version)
+    sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
+    cas_run(c, run, run.status, version, sequence, {})
     return version, sequence
 
 

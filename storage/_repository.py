@@ -34,8 +34,9 @@ from ._errors import InvalidField
 from ._row_statements import (
     attempt_of_run,
     bump_run,
+    insert_attempt,
     insert_event,
-    insert_row,
+    insert_run,
     run_for_update,
 )
 from ._rows import (
@@ -145,20 +146,8 @@ class Repository:
         _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
-            _insert_run(
-                c,
-                run_id,
-                at_ms,
-                1,
-                execution_owner=execution_owner,
-                execution_origin=execution_origin,
-                project_id=project_id,
-                task_id=task_id,
-                task_revision=task_revision,
-                task_name=task_name,
-                trigger_type=trigger_type,
-                legacy_cron_id=legacy_cron_id,
-            )
+            task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
+            insert_run(c, run_id, at_ms, 1, execution_owner, legacy_cron_id, task)
             event_id = insert_event(
                 c,
                 run_id,
@@ -202,8 +191,9 @@ class Repository:
                     (run_id,),
                 ).fetchone()[0]
                 number = int(top) + 1
-            more = {"pid": pid, "log_artifact_id": log_artifact_id}
-            _insert_attempt(c, run_id, attempt_id, number, executor_type, at_ms, **more)
+            insert_attempt(
+                c, run_id, attempt_id, number, executor_type, pid, log_artifact_id, at_ms
+            )
             version, sequence = bump_run(c, run)
             payload = {
                 "attempt_id": attempt_id,
@@ -246,20 +236,9 @@ class Repository:
         def work(c: sqlite3.Connection) -> Advanced:
             if c.execute('SELECT 1 FROM "Runs" WHERE id = ?', (run_id,)).fetchone():
                 raise InvalidField(f"run {run_id} already exists; choose a new run id")
-            _insert_run(
-                c,
-                run_id,
-                at_ms,
-                0,
-                project_id=project_id,
-                task_id=task_id,
-                task_revision=task_revision,
-                task_name=task_name,
-                trigger_type=trigger_type,
-                execution_origin=execution_origin,
-                execution_owner="runtime",
-            )
-            _insert_attempt(c, run_id, attempt_id, 1, executor_type, at_ms)
+            task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
+            insert_run(c, run_id, at_ms, 0, "runtime", None, task)
+            insert_attempt(c, run_id, attempt_id, 1, executor_type, None, None, at_ms)
             created = run_for_update(c, run_id, 0)
             version, sequence = bump_run(c, created)
             payload = {"status": "created", "version": version, "execution_owner": "runtime"}
@@ -368,36 +347,3 @@ class Repository:
             return Advanced(run_id, version, (), (event_id,))
 
         return in_transaction(self.conn, work)
-
-
-def _insert_run(
-    c: sqlite3.Connection, run_id: str, at_ms: int, version: int, **columns: object
-) -> None:
-    # A new Run is `created` with its event sequence at its version (spec 01), whoever creates
-    # it: the Run's own `run.created` event is written at that sequence or the next.
-    run = {"id": run_id, **columns, "status": "created", "version": version}
-    run.update(event_sequence=version, created_at_ms=at_ms)
-    insert_row(c, "Runs", run, f"run {run_id}")
-
-
-def _insert_attempt(
-    c: sqlite3.Connection,
-    run_id: str,
-    attempt_id: str,
-    number: int,
-    executor_type: str,
-    at_ms: int,
-    **more: object,
-) -> None:
-    # A new Attempt is `claimed` with callback sequence 0 (spec 01), whoever creates it.
-    attempt = {
-        "id": attempt_id,
-        "run_id": run_id,
-        "attempt": number,
-        "status": "claimed",
-        "executor_type": executor_type,
-        **more,
-        "callback_sequence": 0,
-        "created_at_ms": at_ms,
-    }
-    insert_row(c, "RunAttempts", attempt, f"attempt {attempt_id} of run {run_id}")

@@ -50,14 +50,46 @@ def attempt_of_run(c: sqlite3.Connection, run_id: str, attempt_id: str) -> Attem
     return AttemptRow.of(found)
 
 
-def insert_row(c: sqlite3.Connection, table: str, row: Mapping[str, object], what: str) -> None:
-    """INSERT ``row`` (column -> value; the column names are this package's, never input)."""
+def insert_run(
+    c: sqlite3.Connection,
+    run_id: str,
+    at_ms: int,
+    version: int,
+    owner: str,
+    legacy_cron_id: int | None,
+    task: tuple[str, str, str, str | None, str, str],
+) -> None:
+    """Insert a `created` Run, its event sequence at its ``version`` (spec 01); ``task`` is
+    (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)."""
     cur = c.execute(
-        f'INSERT INTO "{table}" ({", ".join(row)}) VALUES ({", ".join("?" * len(row))})',
-        tuple(row.values()),
+        'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, trigger_type, '
+        "execution_origin, execution_owner, legacy_cron_id, status, version, event_sequence, "
+        "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'created', ?, ?, ?)",
+        (run_id, *task, owner, legacy_cron_id, version, version, at_ms),
     )
     if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
-        raise RowNotInserted(table, what)
+        raise RowNotInserted("Runs", f"run {run_id}")
+
+
+def insert_attempt(
+    c: sqlite3.Connection,
+    run_id: str,
+    attempt_id: str,
+    number: int,
+    executor_type: str,
+    pid: int | None,
+    log_artifact_id: str | None,
+    at_ms: int,
+) -> None:
+    """Insert a `claimed` Attempt at callback sequence 0 (spec 01)."""
+    cur = c.execute(
+        'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
+        "log_artifact_id, callback_sequence, created_at_ms) "
+        "VALUES (?, ?, ?, 'claimed', ?, ?, ?, 0, ?)",
+        (attempt_id, run_id, number, executor_type, pid, log_artifact_id, at_ms),
+    )
+    if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+        raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
 
 
 def cas_run(

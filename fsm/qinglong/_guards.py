@@ -350,53 +350,47 @@ def no_terminal_evidence(facts: object) -> bool:
     return _first_match_is(facts, "no_terminal_evidence")  # row 10: mark lost
 
 
-LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        fn.__name__: fn
-        for fn in (
-            unique_terminal_attempt,
-            stopped_with_finished,
-            unique_finished_evidence,
-            no_spawn_evidence,
-            no_terminal_evidence,
-        )
-    }
+def _by_name(*guards: Callable[[object], bool]) -> Mapping[str, Callable[[object], bool]]:
+    return MappingProxyType({fn.__name__: fn for fn in guards})
+
+
+LEGACY_EDGE_GUARDS = _by_name(
+    unique_terminal_attempt,
+    stopped_with_finished,
+    unique_finished_evidence,
+    no_spawn_evidence,
+    no_terminal_evidence,
 )
 
 
-PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        fn.__name__: fn
-        for fn in (
-            error_raised,
-            several_active_attempts,
-            run_gone,
-            not_runtime_owned,
-            status_changed,
-            attempt_missing_before_start,
-            no_active_attempt_otherwise,
-            latest_attempt_not_active,
-            one_active_latest_attempt,
-            trusted_receipt,
-            invalid_receipt,
-            quarantined_earlier,
-            claimed_not_local_process,
-            executor_not_local_process,
-            unstarted_claim,
-            handle_missing,
-            pid_invalid,
-            durable_identity_stored,
-            provider_unavailable,
-            identity_unknown,
-            handle_pid_mismatch,
-            exact_process_running,
-            trusted_not_running,
-            grace_elapsed,
-            receipt_still_missing,
-            changed_on_recheck,
-            not_running_after_grace,
-        )
-    }
+PRIMARY_GUARDS = _by_name(
+    error_raised,
+    several_active_attempts,
+    run_gone,
+    not_runtime_owned,
+    status_changed,
+    attempt_missing_before_start,
+    no_active_attempt_otherwise,
+    latest_attempt_not_active,
+    one_active_latest_attempt,
+    trusted_receipt,
+    invalid_receipt,
+    quarantined_earlier,
+    claimed_not_local_process,
+    executor_not_local_process,
+    unstarted_claim,
+    handle_missing,
+    pid_invalid,
+    durable_identity_stored,
+    provider_unavailable,
+    identity_unknown,
+    handle_pid_mismatch,
+    exact_process_running,
+    trusted_not_running,
+    grace_elapsed,
+    receipt_still_missing,
+    changed_on_recheck,
+    not_running_after_grace,
 )
 
 

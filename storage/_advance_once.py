@@ -27,11 +27,10 @@ from ._changes import (
     _check_expected,
     _check_fields,
     _check_time,
-    _set_clause,
     next_counter,
 )
 from ._errors import Conflict, InvalidField, NotFound
-from ._row_statements import attempt_of_run, cas_attempt, insert_event, run_for_update
+from ._row_statements import attempt_of_run, cas_attempt, cas_run, insert_event, run_for_update
 from ._rows import AttemptRow, RunRow
 
 _UNSET: Mapping[str, object] = {}  # an Attempt no edge of the change set moved yet (read only)
@@ -161,7 +160,7 @@ def advance_read(
         steps.append(step)
     for att_id, (dest, sets) in moved.items():
         cas_attempt(c, by_id[att_id], dest, sets)
-    _cas_run(c, run, status, version, sequence, run_sets)
+    cas_run(c, run, status, version, sequence, run_sets)
     return Advanced(run_id, version, tuple(steps), tuple(events))
 
 
@@ -195,24 +194,3 @@ def _check_read(
                 raise NotFound("attempt", expected_id)
             _check_expected("attempt", expected_id, by_id[expected_id], fields)
     return run
-
-
-def _cas_run(
-    c: sqlite3.Connection,
-    run: RunRow,
-    status: str,
-    version: int,
-    sequence: int,
-    sets: Mapping[str, object],
-) -> None:
-    columns = {"event_sequence": sequence, "version": version, **sets}
-    if status != run.status:
-        columns["status"] = status
-    assignments, params = _set_clause(columns)
-    # spec 01 rule 3: compare-and-set on id + expected version (+ status), checked by row count.
-    cur = c.execute(
-        f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? AND status = ?',
-        (*params, run.id, run.version, run.status),
-    )
-    if cur.rowcount != 1:
-        raise Conflict("run", run.id, f"at version {run.version} in {run.status}")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
 from ._errors import BadRow
-from ._journal import JournalRow
+from ._journal import JOURNAL_COLUMNS, JournalRow
 from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
 
 PRIMARY_PAGE = 256
@@ -110,10 +110,13 @@ def lenient_text(raw: bytes) -> str | bytes:
 
 
 @contextmanager
-def lenient(conn: sqlite3.Connection) -> Iterator[None]:
-    """Decode TEXT leniently for the block (no SQL statement is run)."""
+def lenient(
+    conn: sqlite3.Connection, decode: Callable[[bytes], object] = lenient_text
+) -> Iterator[None]:
+    """Decode TEXT with ``decode`` for the block, leniently by default (no SQL statement is
+    run)."""
     before = conn.text_factory
-    conn.text_factory = lenient_text
+    conn.text_factory = decode
     try:
         yield
     finally:
@@ -169,15 +172,6 @@ def _kind(value: object) -> str:
 
 # --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
 
-_JOURNAL_COLUMNS = (
-    "attempt_id",
-    "run_id",
-    "state",
-    "quarantine_ref",
-    "purge_after_ms",
-    "registered_at_ms",
-    "updated_at_ms",
-)
 _RUN_COLS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _ATTEMPT_COLS = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
 # Where the Attempt's columns start and the journal's columns start in a row of the statement.
@@ -188,7 +182,7 @@ RUN_WITH_ATTEMPTS_SQL = (
     + ", ".join(
         [f"r.{c}" for c in _RUN_COLS]
         + [f"a.{c}" for c in _ATTEMPT_COLS]
-        + [f"j.{c}" for c in _JOURNAL_COLUMNS]
+        + [f"j.{c}" for c in JOURNAL_COLUMNS]
     )
     + ' FROM "Runs" r LEFT JOIN "RunAttempts" a ON a.run_id = r.id '
     'LEFT JOIN "LocalCompletionReceiptJournal" j ON j.attempt_id = a.id '

@@ -9,6 +9,17 @@ from dataclasses import dataclass
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
 
+# The journal's columns qlfsm reads, in JournalRow's order (spec 03).
+JOURNAL_COLUMNS = (
+    "attempt_id",
+    "run_id",
+    "state",
+    "quarantine_ref",
+    "purge_after_ms",
+    "registered_at_ms",
+    "updated_at_ms",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class JournalRow:
@@ -40,12 +51,13 @@ class RegistrationConflict(Conflict):
         )
 
 
+_GET_SQL = (
+    f'SELECT {", ".join(JOURNAL_COLUMNS)} FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ?'
+)
+
+
 def journal_get(conn: sqlite3.Connection, attempt_id: str) -> JournalRow | None:
-    row = conn.execute(
-        "SELECT attempt_id, run_id, state, quarantine_ref, purge_after_ms, registered_at_ms, "
-        'updated_at_ms FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ?',
-        (attempt_id,),
-    ).fetchone()
+    row = conn.execute(_GET_SQL, (attempt_id,)).fetchone()
     return JournalRow(*tuple(row)) if row else None
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fsm.qinglong import InstanceEvidence
 
 from ._candidates import integer, lenient, optional_text, shown, text
+from ._changes import MAX_COUNTER
 from ._connection import in_transaction
 from ._errors import BadRow
 
@@ -225,7 +226,7 @@ def latest_attempt(conn: sqlite3.Connection, run_id: str) -> LatestAttempt | Non
 _INSTANCE_STATUS: dict[int, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
 # The largest time in milliseconds QingLong can read back (a JavaScript safe integer): a finish
 # time past it would be written to Runs.finished_at_ms and make QingLong reject that Run.
-MAX_SAFE_MS = 2**53 - 1
+MAX_SAFE_MS = MAX_COUNTER  # the same JavaScript safe integer as every counter (D-29)
 
 
 def legacy_log_id(log_path: str) -> str:

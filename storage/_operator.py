@@ -9,10 +9,10 @@ rule 3 applied to the journal: a delete that finds the row changed does nothing)
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from ._candidates import lenient
 from ._connection import in_transaction
 from ._rows import RUN_COLUMNS, RunRow
 
@@ -154,16 +154,6 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-@contextmanager
-def _tolerant_text(conn: sqlite3.Connection) -> Iterator[None]:
-    saved = conn.text_factory
-    conn.text_factory = _decode
-    try:
-        yield
-    finally:
-        conn.text_factory = saved
-
-
 def _not_utf8(value: object) -> bool:
     return isinstance(value, str) and not value.isascii() and _has_surrogate(value)
 
@@ -207,14 +197,14 @@ def _page(conn: sqlite3.Connection, sql: str, head: tuple[object, ...],
     (p1, v1), (p2, v2) = _param(after[0]), _param(after[1])
     if (p1, p2) != ("?", "?"):
         sql = sql.replace(") > (?, ?)", f") > ({p1}, {p2})")
-    with _tolerant_text(conn):
+    with lenient(conn, _decode):
         return list(conn.execute(sql, (*head, v1, v2, limit + 1)).fetchall())
 
 
 def journal_shards(conn: sqlite3.Connection) -> list[str]:
     """The distinct shard names (first two characters) of the journal's Attempt ids: the
     directories a sweep may touch, checked before it touches any (docs/decisions.md D-16)."""
-    with _tolerant_text(conn):
+    with lenient(conn, _decode):
         rows = conn.execute(
             'SELECT DISTINCT substr(attempt_id, 1, 2) FROM "LocalCompletionReceiptJournal" '
             "WHERE typeof(attempt_id) = 'text'"
@@ -284,7 +274,7 @@ def quarantined_page(
 def foreign_state_rows(conn: sqlite3.Connection, limit: int) -> list[ForeignStateRow]:
     """Up to ``limit`` journal rows in a state the schema forbids (D-16 "the unusable journal
     row")."""
-    with _tolerant_text(conn):
+    with lenient(conn, _decode):
         rows = conn.execute(FOREIGN_STATE_SQL, (limit,)).fetchall()
     return [ForeignStateRow(_shown(r[0]), _shown(r[1]), _shown(r[2])) for r in rows]
 

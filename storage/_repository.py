@@ -30,8 +30,15 @@ from ._changes import (
     _check_time,
 )
 from ._connection import in_transaction
-from ._errors import InvalidField, RowNotInserted
-from ._row_statements import attempt_of_run, bump_run, insert_event, run_for_update
+from ._errors import InvalidField
+from ._row_statements import (
+    attempt_of_run,
+    bump_run,
+    insert_attempt,
+    insert_event,
+    insert_run,
+    run_for_update,
+)
 from ._rows import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
@@ -125,12 +132,6 @@ class Repository:
                 return
             after = rows[-1].sequence
 
-    def list_runs(self, limit: int = 200) -> list[RunRow]:
-        cur = self.conn.execute(
-            f'SELECT {RUN_COLUMNS} FROM "Runs" ORDER BY created_at_ms, id LIMIT ?', (limit,)
-        )
-        return [RunRow.of(r) for r in cur]
-
     # --- creation (launcher, demo, tests) ---------------------------------------------------
 
     def create_run(
@@ -152,26 +153,8 @@ class Repository:
         _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
-            cur = c.execute(
-                'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, '
-                "legacy_cron_id, trigger_type, execution_origin, execution_owner, status, "
-                "version, event_sequence, created_at_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'created', 1, 1, ?)",
-                (
-                    run_id,
-                    project_id,
-                    task_id,
-                    task_revision,
-                    task_name,
-                    legacy_cron_id,
-                    trigger_type,
-                    execution_origin,
-                    execution_owner,
-                    at_ms,
-                ),
-            )
-            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
-                raise RowNotInserted("Runs", f"run {run_id}")
+            task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
+            insert_run(c, run_id, at_ms, 1, execution_owner, legacy_cron_id, task)
             event_id = insert_event(
                 c,
                 run_id,
@@ -215,30 +198,19 @@ class Repository:
                     (run_id,),
                 ).fetchone()[0]
                 number = int(top) + 1
-            cur = c.execute(
-                'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
-                "log_artifact_id, callback_sequence, created_at_ms) "
-                "VALUES (?, ?, ?, 'claimed', ?, ?, ?, 0, ?)",
-                (attempt_id, run_id, number, executor_type, pid, log_artifact_id, at_ms),
+            insert_attempt(
+                c, run_id, attempt_id, number, executor_type, pid, log_artifact_id, at_ms
             )
-            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
-                raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
-            version, sequence = bump_run(c, run, None, {})
+            version, sequence = bump_run(c, run)
+            payload = {
+                "attempt_id": attempt_id,
+                "from_status": None,
+                "to_status": "claimed",
+                "version": version,
+            }
+            key = f"attempt.claimed:{attempt_id}"
             event_id = insert_event(
-                c,
-                run_id,
-                sequence,
-                "attempt.claimed",
-                actor,
-                attempt_id,
-                {
-                    "attempt_id": attempt_id,
-                    "from_status": None,
-                    "to_status": "claimed",
-                    "version": version,
-                },
-                f"attempt.claimed:{attempt_id}",
-                at_ms,
+                c, run_id, sequence, "attempt.claimed", actor, attempt_id, payload, key, at_ms
             )
             return Advanced(run_id, version, (), (event_id,))
 
@@ -271,36 +243,14 @@ class Repository:
         def work(c: sqlite3.Connection) -> Advanced:
             if c.execute('SELECT 1 FROM "Runs" WHERE id = ?', (run_id,)).fetchone():
                 raise InvalidField(f"run {run_id} already exists; choose a new run id")
-            cur = c.execute(
-                'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, '
-                "trigger_type, execution_origin, execution_owner, status, version, "
-                "event_sequence, created_at_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'runtime', 'created', 0, 0, ?)",
-                (run_id, project_id, task_id, task_revision, task_name, trigger_type,
-                 execution_origin, at_ms),
-            )  # fmt: skip
-            if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
-                raise RowNotInserted("Runs", f"run {run_id}")
-            cur = c.execute(
-                'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, '
-                "callback_sequence, created_at_ms) VALUES (?, ?, 1, 'claimed', ?, 0, ?)",
-                (attempt_id, run_id, executor_type, at_ms),
-            )
-            if cur.rowcount != 1:
-                raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
+            task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
+            insert_run(c, run_id, at_ms, 0, "runtime", None, task)
+            insert_attempt(c, run_id, attempt_id, 1, executor_type, None, None, at_ms)
             created = run_for_update(c, run_id, 0)
-            version, sequence = bump_run(c, created, None, {})
-            insert_event(
-                c,
-                run_id,
-                sequence,
-                "run.created",
-                actor,
-                None,
-                {"status": "created", "version": version, "execution_owner": "runtime"},
-                f"primary-run-created:{run_id}",
-                at_ms,
-            )
+            version, sequence = bump_run(c, created)
+            payload = {"status": "created", "version": version, "execution_owner": "runtime"}
+            key = f"primary-run-created:{run_id}"
+            insert_event(c, run_id, sequence, "run.created", actor, None, payload, key, at_ms)
             queue = RunChange("queue", dedupe_key=f"primary-run-queued:{run_id}")
             return advance_in(c, run_id, version, [queue], actor=actor, at_ms=at_ms)
 
@@ -362,21 +312,8 @@ class Repository:
         machine.fire(model, change.trigger, change.evidence)
         return advanced
 
-    def advance_in(
-        self,
-        conn: sqlite3.Connection,
-        run_id: str,
-        expected_version: int,
-        changes: Sequence[Change],
-        *,
-        actor: Actor,
-        at_ms: int,
-        expect: Expect | None = None,
-    ) -> Advanced:
-        """:func:`storage.advance_in`: inside a transaction the caller already holds."""
-        return advance_in(
-            conn, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
-        )
+    # :func:`storage.advance_in` itself: inside a transaction the caller already holds.
+    advance_in = staticmethod(advance_in)
 
     def append_event(
         self,
@@ -406,7 +343,7 @@ class Repository:
             if attempt_id is not None:
                 att = attempt_of_run(c, run_id, attempt_id)
                 _check_time(at_ms, att.created_at_ms, att.started_at_ms, "attempt")
-            version, sequence = bump_run(c, run, None, {})
+            version, sequence = bump_run(c, run)
             body: dict[str, object] = {"version": version}
             if attempt_id is not None:
                 body["attempt_id"] = attempt_id

@@ -1,7 +1,8 @@
 """The statements of one write transaction (spec 01): lock-read the Run, read an Attempt of
-it, compare-and-set the Run and the Attempt in the SQL ``WHERE`` (row count checked), and
-append the event. Each runs on the connection of a transaction its caller holds
-(``in_transaction``)."""
+it, insert a Run or an Attempt, compare-and-set the Run and the Attempt in the SQL ``WHERE``
+(row count checked), and append the event. Each runs on the connection of a transaction its
+caller holds (``in_transaction``): every write of Runs, RunAttempts and RunEvents is made of
+these, whether :func:`storage.advance_in` or a ``Repository`` creation makes it."""
 
 from __future__ import annotations
 
@@ -49,24 +50,76 @@ def attempt_of_run(c: sqlite3.Connection, run_id: str, attempt_id: str) -> Attem
     return AttemptRow.of(found)
 
 
-def bump_run(
-    c: sqlite3.Connection, run: RunRow, status: str | None, sets: Mapping[str, object]
-) -> tuple[int, int]:
-    """CAS the Run and bump it for one event: returns (new version, event sequence)."""
-    # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
-    version = next_counter("run", run.id, "version", run.version)
-    sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
-    columns = {"version": version, "event_sequence": sequence, **sets}
-    if status is not None:
+def insert_run(
+    c: sqlite3.Connection,
+    run_id: str,
+    at_ms: int,
+    version: int,
+    owner: str,
+    legacy_cron_id: int | None,
+    task: tuple[str, str, str, str | None, str, str],
+) -> None:
+    """Insert a `created` Run, its event sequence at its ``version`` (spec 01); ``task`` is
+    (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)."""
+    cur = c.execute(
+        'INSERT INTO "Runs" (id, project_id, task_id, task_revision, task_name, trigger_type, '
+        "execution_origin, execution_owner, legacy_cron_id, status, version, event_sequence, "
+        "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'created', ?, ?, ?)",
+        (run_id, *task, owner, legacy_cron_id, version, version, at_ms),
+    )
+    if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+        raise RowNotInserted("Runs", f"run {run_id}")
+
+
+def insert_attempt(
+    c: sqlite3.Connection,
+    run_id: str,
+    attempt_id: str,
+    number: int,
+    executor_type: str,
+    pid: int | None,
+    log_artifact_id: str | None,
+    at_ms: int,
+) -> None:
+    """Insert a `claimed` Attempt at callback sequence 0 (spec 01)."""
+    cur = c.execute(
+        'INSERT INTO "RunAttempts" (id, run_id, attempt, status, executor_type, pid, '
+        "log_artifact_id, callback_sequence, created_at_ms) "
+        "VALUES (?, ?, ?, 'claimed', ?, ?, ?, 0, ?)",
+        (attempt_id, run_id, number, executor_type, pid, log_artifact_id, at_ms),
+    )
+    if cur.rowcount != 1:  # dropped without an error (a trigger): nothing is written
+        raise RowNotInserted("RunAttempts", f"attempt {attempt_id} of run {run_id}")
+
+
+def cas_run(
+    c: sqlite3.Connection,
+    run: RunRow,
+    status: str,
+    version: int,
+    sequence: int,
+    sets: Mapping[str, object],
+) -> None:
+    columns = {"event_sequence": sequence, "version": version, **sets}
+    if status != run.status:
         columns["status"] = status
     assignments, params = _set_clause(columns)
-    # spec 01 rule 3: compare-and-set on id + expected version, checked by row count.
+    # spec 01 rule 3: compare-and-set on id + expected version (+ status), checked by row count.
     cur = c.execute(
         f'UPDATE "Runs" SET {", ".join(assignments)} WHERE id = ? AND version = ? AND status = ?',
         (*params, run.id, run.version, run.status),
     )
     if cur.rowcount != 1:
         raise Conflict("run", run.id, f"at version {run.version} in {run.status}")
+
+
+def bump_run(c: sqlite3.Connection, run: RunRow) -> tuple[int, int]:
+    """CAS the Run and bump it for one event that moves no status: returns (new version, event
+    sequence)."""
+    # spec 01: the event takes the Run's next version and event sequence (bounded, D-29).
+    version = next_counter("run", run.id, "version", run.version)
+    sequence = next_counter("run", run.id, "event_sequence", run.event_sequence)
+    cas_run(c, run, run.status, version, sequence, {})
     return version, sequence
 
 

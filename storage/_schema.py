@@ -9,6 +9,7 @@ from ._candidates import PRIMARY_CANDIDATES_INDEX
 from ._connection import busy_wait_s, database_error, in_transaction
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
 from ._errors import ForeignDatabase, NotAQingLongDatabase
+from ._journal import JOURNAL_COLUMNS
 from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
 
 QL3_STREAM = "ql3-local-sqlite"
@@ -43,15 +44,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "RunAttempts": _columns(ATTEMPT_COLUMNS),
     "RunEvents": _columns(EVENT_COLUMNS),
-    "LocalCompletionReceiptJournal": (
-        "attempt_id",
-        "run_id",
-        "state",
-        "quarantine_ref",
-        "purge_after_ms",
-        "registered_at_ms",
-        "updated_at_ms",
-    ),
+    "LocalCompletionReceiptJournal": JOURNAL_COLUMNS,
 }
 
 

@@ -259,26 +259,25 @@ def handle_pid_mismatch(facts: object) -> bool:
     return f is not None and f.process in ("running", "not_running") and not f.handle_pid_matches
 
 
-def exact_process_running(facts: object) -> bool:
-    # spec 04 row 12: the exact durable identity (boot id, pid, group, start ticks) is alive.
+def _exact_probe_says(facts: object, verdict: ProcessVerdict) -> bool:
+    # No receipt on the first read, and the probe of the exact durable identity (boot id, pid,
+    # group, start ticks; ADR-0068 §2 step 5) answered ``verdict``.
     f = _p(facts)
     return (
         f is not None
         and f.first_receipt == "missing"
-        and f.process == "running"
+        and f.process == verdict
         and f.handle_pid_matches
     )
+
+
+def exact_process_running(facts: object) -> bool:
+    return _exact_probe_says(facts, "running")  # spec 04 row 12: it is alive
 
 
 def trusted_not_running(facts: object) -> bool:
     # row 13, first part: trusted negative evidence leads only to the grace (ADR-0068 §2.6).
-    f = _p(facts)
-    return (
-        f is not None
-        and f.first_receipt == "missing"
-        and f.process == "not_running"
-        and f.handle_pid_matches
-    )
+    return _exact_probe_says(facts, "not_running")
 
 
 def grace_elapsed(facts: object) -> bool:
@@ -302,11 +301,8 @@ def not_running_after_grace(facts: object) -> bool:
     f = _p(facts)
     return (
         f is not None
-        and f.first_receipt == "missing"
-        and f.process == "not_running"
-        and f.handle_pid_matches
-        and f.grace_paid
-        and f.second_receipt == "missing"
+        and trusted_not_running(f)
+        and receipt_still_missing(f)
         and f.unchanged_on_recheck is True
     )
 
@@ -318,23 +314,20 @@ def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
     return fn
 
 
-def _legacy_row(row: str) -> Callable[[object], bool]:
-    # On the legacy_shadow lifecycle a row's edge is taken only when THAT row is the first
-    # that matches (spec 05); the decision machine itself tries the rows' own facts in order.
-    def guard(facts: object) -> bool:
-        return isinstance(facts, LegacyFacts) and classify_legacy(facts).row == row
-
-    return guard
-
-
-# --- spec 05 rows 2, 6, 7, 9, 10: the legacy writes' Run and Attempt edges -----------------
-
-
 def _first_match_is(facts: object, name: str) -> bool:
-    # The row whose guard is ``name`` is the first of ADR-0448's table that matches ``facts``.
+    # On the legacy_shadow lifecycle a row's edge is taken only when THAT row (the one whose
+    # guard is ``name``) is the first of ADR-0448's table that matches ``facts`` (spec 05); the
+    # decision machine itself tries the rows' own facts in order.
     if not isinstance(facts, LegacyFacts):
         return False
     return classify_legacy(facts).row == LEGACY_GUARD_ROWS[name]
+
+
+def _legacy_row(name: str) -> Callable[[object], bool]:
+    return lambda facts: _first_match_is(facts, name)
+
+
+# --- spec 05 rows 2, 6, 7, 9, 10: the legacy writes' Run and Attempt edges -----------------
 
 
 def unique_terminal_attempt(facts: object) -> bool:
@@ -357,53 +350,47 @@ def no_terminal_evidence(facts: object) -> bool:
     return _first_match_is(facts, "no_terminal_evidence")  # row 10: mark lost
 
 
-LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        fn.__name__: fn
-        for fn in (
-            unique_terminal_attempt,
-            stopped_with_finished,
-            unique_finished_evidence,
-            no_spawn_evidence,
-            no_terminal_evidence,
-        )
-    }
+def _by_name(*guards: Callable[[object], bool]) -> Mapping[str, Callable[[object], bool]]:
+    return MappingProxyType({fn.__name__: fn for fn in guards})
+
+
+LEGACY_EDGE_GUARDS = _by_name(
+    unique_terminal_attempt,
+    stopped_with_finished,
+    unique_finished_evidence,
+    no_spawn_evidence,
+    no_terminal_evidence,
 )
 
 
-PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        fn.__name__: fn
-        for fn in (
-            error_raised,
-            several_active_attempts,
-            run_gone,
-            not_runtime_owned,
-            status_changed,
-            attempt_missing_before_start,
-            no_active_attempt_otherwise,
-            latest_attempt_not_active,
-            one_active_latest_attempt,
-            trusted_receipt,
-            invalid_receipt,
-            quarantined_earlier,
-            claimed_not_local_process,
-            executor_not_local_process,
-            unstarted_claim,
-            handle_missing,
-            pid_invalid,
-            durable_identity_stored,
-            provider_unavailable,
-            identity_unknown,
-            handle_pid_mismatch,
-            exact_process_running,
-            trusted_not_running,
-            grace_elapsed,
-            receipt_still_missing,
-            changed_on_recheck,
-            not_running_after_grace,
-        )
-    }
+PRIMARY_GUARDS = _by_name(
+    error_raised,
+    several_active_attempts,
+    run_gone,
+    not_runtime_owned,
+    status_changed,
+    attempt_missing_before_start,
+    no_active_attempt_otherwise,
+    latest_attempt_not_active,
+    one_active_latest_attempt,
+    trusted_receipt,
+    invalid_receipt,
+    quarantined_earlier,
+    claimed_not_local_process,
+    executor_not_local_process,
+    unstarted_claim,
+    handle_missing,
+    pid_invalid,
+    durable_identity_stored,
+    provider_unavailable,
+    identity_unknown,
+    handle_pid_mismatch,
+    exact_process_running,
+    trusted_not_running,
+    grace_elapsed,
+    receipt_still_missing,
+    changed_on_recheck,
+    not_running_after_grace,
 )
 
 
@@ -412,8 +399,8 @@ PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
 # writes fire Run and Attempt edges keep the one function those edges are guarded by.
 LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     {
-        name: LEGACY_EDGE_GUARDS.get(name) or _named(name, _legacy_row(row))
-        for name, row in LEGACY_GUARD_ROWS.items()
+        name: LEGACY_EDGE_GUARDS.get(name) or _named(name, _legacy_row(name))
+        for name in LEGACY_GUARD_ROWS
         if name != "error_raised"
     }
 )

@@ -33,6 +33,7 @@ from reconciler._reconcile import (
     lock_budget_s,
     locked_line,
     open_database,
+    primary_reconciler,
 )
 from reconciler.primary import RESULTS
 from storage import LockBudget
@@ -93,15 +94,11 @@ def _drain(
     *,
     ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
-    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
-    from reconciler.primary import PrimaryReconciler
+    from reconciler.node import FileReceiptStore, ReceiptRootError
     from storage import candidate_window, check_schema, last_candidate
 
     check_schema(conn, path=db)
-    clock, provider, probe = ports
     store = FileReceiptStore(root)
-    clock = SystemClock() if clock is None else clock
-    provider = ProcProvider() if provider is None else provider
     end = _read(db, partial(last_candidate, conn))
     pages: list[dict[str, Any]] = []
     after: int | None = None
@@ -115,10 +112,7 @@ def _drain(
             found, more, _ = candidate_window(c, a, u)
             return found, more
 
-        pass_ = PrimaryReconciler(
-            conn, store, provider, clock, profile=profile, budget=budget, probe=probe,
-            dry_run=dry_run,
-        )  # fmt: skip
+        pass_ = primary_reconciler(conn, store, profile, budget, dry_run=dry_run, ports=ports)
         try:
             summary = pass_.run_page(page, window)
         except ReceiptRootError as exc:

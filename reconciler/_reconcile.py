@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._escape import shell_word
@@ -149,17 +149,23 @@ def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
         raise UsageError(str(exc)) from exc
 
 
+class PassOptions(TypedDict, total=False):
+    """The keywords of :func:`run_primary` besides its inputs (defaults there): ``dry_run``,
+    ``notify`` and the ports ``clock``, ``provider``, ``probe``."""
+
+    dry_run: bool
+    notify: Callable[[str], None] | None
+    clock: Clock | None
+    provider: ProcessProvider | None
+    probe: Probe | None
+
+
 def primary_pass(
     db: str | sqlite3.Connection,
     receipt_root: str,
     profile: str,
     budget: LockBudget | None = None,
-    *,
-    dry_run: bool = False,
-    notify: Callable[[str], None] | None = None,
-    clock: Clock | None = None,
-    provider: ProcessProvider | None = None,
-    probe: Probe | None = None,
+    **options: Unpack[PassOptions],
 ) -> dict[str, Any]:
     """One ADR-0068 pass on the database ``db`` (a file path, or an open connection that stays
     open): spec 04's summary.
@@ -185,17 +191,7 @@ def primary_pass(
     ``"dry_run": true``) is what the real pass would give now.
     """
     root = check_inputs(receipt_root, profile)
-    return run_primary(
-        db,
-        root,
-        profile,
-        lock_budget_s() if budget is None else budget,
-        dry_run=dry_run,
-        notify=notify,
-        clock=clock,
-        provider=provider,
-        probe=probe,
-    )
+    return run_primary(db, root, profile, lock_budget_s() if budget is None else budget, **options)
 
 
 def check_inputs(receipt_root: str, profile: str) -> str:
@@ -291,17 +287,9 @@ def _pass(
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, dry_run)
-    clock, provider, probe = ports
     check_schema(conn, path=db)
-    pass_ = PrimaryReconciler(
-        conn,
-        FileReceiptStore(root),
-        ProcProvider() if provider is None else provider,
-        SystemClock() if clock is None else clock,
-        profile=profile,
-        budget=budget,
-        probe=probe,
-        dry_run=dry_run,
+    pass_ = primary_reconciler(
+        conn, FileReceiptStore(root), profile, budget, dry_run=dry_run, ports=ports
     )
     try:
         summary = pass_.run_page(page)
@@ -311,6 +299,30 @@ def _pass(
     if pass_.stopped == "database_locked":
         raise RetryLater(locked_line(db, summary, budget))
     return summary
+
+
+def primary_reconciler(
+    conn: sqlite3.Connection,
+    store: FileReceiptStore,
+    profile: str,
+    budget: LockBudget,
+    *,
+    dry_run: bool,
+    ports: tuple[Any, Any, Any],
+) -> PrimaryReconciler:
+    """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages); ``ports``: the
+    clock, the process provider and the probe, None for the system clock and ``/proc``."""
+    clock, provider, probe = ports
+    return PrimaryReconciler(
+        conn,
+        store,
+        ProcProvider() if provider is None else provider,
+        SystemClock() if clock is None else clock,
+        profile=profile,
+        budget=budget,
+        probe=probe,
+        dry_run=dry_run,
+    )
 
 
 def locked_line(db: str, summary: Mapping[str, Any], budget: LockBudget) -> str:

@@ -32,7 +32,7 @@ from reconciler._reconcile import (
     check_inputs,
     lock_budget_s,
     locked_line,
-    open_database,
+    pass_connection,
     primary_reconciler,
 )
 from reconciler.primary import RESULTS
@@ -66,20 +66,10 @@ def drain(
     root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
     if budget is None:
         budget = lock_budget_s()
-    conn = open_database(db, read_only=dry_run)
-    try:
-        if dry_run:
-            conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses any write
-            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
-                clock, provider, probe))  # fmt: skip
-        from reconciler._flight import single_flight
-
-        # D-20: the lock of `startup` and `reconcile`, held across every page.
-        with single_flight(db, budget, notify):
-            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
-                clock, provider, probe))  # fmt: skip
-    finally:
-        conn.close()
+    # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
+    with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
+        ports = (clock, provider, probe)
+        return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=ports)
 
 
 def _drain(

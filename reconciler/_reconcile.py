@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypedDict, Unpack
 
 from reconciler._errors import FatalError, RetryLater, UsageError
@@ -224,25 +225,35 @@ def run_primary(
             db, root, profile, budget, dry_run=dry_run, ports=ports, notify=notify
         )
     else:
-        conn = open_database(db, read_only=True) if dry_run else open_database(db)
-        try:
-            if dry_run:
-                # Belt and braces: SQLite itself refuses any write on this connection.
-                conn.execute("PRAGMA query_only = ON")
-                summary = _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
-            else:
-                # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-
-                with single_flight(db, budget, notify):
-                    summary = _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
-        finally:
-            conn.close()
+        with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
+            summary = _pass(conn, db, root, profile, budget, dry_run=dry_run, ports=ports)
     warnings: list[str] = summary.get("warnings") or []
     if warnings:
         say = to_stderr if notify is None else notify
         for warning in warnings:
             say(f"qlfsm: warning: {warning}")  # one line each (D-16)
     return summary
+
+
+@contextmanager
+def pass_connection(
+    db: str, budget: LockBudget, notify: Callable[[str], None] | None, *, dry_run: bool
+) -> Iterator[sqlite3.Connection]:
+    """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
+    its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
+    lock."""
+    conn = open_database(db, read_only=True) if dry_run else open_database(db)
+    try:
+        if dry_run:
+            # Belt and braces: SQLite itself refuses any write on this connection.
+            conn.execute("PRAGMA query_only = ON")
+            yield conn
+        else:
+            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+            with single_flight(db, budget, notify):
+                yield conn
+    finally:
+        conn.close()
 
 
 def _on_connection(

@@ -282,15 +282,10 @@ def _launch_locked(
             start_new_session=True,  # its own session and process group: it outlives us
         )
     except BaseException as exc:
-        lock.discard()
-        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up. An
-        # interrupt is marked the same way and then goes on.
-        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
-        if not isinstance(exc, Exception):
-            raise
-        raise LaunchFailed(
-            f"cannot start the wrapper ({_why(exc)}); {_marked(marked, run_id)}"
-        ) from exc
+        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
+        what = f"cannot start the wrapper ({_why(exc)})"
+        failed = (conn, run_id, att.id, version, clock)
+        raise _launch_failed(exc, lock, failed, "LAUNCH_SPAWN_FAILED", what) from exc
     lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
     try:
         handle = capture_handle(proc.pid, provider)
@@ -323,14 +318,11 @@ def _launch_locked(
     except BaseException as exc:
         # spec 03 "Capture": the launch fails and the spawned group is stopped.
         _stop_group(proc)
-        lock.discard()
-        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
-        if not isinstance(exc, Exception):
-            raise
-        raise LaunchFailed(
-            f"launched process could not be recorded ({_why(exc)}); the process group was "
-            f"stopped; {_marked(marked, run_id)}"
-        ) from exc
+        what = (
+            f"launched process could not be recorded ({_why(exc)}); the process group was stopped"
+        )
+        failed = (conn, run_id, att.id, version, clock)
+        raise _launch_failed(exc, lock, failed, "LAUNCH_CAPTURE_FAILED", what) from exc
     return Launched(run_id, att.id, proc.pid, handle, started, proc)
 
 
@@ -374,6 +366,25 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 def _why(exc: BaseException) -> str:
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return " ".join(f"{type(exc).__name__}: {text}".split())[:300]
+
+
+def _launch_failed(
+    exc: BaseException,
+    lock: _Lock,
+    failed: tuple[sqlite3.Connection, str, str, int, Clock],
+    code: str,
+    what: str,
+) -> LaunchFailed:
+    """A launch that failed after committing `starting` (D-3b): the lock given up, the Attempt
+    and Run marked failed with ``code`` (``failed``: the connection, run, attempt, version and
+    clock), so it never blocks a start-up; the LaunchFailed to raise, saying ``what`` went
+    wrong. An interrupt is marked the same way and then goes on."""
+    lock.discard()
+    conn, run_id, attempt_id, version, clock = failed
+    marked = _mark_failed(conn, run_id, attempt_id, version, clock, code)
+    if not isinstance(exc, Exception):
+        raise exc
+    return LaunchFailed(f"{what}; {_marked(marked, run_id)}")
 
 
 def _marked(marked: bool, run_id: str) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.cli._exit import UsageError
+from reconciler.node import write_durably
 from reconciler.primary import RESULTS
 
 EXTRA = "metrics"
@@ -189,14 +190,7 @@ def write_atomically(path: str, data: bytes) -> None:
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(os.open(tmp, flags, 0o644), data)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):

@@ -29,6 +29,7 @@ from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._reconcile import (
+    PassInputs,
     check_inputs,
     lock_budget_s,
     locked_line,
@@ -68,27 +69,22 @@ def drain(
         budget = lock_budget_s()
     # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
     with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
-        ports = (clock, provider, probe)
-        return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=ports)
+        inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
+        return _drain(conn, db, inputs, on_page, notify)
 
 
 def _drain(
     conn: sqlite3.Connection,
     db: str,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    dry_run: bool,
+    inputs: PassInputs,
     on_page: Callable[[dict[str, Any]], None] | None,
     notify: Callable[[str], None] | None,
-    *,
-    ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
     from reconciler.node import FileReceiptStore, ReceiptRootError
     from storage import candidate_window, check_schema, last_candidate
 
     check_schema(conn, path=db)
-    store = FileReceiptStore(root)
+    store = FileReceiptStore(inputs.root)
     end = _read(db, partial(last_candidate, conn))
     pages: list[dict[str, Any]] = []
     after: int | None = None
@@ -102,14 +98,14 @@ def _drain(
             found, more, _ = candidate_window(c, a, u)
             return found, more
 
-        pass_ = primary_reconciler(conn, store, profile, budget, dry_run=dry_run, ports=ports)
+        pass_ = primary_reconciler(conn, store, inputs)
         try:
             summary = pass_.run_page(page, window)
         except ReceiptRootError as exc:
             # D-3c: the root checked before this page wrote anything.
             raise UsageError(f"{exc}; {_kept(pages)}") from exc
         if pass_.stopped == "database_locked":
-            raise RetryLater(f"{locked_line(db, summary, budget)}; {_kept(pages)}")
+            raise RetryLater(f"{locked_line(db, summary, inputs.budget)}; {_kept(pages)}")
         summary["page"] = len(pages) + 1
         pages.append(summary)
         for warning in summary.get("warnings", []):
@@ -121,7 +117,7 @@ def _drain(
         if last == end:
             break
         after = last
-    return _total(conn, db, pages, dry_run)
+    return _total(conn, db, pages, inputs.dry_run)
 
 
 def _total(

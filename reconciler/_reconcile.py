@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from reconciler._errors import FatalError, RetryLater, UsageError
@@ -206,6 +207,19 @@ def check_inputs(receipt_root: str, profile: str) -> str:
     return root
 
 
+@dataclass(frozen=True, slots=True)
+class PassInputs:
+    """A pass's checked inputs: the normalised receipt root, the profile, the lock budget,
+    whether it is a dry run, and its ports (clock, process provider, probe; None for the
+    system clock and ``/proc``)."""
+
+    root: str
+    profile: str
+    budget: LockBudget
+    dry_run: bool
+    ports: tuple[Clock | None, ProcessProvider | None, Probe | None]
+
+
 def run_primary(
     db: str | sqlite3.Connection,
     root: str,
@@ -219,14 +233,12 @@ def run_primary(
     probe: Probe | None = None,
 ) -> dict[str, Any]:
     """:func:`primary_pass` on inputs :func:`check_inputs` has checked (``root`` normalised)."""
-    ports = (clock, provider, probe)
+    inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
     if isinstance(db, sqlite3.Connection):
-        summary = _on_connection(
-            db, root, profile, budget, dry_run=dry_run, ports=ports, notify=notify
-        )
+        summary = _on_connection(db, inputs, notify)
     else:
         with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
-            summary = _pass(conn, db, root, profile, budget, dry_run=dry_run, ports=ports)
+            summary = _pass(conn, db, inputs)
     warnings: list[str] = summary.get("warnings") or []
     if warnings:
         say = to_stderr if notify is None else notify
@@ -257,82 +269,57 @@ def pass_connection(
 
 
 def _on_connection(
-    conn: sqlite3.Connection,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    *,
-    dry_run: bool,
-    ports: tuple[Any, Any, Any],
-    notify: Callable[[str], None] | None,
+    conn: sqlite3.Connection, inputs: PassInputs, notify: Callable[[str], None] | None
 ) -> dict[str, Any]:
     """The pass on the caller's connection, left open; a dry run makes it read-only for the
     pass and gives it back as it was."""
     db = database_file(conn)
-    if dry_run:
+    if inputs.dry_run:
         (before,) = conn.execute("PRAGMA query_only").fetchone()
         conn.execute("PRAGMA query_only = ON")
         try:
-            return _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
+            return _pass(conn, db, inputs)
         finally:
             conn.execute(f"PRAGMA query_only = {int(before)}")
     if not db:
-        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+        return _pass(conn, db, inputs)
 
-    with single_flight(db, budget, notify):
-        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+    with single_flight(db, inputs.budget, notify):
+        return _pass(conn, db, inputs)
 
 
-def _pass(
-    conn: sqlite3.Connection,
-    db: str,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    *,
-    dry_run: bool,
-    ports: tuple[Any, Any, Any],
-) -> dict[str, Any]:
+def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:
     page, truncated = candidate_page(conn, db)  # the page, read once for the whole pass
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
-        return _marked(summary, dry_run)
+        return _marked(summary, inputs.dry_run)
     check_schema(conn, path=db)
-    pass_ = primary_reconciler(
-        conn, FileReceiptStore(root), profile, budget, dry_run=dry_run, ports=ports
-    )
+    pass_ = primary_reconciler(conn, FileReceiptStore(inputs.root), inputs)
     try:
         summary = pass_.run_page(page)
     except ReceiptRootError as exc:
         # The root checked as a root, before anything was written (D-3c): exit 2.
         raise UsageError(f"{exc}; nothing was written") from exc
     if pass_.stopped == "database_locked":
-        raise RetryLater(locked_line(db, summary, budget))
+        raise RetryLater(locked_line(db, summary, inputs.budget))
     return summary
 
 
 def primary_reconciler(
-    conn: sqlite3.Connection,
-    store: FileReceiptStore,
-    profile: str,
-    budget: LockBudget,
-    *,
-    dry_run: bool,
-    ports: tuple[Any, Any, Any],
+    conn: sqlite3.Connection, store: FileReceiptStore, inputs: PassInputs
 ) -> PrimaryReconciler:
-    """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages); ``ports``: the
-    clock, the process provider and the probe, None for the system clock and ``/proc``."""
-    clock, provider, probe = ports
+    """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages)."""
+    clock, provider, probe = inputs.ports
     return PrimaryReconciler(
         conn,
         store,
         ProcProvider() if provider is None else provider,
         SystemClock() if clock is None else clock,
-        profile=profile,
-        budget=budget,
+        profile=inputs.profile,
+        budget=inputs.budget,
         probe=probe,
-        dry_run=dry_run,
+        dry_run=inputs.dry_run,
     )
 
 

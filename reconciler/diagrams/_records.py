@@ -122,6 +122,18 @@ def _decision_edges(
     return out
 
 
+def _aggregate_edges(
+    machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
+) -> tuple[ExpectedEdge, ...]:
+    """A Run's or an Attempt's edges: its ADR-0001 lifecycle, then the edges the rows of the
+    ADR-0068 and ADR-0448 decision tables take on it."""
+    return (
+        *_lifecycle_edges(table, cite, triggers),
+        *_decision_edges(machine, ADR_0068_TABLE, ADR_0068_CITE),
+        *_decision_edges(machine, ADR_0448_TABLE, ADR_0448_CITE),
+    )
+
+
 RUN_RECORD = MachineRecord(
     machine="run",
     title="Run",
@@ -129,11 +141,7 @@ RUN_RECORD = MachineRecord(
     initial="created",
     terminal=RUN_TERMINAL,
     states_cite="ADR-0001 Run states (spec 01 §Run)",
-    edges=(
-        *_lifecycle_edges(ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
-        *_decision_edges("run", ADR_0068_TABLE, ADR_0068_CITE),
-        *_decision_edges("run", ADR_0448_TABLE, ADR_0448_CITE),
-    ),
+    edges=_aggregate_edges("run", ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
 )
 
 ATTEMPT_RECORD = MachineRecord(
@@ -143,10 +151,8 @@ ATTEMPT_RECORD = MachineRecord(
     initial="claimed",
     terminal=ATTEMPT_TERMINAL,
     states_cite="ADR-0001 Attempt states (spec 01 §Attempt)",
-    edges=(
-        *_lifecycle_edges(ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS),
-        *_decision_edges("attempt", ADR_0068_TABLE, ADR_0068_CITE),
-        *_decision_edges("attempt", ADR_0448_TABLE, ADR_0448_CITE),
+    edges=_aggregate_edges(
+        "attempt", ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS
     ),
 )
 

@@ -40,8 +40,6 @@ from reconciler.primary import RESULTS
 from storage import LockBudget
 
 COUNTS = ("scanned", *RESULTS)
-# The outcomes that let start-up proceed (spec 04 "Summary").
-PASSING = frozenset({"recovered", "remaining"})
 
 
 def drain(

@@ -30,7 +30,6 @@ from reconciler.primary import RESULTS
 EXTRA = "metrics"
 # node_exporter's textfile collector reads `*.prom` files only.
 SUFFIX = ".prom"
-EXECUTORS = ("local_process", "other", "none")
 SHADOW_STATES = ("disabled", "profile_rejected", "reconciled", "incomplete", "failed")
 PASSES = ("normalize", "shadow", "primary", "sweep", "total")
 

@@ -29,17 +29,17 @@ from typing import Any
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._reconcile import (
+    PassInputs,
     check_inputs,
     lock_budget_s,
     locked_line,
-    open_database,
+    pass_connection,
+    primary_reconciler,
 )
 from reconciler.primary import RESULTS
 from storage import LockBudget
 
 COUNTS = ("scanned", *RESULTS)
-# The outcomes that let start-up proceed (spec 04 "Summary").
-PASSING = frozenset({"recovered", "remaining"})
 
 
 def drain(
@@ -65,43 +65,24 @@ def drain(
     root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
     if budget is None:
         budget = lock_budget_s()
-    conn = open_database(db, read_only=dry_run)
-    try:
-        if dry_run:
-            conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses any write
-            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
-                clock, provider, probe))  # fmt: skip
-        from reconciler._flight import single_flight
-
-        # D-20: the lock of `startup` and `reconcile`, held across every page.
-        with single_flight(db, budget, notify):
-            return _drain(conn, db, root, profile, budget, dry_run, on_page, notify, ports=(
-                clock, provider, probe))  # fmt: skip
-    finally:
-        conn.close()
+    # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
+    with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
+        inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
+        return _drain(conn, db, inputs, on_page, notify)
 
 
 def _drain(
     conn: sqlite3.Connection,
     db: str,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    dry_run: bool,
+    inputs: PassInputs,
     on_page: Callable[[dict[str, Any]], None] | None,
     notify: Callable[[str], None] | None,
-    *,
-    ports: tuple[Any, Any, Any],
 ) -> dict[str, Any]:
-    from reconciler.node import FileReceiptStore, ProcProvider, ReceiptRootError, SystemClock
-    from reconciler.primary import PrimaryReconciler
+    from reconciler.node import FileReceiptStore, ReceiptRootError
     from storage import candidate_window, check_schema, last_candidate
 
     check_schema(conn, path=db)
-    clock, provider, probe = ports
-    store = FileReceiptStore(root)
-    clock = SystemClock() if clock is None else clock
-    provider = ProcProvider() if provider is None else provider
+    store = FileReceiptStore(inputs.root)
     end = _read(db, partial(last_candidate, conn))
     pages: list[dict[str, Any]] = []
     after: int | None = None
@@ -115,17 +96,14 @@ def _drain(
             found, more, _ = candidate_window(c, a, u)
             return found, more
 
-        pass_ = PrimaryReconciler(
-            conn, store, provider, clock, profile=profile, budget=budget, probe=probe,
-            dry_run=dry_run,
-        )  # fmt: skip
+        pass_ = primary_reconciler(conn, store, inputs)
         try:
             summary = pass_.run_page(page, window)
         except ReceiptRootError as exc:
             # D-3c: the root checked before this page wrote anything.
             raise UsageError(f"{exc}; {_kept(pages)}") from exc
         if pass_.stopped == "database_locked":
-            raise RetryLater(f"{locked_line(db, summary, budget)}; {_kept(pages)}")
+            raise RetryLater(f"{locked_line(db, summary, inputs.budget)}; {_kept(pages)}")
         summary["page"] = len(pages) + 1
         pages.append(summary)
         for warning in summary.get("warnings", []):
@@ -137,7 +115,7 @@ def _drain(
         if last == end:
             break
         after = last
-    return _total(conn, db, pages, dry_run)
+    return _total(conn, db, pages, inputs.dry_run)
 
 
 def _total(

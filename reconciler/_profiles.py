@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-
 PROFILE_ENV = "QL_DEPLOYMENT_PROFILE"
 PROFILES: tuple[str, ...] = ("edge", "standalone", "cluster-control", "worker")
 LOCAL_PROFILES: tuple[str, ...] = ("edge", "standalone")
@@ -35,11 +32,6 @@ def resolve_profile(value: str | None) -> str:
             f"{', '.join(PROFILES)} (exactly, no spaces)"
         )
     return value
-
-
-def profile_from_env(environ: Mapping[str, str] = os.environ) -> str:
-    """``$QL_DEPLOYMENT_PROFILE`` resolved as :func:`resolve_profile` does."""
-    return resolve_profile(environ.get(PROFILE_ENV))
 
 
 def local_profile(profile: str) -> str:

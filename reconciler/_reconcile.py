@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._escape import shell_word
@@ -149,17 +151,23 @@ def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
         raise UsageError(str(exc)) from exc
 
 
+class PassOptions(TypedDict, total=False):
+    """The keywords of :func:`run_primary` besides its inputs (defaults there): ``dry_run``,
+    ``notify`` and the ports ``clock``, ``provider``, ``probe``."""
+
+    dry_run: bool
+    notify: Callable[[str], None] | None
+    clock: Clock | None
+    provider: ProcessProvider | None
+    probe: Probe | None
+
+
 def primary_pass(
     db: str | sqlite3.Connection,
     receipt_root: str,
     profile: str,
     budget: LockBudget | None = None,
-    *,
-    dry_run: bool = False,
-    notify: Callable[[str], None] | None = None,
-    clock: Clock | None = None,
-    provider: ProcessProvider | None = None,
-    probe: Probe | None = None,
+    **options: Unpack[PassOptions],
 ) -> dict[str, Any]:
     """One ADR-0068 pass on the database ``db`` (a file path, or an open connection that stays
     open): spec 04's summary.
@@ -185,17 +193,7 @@ def primary_pass(
     ``"dry_run": true``) is what the real pass would give now.
     """
     root = check_inputs(receipt_root, profile)
-    return run_primary(
-        db,
-        root,
-        profile,
-        lock_budget_s() if budget is None else budget,
-        dry_run=dry_run,
-        notify=notify,
-        clock=clock,
-        provider=provider,
-        probe=probe,
-    )
+    return run_primary(db, root, profile, lock_budget_s() if budget is None else budget, **options)
 
 
 def check_inputs(receipt_root: str, profile: str) -> str:
@@ -207,6 +205,19 @@ def check_inputs(receipt_root: str, profile: str) -> str:
     check_profile(profile)
     inspect_receipt_root(root)
     return root
+
+
+@dataclass(frozen=True, slots=True)
+class PassInputs:
+    """A pass's checked inputs: the normalised receipt root, the profile, the lock budget,
+    whether it is a dry run, and its ports (clock, process provider, probe; None for the
+    system clock and ``/proc``)."""
+
+    root: str
+    profile: str
+    budget: LockBudget
+    dry_run: bool
+    ports: tuple[Clock | None, ProcessProvider | None, Probe | None]
 
 
 def run_primary(
@@ -222,25 +233,12 @@ def run_primary(
     probe: Probe | None = None,
 ) -> dict[str, Any]:
     """:func:`primary_pass` on inputs :func:`check_inputs` has checked (``root`` normalised)."""
-    ports = (clock, provider, probe)
+    inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
     if isinstance(db, sqlite3.Connection):
-        summary = _on_connection(
-            db, root, profile, budget, dry_run=dry_run, ports=ports, notify=notify
-        )
+        summary = _on_connection(db, inputs, notify)
     else:
-        conn = open_database(db, read_only=True) if dry_run else open_database(db)
-        try:
-            if dry_run:
-                # Belt and braces: SQLite itself refuses any write on this connection.
-                conn.execute("PRAGMA query_only = ON")
-                summary = _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
-            else:
-                # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-
-                with single_flight(db, budget, notify):
-                    summary = _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
-        finally:
-            conn.close()
+        with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
+            summary = _pass(conn, db, inputs)
     warnings: list[str] = summary.get("warnings") or []
     if warnings:
         say = to_stderr if notify is None else notify
@@ -249,68 +247,80 @@ def run_primary(
     return summary
 
 
+@contextmanager
+def pass_connection(
+    db: str, budget: LockBudget, notify: Callable[[str], None] | None, *, dry_run: bool
+) -> Iterator[sqlite3.Connection]:
+    """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
+    its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
+    lock."""
+    conn = open_database(db, read_only=True) if dry_run else open_database(db)
+    try:
+        if dry_run:
+            # Belt and braces: SQLite itself refuses any write on this connection.
+            conn.execute("PRAGMA query_only = ON")
+            yield conn
+        else:
+            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+            with single_flight(db, budget, notify):
+                yield conn
+    finally:
+        conn.close()
+
+
 def _on_connection(
-    conn: sqlite3.Connection,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    *,
-    dry_run: bool,
-    ports: tuple[Any, Any, Any],
-    notify: Callable[[str], None] | None,
+    conn: sqlite3.Connection, inputs: PassInputs, notify: Callable[[str], None] | None
 ) -> dict[str, Any]:
     """The pass on the caller's connection, left open; a dry run makes it read-only for the
     pass and gives it back as it was."""
     db = database_file(conn)
-    if dry_run:
+    if inputs.dry_run:
         (before,) = conn.execute("PRAGMA query_only").fetchone()
         conn.execute("PRAGMA query_only = ON")
         try:
-            return _pass(conn, db, root, profile, budget, dry_run=True, ports=ports)
+            return _pass(conn, db, inputs)
         finally:
             conn.execute(f"PRAGMA query_only = {int(before)}")
     if not db:
-        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+        return _pass(conn, db, inputs)
 
-    with single_flight(db, budget, notify):
-        return _pass(conn, db, root, profile, budget, dry_run=False, ports=ports)
+    with single_flight(db, inputs.budget, notify):
+        return _pass(conn, db, inputs)
 
 
-def _pass(
-    conn: sqlite3.Connection,
-    db: str,
-    root: str,
-    profile: str,
-    budget: LockBudget,
-    *,
-    dry_run: bool,
-    ports: tuple[Any, Any, Any],
-) -> dict[str, Any]:
+def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:
     page, truncated = candidate_page(conn, db)  # the page, read once for the whole pass
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
-        return _marked(summary, dry_run)
-    clock, provider, probe = ports
+        return _marked(summary, inputs.dry_run)
     check_schema(conn, path=db)
-    pass_ = PrimaryReconciler(
-        conn,
-        FileReceiptStore(root),
-        ProcProvider() if provider is None else provider,
-        SystemClock() if clock is None else clock,
-        profile=profile,
-        budget=budget,
-        probe=probe,
-        dry_run=dry_run,
-    )
+    pass_ = primary_reconciler(conn, FileReceiptStore(inputs.root), inputs)
     try:
         summary = pass_.run_page(page)
     except ReceiptRootError as exc:
         # The root checked as a root, before anything was written (D-3c): exit 2.
         raise UsageError(f"{exc}; nothing was written") from exc
     if pass_.stopped == "database_locked":
-        raise RetryLater(locked_line(db, summary, budget))
+        raise RetryLater(locked_line(db, summary, inputs.budget))
     return summary
+
+
+def primary_reconciler(
+    conn: sqlite3.Connection, store: FileReceiptStore, inputs: PassInputs
+) -> PrimaryReconciler:
+    """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages)."""
+    clock, provider, probe = inputs.ports
+    return PrimaryReconciler(
+        conn,
+        store,
+        ProcProvider() if provider is None else provider,
+        SystemClock() if clock is None else clock,
+        profile=inputs.profile,
+        budget=inputs.budget,
+        probe=probe,
+        dry_run=inputs.dry_run,
+    )
 
 
 def locked_line(db: str, summary: Mapping[str, Any], budget: LockBudget) -> str:

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import storage
 from reconciler._errors import FatalError, UsageError
@@ -29,6 +29,7 @@ from reconciler._flight import single_flight
 from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
+    PassOptions,
     check_database,
     check_inputs,
     database_file,
@@ -40,9 +41,8 @@ from reconciler._reconcile import (
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler.node import Clock, FileReceiptStore, ProcessProvider, ProcProvider, SystemClock
+from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
 from reconciler.ops import SweepResult, sweep
-from reconciler.primary import Probe
 from reconciler.shadow import failed, run_shadow
 from storage import LockBudget, check_schema, connect, lock_budget
 
@@ -69,12 +69,8 @@ def reconcile(
     receipt_root: str,
     *,
     profile: str | None = None,
-    dry_run: bool = False,
     budget: LockBudget | None = None,
-    notify: Notify | None = None,
-    clock: Clock | None = None,
-    provider: ProcessProvider | None = None,
-    probe: Probe | None = None,
+    **options: Unpack[PassOptions],
 ) -> ReconcileReport:
     """One ADR-0068 start-up pass (``reconciler._reconcile.primary_pass``) as a typed report.
 
@@ -82,17 +78,8 @@ def reconcile(
     UsageError). Raises UsageError, FatalError or RetryLater (``reconciler._errors``) as
     `qlfsm reconcile` exits 2, 1 or 75.
     """
-    summary = primary_pass(
-        db,
-        receipt_root,
-        default_profile() if profile is None else profile,
-        budget,
-        dry_run=dry_run,
-        notify=notify,
-        clock=clock,
-        provider=provider,
-        probe=probe,
-    )
+    prof = default_profile() if profile is None else profile
+    summary = primary_pass(db, receipt_root, prof, budget, **options)
     return ReconcileReport.from_summary(summary)
 
 
@@ -148,17 +135,23 @@ def check_startup(receipt_root: str, profile: str | None) -> StartupInputs:
     return StartupInputs(check_inputs(receipt_root, prof), prof)  # D-16: before any write
 
 
+class StartupOptions(TypedDict, total=False):
+    """The keywords of :func:`run_startup` (defaults there), :func:`startup`'s too."""
+
+    origins: str | None
+    legacy_normalize: bool
+    first_boot: bool
+    dry_run: bool
+    budget: LockBudget | None
+    notify: Notify | None
+
+
 def startup(
     db: str | sqlite3.Connection,
     receipt_root: str,
     *,
     profile: str | None = None,
-    origins: str | None = None,
-    legacy_normalize: bool = False,
-    first_boot: bool = False,
-    dry_run: bool = False,
-    budget: LockBudget | None = None,
-    notify: Notify | None = None,
+    **options: Unpack[StartupOptions],
 ) -> StartupReport:
     """The node's start-up: (2.x normalization, ``legacy_normalize``) -> the ADR-0448 shadow
     pass (``origins``, default ``$QL3_SHADOW_ORIGINS``) -> the ADR-0068 primary pass -> after
@@ -172,16 +165,7 @@ def startup(
     RetryLater / ``storage.Busy`` (`qlfsm startup` exits 2, 1, 75); the verdict is
     ``report.safe``.
     """
-    return run_startup(
-        db,
-        check_startup(receipt_root, profile),
-        origins=origins,
-        legacy_normalize=legacy_normalize,
-        first_boot=first_boot,
-        dry_run=dry_run,
-        budget=budget,
-        notify=notify,
-    )
+    return run_startup(db, check_startup(receipt_root, profile), **options)
 
 
 def run_startup(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
-from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, parser, print_json
+from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, parser, pass_arguments, print_json
+from reconciler.cli._verdict import counts_line
 
 
 def drain_command(argv: list[str]) -> int:
@@ -26,19 +26,11 @@ def drain_command(argv: list[str]) -> int:
         "single-flight lock of `startup`. Exit 0 safe to start, 3 blocked, 2 usage, 1 fatal, "
         "75 locked (try again), 130/143 interrupted (finished pages stay committed).",
     )
-    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
-    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
-    p.add_argument(
-        "--profile",
-        default=None,
-        help=f"one of {', '.join(PROFILES)}; only {' or '.join(LOCAL_PROFILES)} run this "
-        f"local pass (default: ${PROFILE_ENV}, else standalone)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="walk every page (real receipt reads, real probes, the grace) and write nothing",
+    pass_arguments(
+        p,
+        json_help="print the result as one JSON object",
+        dry_run_help="walk every page (real receipt reads, real probes, the grace) and write "
+        "nothing",
     )
     args = p.parse_args(argv)
     from reconciler._drain import drain
@@ -70,25 +62,18 @@ def drain_command(argv: list[str]) -> int:
     return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
 
 
-def counts(summary: dict[str, Any]) -> str:
-    return (
-        f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
-        f"{summary['remaining']}, unresolved {summary['unresolved']}, failed {summary['failed']}"
-    )
-
-
 def page_line(summary: dict[str, Any]) -> str:
     """One page, one line (at most 100 columns: counts only, D-22)."""
-    return f"page {summary['page']}: {counts(summary)}"
+    return f"page {summary['page']}: {counts_line(summary)}"
 
 
 def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
     """The total, what still blocks start-up (the command that explains each blocking run)
     and the verdict (``_verdict``: one wording)."""
-    from reconciler.cli._verdict import blocking_lines, verdict_line
+    from reconciler.cli._verdict import closing_lines
 
     pages = len(summary["pages"])
-    lines = [f"drained {pages} page(s): {counts(summary)}"]
+    lines = [f"drained {pages} page(s): {counts_line(summary)}"]
     if summary["truncated"]:
         from reconciler.cli._report import wrap
 
@@ -99,12 +84,9 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
                 "drain again once they have ended"
             )
         )
-    blocking = blocking_lines({"candidates": summary["candidates"]}, db, receipt_root)
-    if blocking:
-        lines.append("")
-        lines.extend(blocking)
-    verdict = verdict_line(bool(summary["safe"]))
-    if summary.get("dry_run"):
-        verdict = f"dry run, nothing written; the drain would say: {verdict}"
-    lines.append(verdict)
+    dry_run_of = "the drain" if summary.get("dry_run") else None
+    blocked = {"candidates": summary["candidates"]}  # the truncated page is said above
+    lines += closing_lines(
+        blocked, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
+    )
     return "\n".join(lines)

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.cli._exit import UsageError
+from reconciler.node import write_durably
 from reconciler.primary import RESULTS
 
 EXTRA = "metrics"
 # node_exporter's textfile collector reads `*.prom` files only.
 SUFFIX = ".prom"
-EXECUTORS = ("local_process", "other", "none")
 SHADOW_STATES = ("disabled", "profile_rejected", "reconciled", "incomplete", "failed")
 PASSES = ("normalize", "shadow", "primary", "sweep", "total")
 
@@ -189,14 +189,7 @@ def write_atomically(path: str, data: bytes) -> None:
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(os.open(tmp, flags, 0o644), data)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):

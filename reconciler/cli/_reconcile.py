@@ -8,12 +8,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
 from reconciler._startup import reconcile
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
 from reconciler.cli._report import candidate_lines
-from reconciler.cli._util import parser, print_json
-from reconciler.cli._verdict import blocking_lines, verdict_line
+from reconciler.cli._util import parser, pass_arguments, print_json
+from reconciler.cli._verdict import closing_lines, counts_line
 
 
 def exit_code(summary: Mapping[str, Any]) -> int:
@@ -29,20 +28,11 @@ def reconcile_command(argv: list[str]) -> int:
         "second one waits for the first. $QLFSM_LOCK_BUDGET_S: the most seconds the pass "
         "waits for another process's write lock or start-up (default 5).",
     )
-    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
-    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
-    p.add_argument(
-        "--profile",
-        default=None,
-        help=f"one of {', '.join(PROFILES)}; only {' or '.join(LOCAL_PROFILES)} run this "
-        f"local pass (default: ${PROFILE_ENV}, else standalone)",
-    )
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="decide every candidate (real receipt reads, real probes, the grace) and write "
-        "nothing: no commit, quarantine, journal change, receipt moved or deleted",
+    pass_arguments(
+        p,
+        json_help="print the summary as one JSON object",
+        dry_run_help="decide every candidate (real receipt reads, real probes, the grace) and "
+        "write nothing: no commit, quarantine, journal change, receipt moved or deleted",
     )
     args = p.parse_args(argv)
     report = reconcile(args.db, args.receipt_root, profile=args.profile, dry_run=args.dry_run)
@@ -57,22 +47,14 @@ def reconcile_command(argv: list[str]) -> int:
 def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) -> str:
     """The human summary: one line of counts, the candidates, what blocks start-up (with the
     command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
-    head = (
-        f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
-        f"{summary['remaining']}, unresolved {summary['unresolved']}, failed "
-        f"{summary['failed']}" + (" (page truncated at 256)" if summary["truncated"] else "")
-    )
+    head = counts_line(summary) + (" (page truncated at 256)" if summary["truncated"] else "")
     lines = [head]
     if summary["candidates"]:
         # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
 
         lines.extend(candidate_lines(summary, reconcile=True))
-    blocking = blocking_lines(summary, db, receipt_root)
-    if blocking:
-        lines.append("")
-        lines.extend(blocking)
-    verdict = verdict_line(bool(summary["safe"]))
-    if summary.get("dry_run"):
-        verdict = f"dry run, nothing written; the pass would say: {verdict}"
-    lines.append(verdict)
+    dry_run_of = "the pass" if summary.get("dry_run") else None
+    lines += closing_lines(
+        summary, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
+    )
     return "\n".join(lines)

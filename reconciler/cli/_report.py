@@ -194,13 +194,12 @@ def plain_counts(summary: Mapping[str, Any]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order)
 
 
-def fit_table(
-    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
-) -> list[str]:
-    """An aligned table whose last column (the reason) is wrapped under itself so that no line
-    is wider than ``width``; every cell through ``clean``. A row whose other cells leave less than
-    MIN_REASON columns is printed below the table in the long form instead (its first cell,
-    then each other field on a line of its own, indented)."""
+def _fitting(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], room: int
+) -> tuple[list[list[str]], list[int], list[int]]:
+    """Every row's cells but the last through ``clean``, the rows that stay in the table and
+    its column widths: while the columns are wider than ``room`` in all, the row with the
+    widest cells leaves the table for the long form."""
     fixed = len(headers) - 1
     cells = [[clean(v) for v in row[:fixed]] for row in rows]
     fitting = list(range(len(rows)))
@@ -212,10 +211,21 @@ def fit_table(
         ]
 
     ws = widths(fitting)
-    while fitting and sum(ws) + 2 * fixed + MIN_REASON > width:
-        # The row with the widest identifiers leaves the table for the long form.
+    while fitting and sum(ws) > room:
         fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
         ws = widths(fitting)
+    return cells, fitting, ws
+
+
+def fit_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
+) -> list[str]:
+    """An aligned table whose last column (the reason) is wrapped under itself so that no line
+    is wider than ``width``; every cell through ``clean``. A row whose other cells leave less than
+    MIN_REASON columns is printed below the table in the long form instead (its first cell,
+    then each other field on a line of its own, indented)."""
+    fixed = len(headers) - 1
+    cells, fitting, ws = _fitting(headers, rows, width - 2 * fixed - MIN_REASON)
     room = width - sum(ws) - 2 * fixed
     reasons = {r: wrap_cell(rows[r][fixed], room) for r in fitting}
     last = max([columns(headers[fixed])] + [columns(t) for v in reasons.values() for t in v])
@@ -351,20 +361,7 @@ def reason_below_table(
     the table for the long form: its first cell, then each other cell on a line of its own,
     ``    HEADER value``, then its reason."""
     fixed = len(headers) - 1
-    cells = [[clean(v) for v in row[:fixed]] for row in rows]
-    fitting = list(range(len(rows)))
-
-    def widths(chosen: list[int]) -> list[int]:
-        return [
-            max([columns(headers[i])] + [columns(cells[r][i]) for r in chosen])
-            for i in range(fixed)
-        ]
-
-    ws = widths(fitting)
-    while fitting and sum(ws) + 2 * (fixed - 1) > width:
-        # The row with the widest cells leaves the table for the long form.
-        fitting.remove(max(fitting, key=lambda r: sum(columns(c) for c in cells[r])))
-        ws = widths(fitting)
+    cells, fitting, ws = _fitting(headers, rows, width - 2 * (fixed - 1))
     lead = f"    {headers[fixed]}: "
     under = " " * columns(lead)
 

@@ -168,8 +168,5 @@ def human_startup(
     lines.extend(blocking_lines(summary, db, receipt_root))
     if sweep is not None:
         lines.append(human_sweep(sweep))
-    verdict = verdict_line(safe)
-    if audit is None:
-        verdict = f"dry run, nothing written; the primary pass would say: {verdict}"
-    lines.append(verdict)
+    lines.append(verdict_line(safe, dry_run_of=None if audit is not None else "the primary pass"))
     return "\n".join(lines)

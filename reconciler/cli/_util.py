@@ -41,6 +41,23 @@ def parser(prog: str, description: str) -> Parser:
     return p
 
 
+def pass_arguments(p: Parser, *, json_help: str, dry_run_help: str) -> None:
+    """The arguments of a local ADR-0068 pass (`reconcile`, `drain`): --db, --receipt-root,
+    --profile, --json and --dry-run."""
+    from reconciler._profiles import LOCAL_PROFILES, PROFILE_ENV, PROFILES
+
+    p.add_argument("--db", required=True, help="the node's SQLite file (never created)")
+    p.add_argument("--receipt-root", required=True, help="absolute completion-receipt root")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help=f"one of {', '.join(PROFILES)}; only {' or '.join(LOCAL_PROFILES)} run this "
+        f"local pass (default: ${PROFILE_ENV}, else standalone)",
+    )
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+
+
 def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     """Run a command body; map errors to one stderr line and an exit code (spec 06)."""
     debug = "--debug" in argv

@@ -20,12 +20,42 @@ BLOCKED = "start-up BLOCKED"
 _PASSING = frozenset({"recovered", "remaining"})
 
 
-def verdict_line(safe: bool) -> str:
-    """``verdict: SAFE to start`` or ``verdict: start-up BLOCKED`` (green/red on a TTY)."""
+def verdict_line(safe: bool, *, dry_run_of: str | None = None) -> str:
+    """``verdict: SAFE to start`` or ``verdict: start-up BLOCKED`` (green/red on a TTY);
+    ``dry_run_of`` (a dry run): ``dry run, nothing written; <it> would say: verdict: ...``."""
     words = SAFE if safe else BLOCKED
     if use_colour():  # spec 06: colour only on a TTY (and never with NO_COLOR)
         words = f"\x1b[{'32' if safe else '31'}m{words}\x1b[0m"
+    if dry_run_of is not None:
+        return f"dry run, nothing written; {dry_run_of} would say: verdict: {words}"
     return f"verdict: {words}"
+
+
+def counts_line(summary: Mapping[str, Any]) -> str:
+    """spec 04's counts of a pass (or of every page of a drain), one line."""
+    return (
+        f"scanned {summary['scanned']}: recovered {summary['recovered']}, remaining "
+        f"{summary['remaining']}, unresolved {summary['unresolved']}, failed {summary['failed']}"
+    )
+
+
+def closing_lines(
+    blocked: Mapping[str, Any],
+    db: str,
+    receipt_root: str | None,
+    *,
+    safe: bool,
+    dry_run_of: str | None,
+) -> list[str]:
+    """The end of `reconcile`'s and `drain`'s output: what blocks start-up
+    (:func:`blocking_lines` of ``blocked``) after a blank line, then the verdict."""
+    lines: list[str] = []
+    blocking = blocking_lines(blocked, db, receipt_root)
+    if blocking:
+        lines.append("")
+        lines.extend(blocking)
+    lines.append(verdict_line(safe, dry_run_of=dry_run_of))
+    return lines
 
 
 def blocking_lines(

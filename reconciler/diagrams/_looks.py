@@ -41,6 +41,17 @@ class _Look:
     terminal_mark: str = "double border: terminal"
 
 
+# ADR-0448's outcomes, by whether they write (the per-candidate lifecycle and the decision).
+_LEGACY_GROUPS = (
+    _Group(
+        "writes",
+        "writes Attempt/Run",
+        ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
+    ),
+    # spec 05: "Ambiguous, skipped and failed never write anything"; pending neither.
+    _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
+)
+
 _LOOKS: dict[str, _Look] = {
     "run": _Look(
         title="Run (ADR-0001 lifecycle + ADR-0068 decisions)",
@@ -72,15 +83,7 @@ _LOOKS: dict[str, _Look] = {
     ),
     "legacy_shadow": _Look(
         title="Legacy-shadow candidate (ADR-0448 decisions)",
-        groups=(
-            _Group(
-                "writes",
-                "writes Attempt/Run",
-                ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
-            ),
-            # spec 05: "Ambiguous, skipped and failed never write anything"; pending neither.
-            _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
-        ),
+        groups=_LEGACY_GROUPS,
         ranksep="1.4",
         decisions="ADR-0448",
     ),
@@ -105,14 +108,7 @@ _LOOKS: dict[str, _Look] = {
     ),
     "legacy_decision": _Look(
         title="ADR-0448 decision (spec 05: the evidence order, every row an edge)",
-        groups=(
-            _Group(
-                "writes",
-                "writes Attempt/Run",
-                ("completed", "cancelled", "abandoned", "marked_lost", "repaired"),
-            ),
-            _Group("no_write", "no write", ("pending", "ambiguous", "skipped", "failed")),
-        ),
+        groups=_LEGACY_GROUPS,
         spine=(*LEGACY_EVIDENCE, "marked_lost"),  # spec 05 "Candidates", then row 10
         ranksep="1.2",
         decisions="ADR-0448",

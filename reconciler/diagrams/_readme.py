@@ -146,6 +146,24 @@ all: it reads the SVG and Mermaid files.
 """
 
 
+def _decision_section(
+    heading: str,
+    prose: str,
+    table: list[str],
+    steps: tuple[str, tuple[EvidenceStep, ...]],
+) -> list[str]:
+    """A decision machine's part of the README: its table, then the evidence steps between
+    the rows (``steps``: where the order is written, and the steps)."""
+    where, evidence = steps
+    return [
+        f"### {heading}\n",
+        f"{prose}\n",
+        "\n".join(table) + "\n",
+        f"### {where} evidence steps between the rows\n",
+        "\n".join(_steps_table(evidence)) + "\n",
+    ]
+
+
 def readme_text(
     specs: Sequence[MachineSpec], mermaid: Mapping[str, str], titles: Mapping[str, str]
 ) -> str:
@@ -172,25 +190,21 @@ def readme_text(
             parts.append("### ADR-0001 Attempt table (spec 01 §Attempt)\n")
             parts.append("\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n")
         elif spec.name == "primary_decision":
-            parts.append("### ADR-0068 decision table (spec 04 §Per candidate)\n")
-            parts.append(
+            parts += _decision_section(
+                "ADR-0068 decision table (spec 04 §Per candidate)",
                 "First matching row wins. Each row's arrows on the decision machine, and the "
-                "Run and Attempt edges its write takes (rows without them move no state).\n"
+                "Run and Attempt edges its write takes (rows without them move no state).",
+                _decision_table(ADR_0068_TABLE, ("run", "attempt")),
+                ("ADR-0068 §2", ADR_0068_STEPS),
             )
-            table = _decision_table(ADR_0068_TABLE, ("run", "attempt"))
-            parts.append("\n".join(table) + "\n")
-            parts.append("### ADR-0068 §2 evidence steps between the rows\n")
-            parts.append("\n".join(_steps_table(ADR_0068_STEPS)) + "\n")
         elif spec.name == "legacy_decision":
-            parts.append("### ADR-0448 decision table (spec 05 §Per candidate)\n")
-            parts.append(
+            parts += _decision_section(
+                "ADR-0448 decision table (spec 05 §Per candidate)",
                 "First matching row wins; each row ends the candidate in one outcome (the "
-                "legacy_shadow edge is the same row on the per-candidate lifecycle).\n"
+                "legacy_shadow edge is the same row on the per-candidate lifecycle).",
+                _decision_table(ADR_0448_TABLE, ("legacy_shadow",)),
+                ("spec 05", ADR_0448_STEPS),
             )
-            table = _decision_table(ADR_0448_TABLE, ("legacy_shadow",))
-            parts.append("\n".join(table) + "\n")
-            parts.append("### spec 05 evidence steps between the rows\n")
-            parts.append("\n".join(_steps_table(ADR_0448_STEPS)) + "\n")
         if record is not None:
             parts.append(f"### Every edge the {spec.name} diagram must show\n")
             parts.append("\n".join(_expected_table(record)) + "\n")

@@ -30,6 +30,8 @@ them together into what each machine's diagram must show.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_CITE as ADR_0001_ATTEMPT_CITE
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE as ADR_0001_ATTEMPT_TABLE
 from reconciler.diagrams._record_adr0001 import (
@@ -120,6 +122,18 @@ def _decision_edges(
     return out
 
 
+def _aggregate_edges(
+    machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
+) -> tuple[ExpectedEdge, ...]:
+    """A Run's or an Attempt's edges: its ADR-0001 lifecycle, then the edges the rows of the
+    ADR-0068 and ADR-0448 decision tables take on it."""
+    return (
+        *_lifecycle_edges(table, cite, triggers),
+        *_decision_edges(machine, ADR_0068_TABLE, ADR_0068_CITE),
+        *_decision_edges(machine, ADR_0448_TABLE, ADR_0448_CITE),
+    )
+
+
 RUN_RECORD = MachineRecord(
     machine="run",
     title="Run",
@@ -127,11 +141,7 @@ RUN_RECORD = MachineRecord(
     initial="created",
     terminal=RUN_TERMINAL,
     states_cite="ADR-0001 Run states (spec 01 §Run)",
-    edges=(
-        *_lifecycle_edges(ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
-        *_decision_edges("run", ADR_0068_TABLE, ADR_0068_CITE),
-        *_decision_edges("run", ADR_0448_TABLE, ADR_0448_CITE),
-    ),
+    edges=_aggregate_edges("run", ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
 )
 
 ATTEMPT_RECORD = MachineRecord(
@@ -141,10 +151,8 @@ ATTEMPT_RECORD = MachineRecord(
     initial="claimed",
     terminal=ATTEMPT_TERMINAL,
     states_cite="ADR-0001 Attempt states (spec 01 §Attempt)",
-    edges=(
-        *_lifecycle_edges(ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS),
-        *_decision_edges("attempt", ADR_0068_TABLE, ADR_0068_CITE),
-        *_decision_edges("attempt", ADR_0448_TABLE, ADR_0448_CITE),
+    edges=_aggregate_edges(
+        "attempt", ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS
     ),
 )
 
@@ -159,40 +167,52 @@ LEGACY_RECORD = MachineRecord(
 )
 
 
-def _row_edges(
-    table: tuple[DecisionRow, ...], steps: tuple[EvidenceStep, ...], record: str
-) -> tuple[ExpectedEdge, ...]:
-    """A decision machine's edges: every row where it decides, every step of the evidence
+def _decision_record(
+    names: tuple[str, str],
+    evidence: tuple[str, ...],
+    outcomes: Collection[str],
+    states_cite: str,
+    rows: tuple[tuple[DecisionRow, ...], tuple[EvidenceStep, ...], str],
+) -> MachineRecord:
+    """A decision machine (``names``: its name and title): from ``read_run`` through the
+    ``evidence`` states to one of its ``outcomes``. Its edges (``rows``: the record's table,
+    evidence steps and cite) are every row where it decides and every step of the evidence
     order; each labelled ``row <id>`` (or the step's section) beside its guard."""
-    out = [
+    table, steps, record = rows
+    edges = [
         ExpectedEdge(e.source, e.dest, e.guard, f"{record} row {row.row}", f"row {row.row}")
         for row in table
         for e in row.decides
     ]
-    out += [ExpectedEdge(s.edge.source, s.edge.dest, s.edge.guard, s.cites, s.step) for s in steps]
-    return tuple(out)
+    edges += [
+        ExpectedEdge(s.edge.source, s.edge.dest, s.edge.guard, s.cites, s.step) for s in steps
+    ]
+    return MachineRecord(
+        machine=names[0],
+        title=names[1],
+        states=(*evidence, *outcomes),
+        initial="read_run",
+        terminal=frozenset(outcomes),
+        states_cite=states_cite,
+        edges=tuple(edges),
+        labelled=True,
+    )
 
 
-PRIMARY_DECISION_RECORD = MachineRecord(
-    machine="primary_decision",
-    title="ADR-0068 decision",
-    states=(*PRIMARY_EVIDENCE_STATES, *PRIMARY_DECISION_OUTCOMES),
-    initial="read_run",
-    terminal=frozenset(PRIMARY_DECISION_OUTCOMES),
-    states_cite="ADR-0068 §2 evidence order and spec 04 §Summary",
-    edges=_row_edges(ADR_0068_TABLE, ADR_0068_STEPS, ADR_0068_CITE),
-    labelled=True,
+PRIMARY_DECISION_RECORD = _decision_record(
+    ("primary_decision", "ADR-0068 decision"),
+    PRIMARY_EVIDENCE_STATES,
+    PRIMARY_DECISION_OUTCOMES,
+    "ADR-0068 §2 evidence order and spec 04 §Summary",
+    (ADR_0068_TABLE, ADR_0068_STEPS, ADR_0068_CITE),
 )
 
-LEGACY_DECISION_RECORD = MachineRecord(
-    machine="legacy_decision",
-    title="ADR-0448 decision",
-    states=(*LEGACY_EVIDENCE_STATES, *LEGACY_OUTCOMES),
-    initial="read_run",
-    terminal=frozenset(LEGACY_OUTCOMES),
-    states_cite="spec 05 §Candidates evidence order and §Per candidate outcomes",
-    edges=_row_edges(ADR_0448_TABLE, ADR_0448_STEPS, ADR_0448_CITE),
-    labelled=True,
+LEGACY_DECISION_RECORD = _decision_record(
+    ("legacy_decision", "ADR-0448 decision"),
+    LEGACY_EVIDENCE_STATES,
+    LEGACY_OUTCOMES,
+    "spec 05 §Candidates evidence order and §Per candidate outcomes",
+    (ADR_0448_TABLE, ADR_0448_STEPS, ADR_0448_CITE),
 )
 
 RECORDS: tuple[MachineRecord, ...] = (

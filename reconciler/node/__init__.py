@@ -32,6 +32,7 @@ from reconciler.node._receipt import (
     token_sha256_hex,
     validate_id,
 )
+from reconciler.node._receipt_fs import write_durably
 from reconciler.node._receipt_store import (
     MAX_QUARANTINE_SLOTS,
     FileReceiptStore,
@@ -104,4 +105,5 @@ __all__ = [
     "validate_id",
     "validate_receipt_root",
     "witness_ms",
+    "write_durably",
 ]

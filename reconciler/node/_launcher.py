@@ -35,7 +35,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_lock, unlink_own_lock
 from reconciler.node._clock import Clock, SystemClock
@@ -282,15 +282,10 @@ def _launch_locked(
             start_new_session=True,  # its own session and process group: it outlives us
         )
     except BaseException as exc:
-        lock.discard()
-        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up. An
-        # interrupt is marked the same way and then goes on.
-        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_SPAWN_FAILED")
-        if not isinstance(exc, Exception):
-            raise
-        raise LaunchFailed(
-            f"cannot start the wrapper ({_why(exc)}); {_marked(marked, run_id)}"
-        ) from exc
+        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
+        what = f"cannot start the wrapper ({_why(exc)})"
+        failed = _Starting(conn, run_id, att.id, version, clock)
+        raise _launch_failed(exc, lock, failed, "LAUNCH_SPAWN_FAILED", what) from exc
     lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
     try:
         handle = capture_handle(proc.pid, provider)
@@ -323,14 +318,11 @@ def _launch_locked(
     except BaseException as exc:
         # spec 03 "Capture": the launch fails and the spawned group is stopped.
         _stop_group(proc)
-        lock.discard()
-        marked = _mark_failed(conn, run_id, att.id, version, clock, "LAUNCH_CAPTURE_FAILED")
-        if not isinstance(exc, Exception):
-            raise
-        raise LaunchFailed(
-            f"launched process could not be recorded ({_why(exc)}); the process group was "
-            f"stopped; {_marked(marked, run_id)}"
-        ) from exc
+        what = (
+            f"launched process could not be recorded ({_why(exc)}); the process group was stopped"
+        )
+        failed = _Starting(conn, run_id, att.id, version, clock)
+        raise _launch_failed(exc, lock, failed, "LAUNCH_CAPTURE_FAILED", what) from exc
     return Launched(run_id, att.id, proc.pid, handle, started, proc)
 
 
@@ -376,6 +368,30 @@ def _why(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {text}".split())[:300]
 
 
+class _Starting(NamedTuple):
+    """A launch committed `starting` (its Run at ``version``): what marking it failed needs."""
+
+    conn: sqlite3.Connection
+    run_id: str
+    attempt_id: str
+    version: int
+    clock: Clock
+
+
+def _launch_failed(
+    exc: BaseException, lock: _Lock, failed: _Starting, code: str, what: str
+) -> LaunchFailed:
+    """A launch that failed after committing `starting` (D-3b): the lock given up, the Attempt
+    and Run marked failed with ``code`` (best effort), so it never blocks a start-up; the
+    LaunchFailed to raise, saying ``what`` went wrong. An interrupt is marked the same way and
+    then goes on."""
+    lock.discard()
+    marked = _mark_failed(*failed, code)
+    if not isinstance(exc, Exception):
+        raise exc
+    return LaunchFailed(f"{what}; {_marked(marked, failed.run_id)}")
+
+
 def _marked(marked: bool, run_id: str) -> str:
     if marked:
         return f"run {run_id} was marked failed, so it does not block the next start-up"
@@ -397,47 +413,36 @@ def _mark_failed(
     next start-up (the ADR-0068 pass would hold a `starting` Attempt without a handle). True
     when that commit happened; never raises."""
     try:
-        return _mark_failed_now(conn, run_id, attempt_id, version, clock, code)
+        from storage import Actor, AttemptChange, Repository, RunChange, journal_resolve
+
+        summary = "Local launch failed before the process identity was recorded"
+        errors = {"error_code": code, "error_summary": summary}
+        repo = Repository(conn)
+        run = repo.get_run(run_id)
+        att = repo.get_attempt(attempt_id)
+        if run is None or att is None or run.version != version:
+            return False
+        at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
+        repo.advance(
+            run_id,
+            version,
+            [
+                AttemptChange(
+                    attempt_id, "fail", set=errors, dedupe_key=f"local-launch:{attempt_id}:failed"
+                ),
+                RunChange(
+                    "fail",
+                    set={**errors, "finished_at_ms": at},
+                    dedupe_key=f"local-launch:{attempt_id}:run-failed",
+                ),
+            ],
+            actor=Actor(*LAUNCHER),
+            at_ms=at,
+        )
+        # The row only says a receipt may appear; none will. A failure here leaves a
+        # `pending` row of a failed Attempt, which blocks nothing.
+        with contextlib.suppress(Exception):
+            journal_resolve(conn, attempt_id)
+        return True
     except Exception:
         return False
-
-
-def _mark_failed_now(
-    conn: sqlite3.Connection,
-    run_id: str,
-    attempt_id: str,
-    version: int,
-    clock: Clock,
-    code: str,
-) -> bool:
-    from storage import Actor, AttemptChange, Repository, RunChange, journal_resolve
-
-    summary = "Local launch failed before the process identity was recorded"
-    errors = {"error_code": code, "error_summary": summary}
-    repo = Repository(conn)
-    run = repo.get_run(run_id)
-    att = repo.get_attempt(attempt_id)
-    if run is None or att is None or run.version != version:
-        return False
-    at = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
-    repo.advance(
-        run_id,
-        version,
-        [
-            AttemptChange(
-                attempt_id, "fail", set=errors, dedupe_key=f"local-launch:{attempt_id}:failed"
-            ),
-            RunChange(
-                "fail",
-                set={**errors, "finished_at_ms": at},
-                dedupe_key=f"local-launch:{attempt_id}:run-failed",
-            ),
-        ],
-        actor=Actor(*LAUNCHER),
-        at_ms=at,
-    )
-    # The row only says a receipt may appear; none will. A failure here leaves a `pending` row
-    # of a failed Attempt, which blocks nothing.
-    with contextlib.suppress(Exception):
-        journal_resolve(conn, attempt_id)
-    return True

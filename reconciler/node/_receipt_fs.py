@@ -37,6 +37,18 @@ def _open_or_make_dir(path: str) -> int:
     return os.open(path, _OPEN_DIR)
 
 
+def write_durably(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to the new file ``fd``, fsync, then ``fd`` closed (whatever
+    happens)."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def publish_bytes_in(dir_fd: int, final_name: str, temporary_name: str, data: bytes) -> None:
     """Publish `data` once as `final_name` in the directory `dir_fd` (spec 03 "Publish once").
 
@@ -45,13 +57,7 @@ def publish_bytes_in(dir_fd: int, final_name: str, temporary_name: str, data: by
     """
     fd = os.open(temporary_name, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(fd, data)
         try:
             os.link(
                 temporary_name,

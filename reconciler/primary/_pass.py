@@ -33,7 +33,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
@@ -335,34 +335,36 @@ def _failed(cand: Candidate, error: str) -> Candidate:
     )
 
 
+class PredictSettings(TypedDict, total=False):
+    """The settings of :class:`PrimaryReconciler` (defaults there) that :func:`predict` takes
+    too: ``profile``, ``platform``, ``budget`` and ``probe``."""
+
+    profile: str
+    platform: str
+    budget: LockBudget | None
+    probe: Probe | None
+
+
+class PassSettings(PredictSettings, total=False):
+    """Every setting of :class:`PrimaryReconciler` besides its ports."""
+
+    dry_run: bool
+
+
 def predict(
     conn: sqlite3.Connection,
     store: ReceiptStore,
     provider: ProcessProvider,
     clock: Clock,
     run_id: str,
-    *,
-    profile: str = "standalone",
-    platform: str = sys.platform,
-    budget: LockBudget | None = None,
-    probe: Probe | None = None,
+    **settings: Unpack[PredictSettings],
 ) -> tuple[dict[str, Any] | None, bool]:
     """What a dry run decides now for the one candidate ``run_id`` (``qlfsm explain``): its
     summary entry (None when it is not a candidate on the page), and whether the page was
     truncated (then no candidate is decided, as in a whole pass). Only this candidate is read
     and probed, and the grace is paid only when it needs it; a retained one is proven again
     by the final verifier, as in a whole pass. Nothing is written."""
-    pass_ = PrimaryReconciler(
-        conn,
-        store,
-        provider,
-        clock,
-        profile=profile,
-        platform=platform,
-        budget=budget,
-        probe=probe,
-        dry_run=True,
-    )
+    pass_ = PrimaryReconciler(conn, store, provider, clock, dry_run=True, **settings)
     return predict_one(pass_.context, pass_.status, run_id)
 
 
@@ -371,12 +373,7 @@ def reconcile_connection(
     store: ReceiptStore,
     provider: ProcessProvider,
     clock: Clock,
-    *,
-    profile: str = "standalone",
-    platform: str = sys.platform,
-    budget: LockBudget | None = None,
-    probe: Probe | None = None,
-    dry_run: bool = False,
+    **settings: Unpack[PassSettings],
 ) -> dict[str, Any]:
     """Run one ADR-0068 pass and return spec 04's summary (see :class:`PrimaryReconciler`).
 
@@ -386,14 +383,4 @@ def reconcile_connection(
     ``dry_run``: every read, probe and the grace as usual, but nothing is written, moved or
     deleted; the summary says what each candidate would get (and gains ``"dry_run": true``).
     """
-    return PrimaryReconciler(
-        conn,
-        store,
-        provider,
-        clock,
-        profile=profile,
-        platform=platform,
-        budget=budget,
-        probe=probe,
-        dry_run=dry_run,
-    ).run()
+    return PrimaryReconciler(conn, store, provider, clock, **settings).run()

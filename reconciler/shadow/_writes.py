@@ -342,25 +342,25 @@ def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
     return run, attempt
 
 
-def _cancel(
-    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+def _chained(
+    repo: Repository,
+    ctx: Context,
+    clock: Clock,
+    eff: Effect,
+    guard: Guard,
+    edges: Callable[[_Chain, RunRow, AttemptRow, int], None],
 ) -> None:
-    """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
-    reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
+    """Rows 6/7 (H): ``edges`` chains the Run's and the Attempt's edges at time ``at`` in one
+    transaction, on the Run and its active Attempt read again."""
     run, attempt = _rows(repo, ctx)
     assert ctx.attempt is not None
     at = _at(
         run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
     )
-    target = eff.target
-    assert target is not None
-    extra = dict(eff.payload)
 
     def build(facts: LegacyFacts) -> Sequence[Change]:
-        assert target is not None
         chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
-        chain.attempt(target, _errors(target, eff.error), extra)
-        chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
+        edges(chain, run, attempt, at)
         return chain.changes
 
     guard.commit(
@@ -374,25 +374,35 @@ def _cancel(
     )
 
 
+def _cancel(
+    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+) -> None:
+    """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
+    reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
+    target = eff.target
+    assert target is not None
+    extra = dict(eff.payload)
+
+    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
+        chain.attempt(target, _errors(target, eff.error), extra)
+        chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
+
+    _chained(repo, ctx, clock, eff, guard, edges)
+
+
 def _complete(
     repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
 ) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
     attempt.running, run.running, attempt.<t>, run.<t>, as QingLong's writer chains them."""
-    run, attempt = _rows(repo, ctx)
-    assert ctx.attempt is not None
-    at = _at(
-        run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
-    )
     succeeded = ctx.matched_status == "succeeded"
     terminal = "succeeded" if succeeded else "failed"
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
     code = None if succeeded else eff.error
 
-    def build(facts: LegacyFacts) -> Sequence[Change]:
-        chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
+    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
         if chain.run_status == "created":
             chain.run("queued", {"queued_at_ms": at}, {})
         if chain.run_status == "queued":
@@ -409,17 +419,8 @@ def _complete(
             {"finished_at_ms": at, **_errors(terminal, code)},
             {"legacy_exit_code": exit_code},
         )
-        return chain.changes
 
-    guard.commit(
-        repo,
-        run.id,
-        run.version,
-        build,
-        actor=eff.actor,
-        at_ms=at,
-        expect=_expect(run, ctx.attempt),
-    )
+    _chained(repo, ctx, clock, eff, guard, edges)
 
 
 Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect", "Guard"], None]

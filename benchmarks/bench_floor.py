@@ -204,10 +204,10 @@ def floor_source(dead_pid: int, *, checks: bool) -> str:
     return head + FLOOR.replace("@BODY@\n", floor_body())
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     """Wall seconds of one whole process and its stdout; it must exit 0 (safe)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False, env=env)
+    done = subprocess.run(argv, capture_output=True, check=False, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv[:4]} failed ({done.returncode}): {done.stderr.decode()}")
@@ -219,7 +219,11 @@ def peak_rss_kib(argv: list[str], env: dict[str, str], work: Path) -> int:
     fork, bench_primary.timed)."""
     out = work / "rss.txt"
     done = subprocess.run(
-        [TIME, "-o", str(out), "-f", "%M", *argv], capture_output=True, check=False, env=env
+        [TIME, "-o", str(out), "-f", "%M", *argv],
+        capture_output=True,
+        check=False,
+        env=env,
+        cwd=work,
     )
     if done.returncode != 0:
         raise SystemExit(f"{argv[:4]} under {TIME} failed: {done.stderr.decode()}")
@@ -249,9 +253,9 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
         qlfsm = qlfsm_argv()
 
         def floor(module: str) -> list[str]:
-            # appended, so the standard library is found first, as for qlfsm
-            return [sys.executable, "-c", f"import sys; sys.path.append({str(work)!r}); "
-                    f"import {module}"]  # fmt: skip
+            # found in the children's working directory, the first entry of a `-c` sys.path
+            # (the console script's is its own directory)
+            return [sys.executable, "-c", f"import {module}"]
 
         def fresh(tag: str, i: int) -> str:
             copy = work / f"{tag}-{i}.db"
@@ -280,7 +284,7 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
         }  # fmt: skip
         # One untimed run of each writes the bytecode; each floor prints qlfsm's JSON exactly.
         outputs = {
-            (g, name): run(variant(-1), env)[1]
+            (g, name): run(variant(-1), env, work)[1]
             for g, variants in groups.items()
             for name, variant in variants.items()
         }
@@ -297,7 +301,7 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
             for g, variants in groups.items():
                 names = list(variants)
                 for name in names[i % len(names) :] + names[: i % len(names)]:
-                    times[(g, name)].append(run(variants[name](i), env)[0])
+                    times[(g, name)].append(run(variants[name](i), env, work)[0])
             for copy in work.glob("*-*.db*"):
                 copy.unlink()
         rss: dict[tuple[str, str], list[int]] = {key: [] for key in outputs}
@@ -393,7 +397,7 @@ def main() -> int:
             met = "met" if r["met"] else "MISSED"
             if r["goal"] is not None:
                 met += ", goal " + ("met" if r["goal_met"] else "missed")
-        print(f"| {figure} | {ours} | {floor} | **{r['ratio']}** | {target} | {met} |")
+        print(f"| {figure} | {ours} | {floor} | **{r['ratio']:.2f}** | {target} | {met} |")
     return 0
 
 

@@ -25,6 +25,9 @@ hits each side alike), the figure the ratio of the medians over the rounds of ON
     `BEGIN IMMEDIATE`, two receipt lookups, one /proc probe, the compare-and-set UPDATEs and
     both events; one grace per pass), then the final verifier's candidate query (spec 04);
     same JSON output, byte for byte (checked).
+(i) where (a)'s time goes, a reference: `python -c pass`, the plain-Python allowance alone
+    (``import argparse, dataclasses, json, logging, sqlite3, typing``) and the modules `qlfsm
+    startup` imports (``import reconciler.cli._startup``), in the same rounds.
 (c) peak RSS (GNU time's ``%M``) of every variant: separate runs after the timed rounds (so
     the wrapper's own fork and exec are not in the wall times), the median of ``--rss-runs``.
 
@@ -65,13 +68,15 @@ from storage._operator import (  # noqa: E402
 from storage._schema import REQUIRED_COLUMNS  # noqa: E402
 
 TIME = "/usr/bin/time"
+PLAIN = "argparse, dataclasses, json, logging, sqlite3, typing"  # issue 28 Deliver 5's list
+STARTUP_MODULE = "reconciler.cli._startup"
 
 # The floor, as one flat module: the constants are prepended by `floor_source`. It does the
 # default pass with --json only (the benchmark's command lines) and stops on anything else it
 # does not implement (an enabled shadow origin, a candidate it would have to decide otherwise,
 # a journal row to sweep) rather than print a summary it did not earn.
 FLOOR = r"""
-import argparse, dataclasses, json, logging, sqlite3, typing  # the plain-Python allowance
+import argparse, dataclasses, json, logging, sqlite3, typing  # the plain-Python allowance (PLAIN)
 import fcntl, os, sys, time
 
 command = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -281,6 +286,13 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
                     *floor("qlfloor"), *args("reconcile", fresh("fr", i))
                 ],
             },
+            # Where (a) goes: the interpreter alone, the plain-Python allowance alone, and the
+            # modules `qlfsm startup` imports before it reads anything.
+            "i": {
+                "python -c pass": lambda i: [sys.executable, "-c", "pass"],
+                "import plain": lambda i: [sys.executable, "-c", f"import {PLAIN}"],
+                "import startup": lambda i: [sys.executable, "-c", f"import {STARTUP_MODULE}"],
+            },
         }  # fmt: skip
         # One untimed run of each writes the bytecode; each floor prints qlfsm's JSON exactly.
         outputs = {
@@ -334,6 +346,9 @@ FIGURES: dict[str, tuple[tuple[str, str], tuple[str, str], str, float | None, fl
                                      1.5, 1.3),
     "(a) startup vs floor+checks (D-15, D-16)": (
         ("a", "qlfsm startup"), ("a", "floor+checks startup"), "ms", None, None
+    ),
+    "(i) imports alone: `qlfsm startup`'s modules vs the plain ones": (
+        ("i", "import startup"), ("i", "import plain"), "ms", None, None
     ),
     "(b) startup, 256 dead": (("b", "qlfsm startup"), ("b", "floor startup"), "ms", 1.35, 1.2),
     "(b) reconcile, 256 dead": (("b", "qlfsm reconcile"), ("b", "floor reconcile"), "ms",
@@ -398,6 +413,8 @@ def main() -> int:
             if r["goal"] is not None:
                 met += ", goal " + ("met" if r["goal_met"] else "missed")
         print(f"| {figure} | {ours} | {floor} | **{r['ratio']:.2f}** | {target} | {met} |")
+    for name, ms in result["median_ms"].items():
+        print(f"  {name:<32} {ms:7.1f} ms  {result['peak_rss_kib'][name] / 1024:5.1f} MiB")
     return 0
 
 

@@ -270,60 +270,62 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
         def args(command: str, db: str) -> list[str]:
             return [command, "--db", db, "--receipt-root", str(root), "--json"]
 
-        groups: dict[str, dict[str, Variant]] = {
-            "a": {
-                "qlfsm startup": lambda i: [*qlfsm, *args("startup", str(zero))],
-                "floor startup": lambda i: [*floor("qlfloor"), *args("startup", str(zero))],
-                "floor+checks startup": lambda i: [
+        # Each group is timed in a rotating order within each round: the two sides of a (b)
+        # figure run back to back, in alternating order.
+        groups: list[dict[str, Variant]] = [
+            {
+                "(a) qlfsm startup": lambda i: [*qlfsm, *args("startup", str(zero))],
+                "(a) floor startup": lambda i: [*floor("qlfloor"), *args("startup", str(zero))],
+                "(a) floor+checks startup": lambda i: [
                     *floor("qlfloor_checked"), *args("startup", str(zero))
                 ],
             },
-            "b": {
-                "qlfsm startup": lambda i: [*qlfsm, *args("startup", fresh("qs", i))],
-                "floor startup": lambda i: [*floor("qlfloor"), *args("startup", fresh("fs", i))],
-                "qlfsm reconcile": lambda i: [*qlfsm, *args("reconcile", fresh("qr", i))],
-                "floor reconcile": lambda i: [
+            {
+                "(b) qlfsm startup": lambda i: [*qlfsm, *args("startup", fresh("qs", i))],
+                "(b) floor startup": lambda i: [
+                    *floor("qlfloor"), *args("startup", fresh("fs", i))
+                ],
+            },
+            {
+                "(b) qlfsm reconcile": lambda i: [*qlfsm, *args("reconcile", fresh("qr", i))],
+                "(b) floor reconcile": lambda i: [
                     *floor("qlfloor"), *args("reconcile", fresh("fr", i))
                 ],
             },
             # Where (a) goes: the interpreter alone, the plain-Python allowance alone, and the
             # modules `qlfsm startup` imports before it reads anything.
-            "i": {
-                "python -c pass": lambda i: [sys.executable, "-c", "pass"],
-                "import plain": lambda i: [sys.executable, "-c", f"import {PLAIN}"],
-                "import startup": lambda i: [sys.executable, "-c", f"import {STARTUP_MODULE}"],
+            {
+                "(i) python -c pass": lambda i: [sys.executable, "-c", "pass"],
+                "(i) import plain": lambda i: [sys.executable, "-c", f"import {PLAIN}"],
+                "(i) import startup": lambda i: [
+                    sys.executable, "-c", f"import {STARTUP_MODULE}"
+                ],
             },
-        }  # fmt: skip
+        ]  # fmt: skip
+        variants = {name: variant for group in groups for name, variant in group.items()}
         # One untimed run of each writes the bytecode; each floor prints qlfsm's JSON exactly.
-        outputs = {
-            (g, name): run(variant(-1), env, work)[1]
-            for g, variants in groups.items()
-            for name, variant in variants.items()
-        }
+        outputs = {name: run(variant(-1), env, work)[1] for name, variant in variants.items()}
         for g, command in (("a", "startup"), ("b", "startup"), ("b", "reconcile")):
-            ours = outputs[(g, f"qlfsm {command}")]
-            for name in (f"floor {command}", f"floor+checks {command}"):
-                if (g, name) in outputs and outputs[(g, name)] != ours:
-                    raise SystemExit(f"({g}) {name} printed\n{outputs[(g, name)]}not\n{ours}")
-        if json.loads(outputs[("b", "qlfsm reconcile")])["recovered"] != N:
+            ours = outputs[f"({g}) qlfsm {command}"]
+            for name in (f"({g}) floor {command}", f"({g}) floor+checks {command}"):
+                if name in outputs and outputs[name] != ours:
+                    raise SystemExit(f"{name} printed\n{outputs[name]}not\n{ours}")
+        if json.loads(outputs["(b) qlfsm reconcile"])["recovered"] != N:
             raise SystemExit("(b) qlfsm did not recover every candidate")
         load_before = os.getloadavg()
-        times: dict[tuple[str, str], list[float]] = {key: [] for key in outputs}
+        times: dict[str, list[float]] = {name: [] for name in variants}
         for i in range(rounds):
-            for g, variants in groups.items():
-                names = list(variants)
+            for group in groups:
+                names = list(group)
                 for name in names[i % len(names) :] + names[: i % len(names)]:
-                    times[(g, name)].append(run(variants[name](i), env, work)[0])
+                    times[name].append(run(group[name](i), env, work)[0] * 1000)
             for copy in work.glob("*-*.db*"):
                 copy.unlink()
-        rss: dict[tuple[str, str], list[int]] = {key: [] for key in outputs}
+        rss: dict[str, list[int]] = {name: [] for name in variants}
         for i in range(rss_runs):
-            for g, variants in groups.items():
-                for name, variant in variants.items():
-                    rss[(g, name)].append(peak_rss_kib(variant(rounds + i), env, work))
+            for name, variant in variants.items():
+                rss[name].append(peak_rss_kib(variant(rounds + i), env, work))
         load_after = os.getloadavg()
-        med = {key: statistics.median(t) * 1000 for key, t in times.items()}
-        rss_med = {key: statistics.median(r) for key, r in rss.items()}
         return {
             "qlfsm": install_kind(),
             "python": sys.version.split()[0],
@@ -332,48 +334,52 @@ def bench(rounds: int, rss_runs: int) -> dict[str, Any]:
             "rss_runs": rss_runs,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in load_after],
-            "median_ms": {f"({g}) {name}": round(ms, 1) for (g, name), ms in med.items()},
-            "peak_rss_kib": {f"({g}) {name}": kib for (g, name), kib in rss_med.items()},
-            "ratios": ratios(med, rss_med),
+            "median_ms": {name: round(statistics.median(t), 1) for name, t in times.items()},
+            "peak_rss_kib": {name: statistics.median(r) for name, r in rss.items()},
+            "ratios": ratios(times, rss),
+            "times_ms": {name: [round(t, 1) for t in ts] for name, ts in times.items()},
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 # figure -> (qlfsm variant, floor variant, measure, bound, goal); None: a reference, no target
-FIGURES: dict[str, tuple[tuple[str, str], tuple[str, str], str, float | None, float | None]] = {
-    "(a) startup, zero candidates": (("a", "qlfsm startup"), ("a", "floor startup"), "ms",
-                                     1.5, 1.3),
+FIGURES: dict[str, tuple[str, str, str, float | None, float | None]] = {
+    "(a) startup, zero candidates": ("(a) qlfsm startup", "(a) floor startup", "ms", 1.5, 1.3),
     "(a) startup vs floor+checks (D-15, D-16)": (
-        ("a", "qlfsm startup"), ("a", "floor+checks startup"), "ms", None, None
+        "(a) qlfsm startup", "(a) floor+checks startup", "ms", None, None
     ),
     "(i) imports alone: `qlfsm startup`'s modules vs the plain ones": (
-        ("i", "import startup"), ("i", "import plain"), "ms", None, None
+        "(i) import startup", "(i) import plain", "ms", None, None
     ),
-    "(b) startup, 256 dead": (("b", "qlfsm startup"), ("b", "floor startup"), "ms", 1.35, 1.2),
-    "(b) reconcile, 256 dead": (("b", "qlfsm reconcile"), ("b", "floor reconcile"), "ms",
-                                1.35, 1.2),
-    "(c) peak RSS, (a) startup": (("a", "qlfsm startup"), ("a", "floor startup"), "rss",
-                                  1.5, None),
-    "(c) peak RSS, (b) startup": (("b", "qlfsm startup"), ("b", "floor startup"), "rss",
-                                  1.5, None),
-    "(c) peak RSS, (b) reconcile": (("b", "qlfsm reconcile"), ("b", "floor reconcile"), "rss",
-                                    1.5, None),
+    "(b) startup, 256 dead": ("(b) qlfsm startup", "(b) floor startup", "ms", 1.35, 1.2),
+    "(b) reconcile, 256 dead": ("(b) qlfsm reconcile", "(b) floor reconcile", "ms", 1.35, 1.2),
+    "(c) peak RSS, (a) startup": ("(a) qlfsm startup", "(a) floor startup", "rss", 1.5, None),
+    "(c) peak RSS, (b) startup": ("(b) qlfsm startup", "(b) floor startup", "rss", 1.5, None),
+    "(c) peak RSS, (b) reconcile": (
+        "(b) qlfsm reconcile", "(b) floor reconcile", "rss", 1.5, None
+    ),
 }  # fmt: skip
 
 
-def ratios(
-    med: dict[tuple[str, str], float], rss: dict[tuple[str, str], float]
-) -> dict[str, dict[str, Any]]:
+def ratios(times: dict[str, list[float]], rss: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
+    """Each figure: the ratio of the medians (the verdict) and, for wall times, the median of
+    the per-round ratios (each round's two runs were close in time: a check on load drift)."""
     out = {}
     for figure, (ours, floor, measure, bound, goal) in FIGURES.items():
-        values = med if measure == "ms" else rss
-        ratio = round(values[ours] / values[floor], 2)
+        values: dict[str, list[float]] | dict[str, list[int]] = times if measure == "ms" else rss
+        mine, base = statistics.median(values[ours]), statistics.median(values[floor])
+        ratio = round(mine / base, 2)
+        paired = None
+        if measure == "ms":
+            pairs = zip(times[ours], times[floor], strict=True)
+            paired = round(statistics.median(q / f for q, f in pairs), 2)
         out[figure] = {
-            "qlfsm": round(values[ours], 1),
-            "floor": round(values[floor], 1),
-            "unit": "ms" if measure == "ms" else "KiB",
+            "qlfsm": round(mine, 1),
+            "floor": round(base, 1),
+            "unit": measure if measure == "ms" else "KiB",
             "ratio": ratio,
+            "paired_ratio": paired,
             "bound": bound,
             "goal": goal,
             "met": None if bound is None else ratio <= bound,
@@ -397,8 +403,8 @@ def main() -> int:
         f"{args.rounds} rounds; load average {result['load_average_before']} before, "
         f"{result['load_average_after']} after"
     )
-    print("| figure | qlfsm | floor | ratio | bound (goal) | met |")
-    print("|---|---|---|---|---|---|")
+    print("| figure | qlfsm | floor | ratio | paired | bound (goal) | met |")
+    print("|---|---|---|---|---|---|---|")
     for figure, r in result["ratios"].items():
         unit = r["unit"]
         if unit == "KiB":
@@ -412,7 +418,9 @@ def main() -> int:
             met = "met" if r["met"] else "MISSED"
             if r["goal"] is not None:
                 met += ", goal " + ("met" if r["goal_met"] else "missed")
-        print(f"| {figure} | {ours} | {floor} | **{r['ratio']:.2f}** | {target} | {met} |")
+        paired = "—" if r["paired_ratio"] is None else f"{r['paired_ratio']:.2f}"
+        ratio = f"**{r['ratio']:.2f}**"
+        print(f"| {figure} | {ours} | {floor} | {ratio} | {paired} | {target} | {met} |")
     for name, ms in result["median_ms"].items():
         print(f"  {name:<32} {ms:7.1f} ms  {result['peak_rss_kib'][name] / 1024:5.1f} MiB")
     return 0

@@ -1,7 +1,8 @@
 """`qlfsm startup` against a plain-Python floor (issue 28 Deliver 5; a script, not a test).
 
 Whole processes, every variant of a group once per round in a rotating order (so machine noise
-hits each side alike), the figure the ratio of the medians over the rounds of ONE run:
+hits each side alike; the two sides of a (b) figure back to back), the figure the ratio of the
+medians over the rounds of ONE run, beside it the median of the per-round ratios:
 
 (a) `qlfsm startup --db D --receipt-root R --json` on a database with zero candidates, against
     the floor: a plain script (``FLOOR`` below) that imports ``argparse``, ``json``,

@@ -6,7 +6,11 @@ Run changed under the same version is not written on a decision it no longer get
 adopts a `dispatching` Run beside an Attempt already `running`, row 13's re-check refuses a
 gone Run, a second active Attempt and every compare-and-set field the fingerprint leaves out,
 a cleanup after the commit that finds the database read-only stops the pass, and a third
-invalid receipt is quarantined above the journal row's newest copy.
+invalid receipt is quarantined above the journal row's newest copy. Each write's plan
+(``reconciler/primary/_edges.py``): rows 3, 7, 12 and 13 stamped at the latest of the clock and
+every time the Run and its Attempt carry (each made the latest in turn, the epoch included),
+row 3's Run fields each named when they moved, row 12 starting only what has no start yet, and
+a receipt's D-3 chain edges each with its own dedupe key, evidence word and decision.
 
 Through the public ``reconcile`` only, on real SQLite files and real receipt files; what
 was committed is read back through a second connection. The clock and the process table are the

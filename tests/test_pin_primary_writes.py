@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _decisions import decision as decision_of
 from _primary_support import (
     RECONCILER,
     SYSTEM,
@@ -67,6 +68,15 @@ def second_connection(db_path: Path) -> contextlib.closing[sqlite3.Connection]:
     return contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True))
 
 
+def someone_else_writes(db_path: Path, sql: str, *args: object) -> None:
+    """``sql`` committed by another writer, on its own connection."""
+    other = other_connection(db_path)
+    try:
+        other.execute(sql, args)
+    finally:
+        other.close()
+
+
 def read_back(db_path: Path, run_id: str, attempt_id: str) -> tuple[str | None, str | None]:
     """The Run's and the Attempt's status as committed."""
     with second_connection(db_path) as c:
@@ -99,11 +109,7 @@ class MeddlingProbe:
     def __call__(self, handle: str, provider: Any, *, platform: str) -> Any:
         if not self.done:
             self.done = True
-            other = other_connection(self.db_path)
-            try:
-                other.execute(self.sql)
-            finally:
-                other.close()
+            someone_else_writes(self.db_path, self.sql)
         return inspect_handle(handle, provider, platform=platform)
 
 
@@ -462,12 +468,10 @@ HOUR = 3_600_000
 def set_times(db_path: Path, table: str, row_id: str, **times: int) -> None:
     """Someone else's times on a row (a Run started once and retried, a clock that ran
     ahead on another writer), written before the pass."""
-    other = other_connection(db_path)
-    try:
-        for column, value in times.items():
-            other.execute(f'UPDATE "{table}" SET {column} = ? WHERE id = ?', (value, row_id))
-    finally:
-        other.close()
+    for column, value in times.items():
+        someone_else_writes(
+            db_path, f'UPDATE "{table}" SET {column} = ? WHERE id = ?', value, row_id
+        )
 
 
 def stamps(reader: Repository, run_id: str, after: int) -> list[tuple[str, int]]:
@@ -509,11 +513,7 @@ class ClockWithAWriter(FakeClock):
     def now_ms(self) -> int:
         if not self.done:
             self.done = True
-            other = other_connection(self.db_path)
-            try:
-                other.execute(self.sql)
-            finally:
-                other.close()
+            someone_else_writes(self.db_path, self.sql)
         return super().now_ms()
 
 
@@ -655,11 +655,9 @@ def test_a_receipt_for_a_claimed_attempt_walks_each_chain_edge_with_its_own_key_
     # each its own event keyed on the receipt (QingLong's completion processor's keys), each
     # carrying the word of the evidence and the decision; both start at the receipt's start.
     make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
-    other = other_connection(db_path)
-    other.execute(
-        'UPDATE "RunAttempts" SET callback_token_hash = ? WHERE id = ?', (TOKEN_HASH, "at-1")
+    someone_else_writes(
+        db_path, 'UPDATE "RunAttempts" SET callback_token_hash = ? WHERE id = ?', TOKEN_HASH, "at-1"
     )
-    other.close()
     store.publish(receipt("run-1", "at-1"))  # started T0 + 10, finished T0 + 20
     before = last_event(reader, "run-1")
 
@@ -667,21 +665,8 @@ def test_a_receipt_for_a_claimed_attempt_walks_each_chain_edge_with_its_own_key_
 
     assert summary_of(summary) == [("5", "recovered", "receipt_succeeded")]
     events = [e for e in reader.events_of("run-1") if e.sequence > before]
-    decision = {
-        "record": "ADR-0068",
-        "row": "5",
-        "reason": "receipt_succeeded",
-        # No process was probed: neither a verdict nor a pid match is recorded.
-        "evidence": {
-            "receipt": "trusted",
-            "reread": None,
-            "process": None,
-            "probe_reason": None,
-            "pid_matches": None,
-            "grace_paid": False,
-            "verifier": None,
-        },
-    }
+    # No process was probed: neither a verdict nor a pid match is recorded (both null).
+    decision = decision_of("5", "receipt_succeeded", receipt="trusted")
     assert [
         (e.type, e.dedupe_key, e.payload.get("evidence"), e.payload.get("decision"))
         for e in events

@@ -6,7 +6,11 @@ Run changed under the same version is not written on a decision it no longer get
 adopts a `dispatching` Run beside an Attempt already `running`, row 13's re-check refuses a
 gone Run, a second active Attempt and every compare-and-set field the fingerprint leaves out,
 a cleanup after the commit that finds the database read-only stops the pass, and a third
-invalid receipt is quarantined above the journal row's newest copy.
+invalid receipt is quarantined above the journal row's newest copy. Each write's plan
+(``reconciler/primary/_edges.py``): rows 3, 7, 12 and 13 stamped at the latest of the clock and
+every time the Run and its Attempt carry (each made the latest in turn, the epoch included),
+row 3's Run fields each named when they moved, row 12 starting only what has no start yet, and
+a receipt's D-3 chain edges each with its own dedupe key, evidence word and decision.
 
 Through the public ``reconcile`` only, on real SQLite files and real receipt files; what
 was committed is read back through a second connection. The clock and the process table are the
@@ -24,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _decisions import decision as decision_of
 from _primary_support import (
     RECONCILER,
     SYSTEM,
     T0,
     TOKEN_HASH,
     make_candidate,
+    make_run,
     other_connection,
     receipt,
 )
@@ -60,6 +66,15 @@ def spawned(table: FakeProcessTable, *, alive: bool) -> tuple[str, int]:
 def second_connection(db_path: Path) -> contextlib.closing[sqlite3.Connection]:
     """A fresh read-only connection: what was committed, not what the pass's connection saw."""
     return contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True))
+
+
+def someone_else_writes(db_path: Path, sql: str, *args: object) -> None:
+    """``sql`` committed by another writer, on its own connection."""
+    other = other_connection(db_path)
+    try:
+        other.execute(sql, args)
+    finally:
+        other.close()
 
 
 def read_back(db_path: Path, run_id: str, attempt_id: str) -> tuple[str | None, str | None]:
@@ -94,11 +109,7 @@ class MeddlingProbe:
     def __call__(self, handle: str, provider: Any, *, platform: str) -> Any:
         if not self.done:
             self.done = True
-            other = other_connection(self.db_path)
-            try:
-                other.execute(self.sql)
-            finally:
-                other.close()
+            someone_else_writes(self.db_path, self.sql)
         return inspect_handle(handle, provider, platform=platform)
 
 
@@ -441,3 +452,248 @@ def test_a_third_invalid_receipt_goes_above_the_journals_newest_copy_though_a_lo
     assert b'"' + b"2" * 43 in (root / quarantine_ref("at-1", 2)).read_bytes()
     assert store.purge_quarantine(row.quarantine_ref) == 2  # both copies the row stands for
     assert read_back(db_path, "run-1", "at-1") == ("running", "running")
+
+
+# --- each write's plan (reconciler/primary/_edges.py): its time, start times, chain events ----
+#
+# spec 01 (QingLong's atOrAfter): an edge is stamped at the clock, or at the latest time the
+# Run and its Attempt already carry when the clock is behind it; storage refuses an event
+# earlier than the created/started time of the aggregate it moves. Each case below makes ONE
+# of those times the latest, so a plan that leaves it out is either refused or stamped
+# elsewhere.
+
+HOUR = 3_600_000
+
+
+def set_times(db_path: Path, table: str, row_id: str, **times: int) -> None:
+    """Someone else's times on a row (a Run started once and retried, a clock that ran
+    ahead on another writer), written before the pass."""
+    for column, value in times.items():
+        someone_else_writes(
+            db_path, f'UPDATE "{table}" SET {column} = ? WHERE id = ?', value, row_id
+        )
+
+
+def stamps(reader: Repository, run_id: str, after: int) -> list[tuple[str, int]]:
+    """(type, time) of the Run's events past sequence ``after``."""
+    return [(e.type, e.created_at_ms) for e in reader.events_of(run_id) if e.sequence > after]
+
+
+def last_event(reader: Repository, run_id: str) -> int:
+    return max(e.sequence for e in reader.events_of(run_id))
+
+
+@pytest.mark.parametrize(
+    ("clock_ms", "stamped"),
+    [(T0 + 60_000, T0 + 60_000), (T0 - 60_000, T0)],
+    ids=["clock-ahead", "clock-behind-the-runs-creation"],
+)
+def test_row_3_is_stamped_at_the_clock_or_at_the_runs_creation_whichever_is_later(
+    repo: Repository, reader: Repository, conn: Any, store: FileReceiptStore,
+    clock_ms: int, stamped: int,
+) -> None:  # fmt: skip
+    make_run(repo, "run-1", "dispatching")
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, FakeProcessTable(), FakeClock(clock_ms))
+
+    assert summary_of(summary) == [("3", "recovered", "attempt_missing_before_start")]
+    assert stamps(reader, "run-1", before) == [("run.lost", stamped)]
+
+
+class ClockWithAWriter(FakeClock):
+    """A fake clock whose first wall-time reading (the one right before the pass's first
+    write transaction) lets someone else write ``sql`` first."""
+
+    def __init__(self, db_path: Path, sql: str) -> None:
+        super().__init__(T0)
+        self.db_path, self.sql = db_path, sql
+        self.done = False
+
+    def now_ms(self) -> int:
+        if not self.done:
+            self.done = True
+            someone_else_writes(self.db_path, self.sql)
+        return super().now_ms()
+
+
+def test_a_row_3_write_names_the_run_owner_that_moved_without_the_version(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore
+) -> None:
+    # ADR-0068 §4: row 3 used the Run's fields alone; each is checked with its own error
+    # before the decision is taken again on the re-read (which would only say "row 3").
+    make_run(repo, "run-1", "dispatching")
+    before = last_event(reader, "run-1")
+    clock = ClockWithAWriter(
+        db_path, "UPDATE \"Runs\" SET execution_owner = 'legacy' WHERE id = 'run-1'"
+    )
+
+    summary = pass_with(conn, store, FakeProcessTable(), clock)
+
+    assert summary_of(summary) == [
+        (
+            "14",
+            "failed",
+            "error:Conflict: conflict: run run-1 is no longer execution_owner='runtime' "
+            "(now 'legacy'); re-read and decide again",
+        )
+    ]
+    assert stamps(reader, "run-1", before) == []
+
+
+@pytest.mark.parametrize(
+    ("clock_ms", "run_times", "attempt_times", "stamped"),
+    [
+        (T0 + 60_000, {}, {}, T0 + 60_000),
+        # An Attempt row written by a writer whose clock ran behind the Run's creation.
+        (T0 - 60_000, {}, {"created_at_ms": T0 - 30_000}, T0),
+        # A Run that started once, was retried, and is `dispatching` again.
+        (T0, {"started_at_ms": T0 + 5_000}, {}, T0 + 5_000),
+        # An Attempt created by a writer whose clock ran ahead of this one.
+        (T0, {}, {"created_at_ms": T0 + 5_000}, T0 + 5_000),
+    ],
+    ids=["clock", "run-created", "run-started", "attempt-created"],
+)
+def test_row_7_is_stamped_at_the_latest_of_the_clock_and_every_time_the_run_and_attempt_carry(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore,
+    clock_ms: int, run_times: dict[str, int], attempt_times: dict[str, int], stamped: int,
+) -> None:  # fmt: skip
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    set_times(db_path, "Runs", "run-1", **run_times)
+    set_times(db_path, "RunAttempts", "at-1", **attempt_times)
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, FakeProcessTable(), FakeClock(clock_ms))
+
+    assert summary_of(summary) == [("7", "recovered", "unstarted_claim")]
+    assert stamps(reader, "run-1", before) == [("attempt.lost", stamped), ("run.lost", stamped)]
+
+
+def test_row_7_at_the_epoch_is_stamped_at_the_epoch(
+    repo: Repository, reader: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # Neither the Run nor its claimed Attempt has started: an absent start is no time at all.
+    v = repo.create_run(run_id="run-1", at_ms=0).version
+    for trigger in ("queue", "dispatch"):
+        v = repo.advance("run-1", v, [RunChange(trigger)], actor=SYSTEM, at_ms=0).version
+    repo.create_attempt(run_id="run-1", attempt_id="at-1", expected_version=v, at_ms=0)
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, FakeProcessTable(), FakeClock(0))
+
+    assert [c["row"] for c in summary["candidates"]] == ["7"]
+    assert stamps(reader, "run-1", before) == [("attempt.lost", 0), ("run.lost", 0)]
+
+
+def test_row_13_is_stamped_at_the_attempts_own_start_when_the_clock_is_still_behind_it(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore
+) -> None:
+    # The launcher's clock ran an hour ahead: after the one grace the clock is still behind
+    # the Attempt's start, which is the latest time in sight.
+    table = FakeProcessTable()
+    handle, pid = spawned(table, alive=False)
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    set_times(db_path, "RunAttempts", "at-1", started_at_ms=T0 + HOUR)
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, table, FakeClock(T0))
+
+    assert summary_of(summary) == [("13", "recovered", "process_not_running:pid_absent")]
+    assert stamps(reader, "run-1", before) == [
+        ("attempt.lost", T0 + HOUR),
+        ("run.lost", T0 + HOUR),
+    ]
+
+
+def started_times(reader: Repository) -> tuple[int | None, int | None]:
+    """The Run's and the Attempt's ``started_at_ms`` as committed."""
+    run, att = reader.get_run("run-1"), reader.get_attempt("at-1")
+    assert run is not None and att is not None
+    return run.started_at_ms, att.started_at_ms
+
+
+@pytest.mark.parametrize(
+    ("clock_ms", "run_times", "attempt_times", "stamped", "started"),
+    [
+        # Neither has started: both start at the moment of the adoption.
+        (T0 + 60_000, {}, {}, T0 + 60_000, (T0 + 60_000, T0 + 60_000)),
+        # Each carries a start already (the launcher wrote it before it crashed): kept.
+        (
+            T0 + 60_000, {"started_at_ms": T0 + 5}, {"started_at_ms": T0 + 5},
+            T0 + 60_000, (T0 + 5, T0 + 5),
+        ),
+        # The clock is behind the Attempt's creation: stamped, and started, at that.
+        (T0, {}, {"created_at_ms": T0 + 5_000}, T0 + 5_000, (T0 + 5_000, T0 + 5_000)),
+    ],
+    ids=["none-started", "both-started", "clock-behind-the-attempt"],
+)  # fmt: skip
+def test_row_12_starts_each_aggregate_it_moves_at_the_adoption_unless_it_carries_a_start(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore,
+    clock_ms: int, run_times: dict[str, int], attempt_times: dict[str, int], stamped: int,
+    started: tuple[int, int],
+) -> None:  # fmt: skip
+    table = FakeProcessTable()
+    adoptable(repo, table)
+    set_times(db_path, "Runs", "run-1", **run_times)
+    set_times(db_path, "RunAttempts", "at-1", **attempt_times)
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, table, FakeClock(clock_ms))
+
+    assert summary_of(summary) == [("12", "remaining", "process_running")]
+    assert stamps(reader, "run-1", before) == [
+        ("attempt.running", stamped),
+        ("run.running", stamped),
+    ]
+    assert started_times(reader) == started
+
+
+def test_a_receipt_for_a_claimed_attempt_walks_each_chain_edge_with_its_own_key_and_evidence(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore
+) -> None:
+    # D-3: claimed -> starting -> running for the Attempt, dispatching -> running for the Run,
+    # each its own event keyed on the receipt (QingLong's completion processor's keys), each
+    # carrying the word of the evidence and the decision; both start at the receipt's start.
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    someone_else_writes(
+        db_path, 'UPDATE "RunAttempts" SET callback_token_hash = ? WHERE id = ?', TOKEN_HASH, "at-1"
+    )
+    store.publish(receipt("run-1", "at-1"))  # started T0 + 10, finished T0 + 20
+    before = last_event(reader, "run-1")
+
+    summary = pass_with(conn, store, FakeProcessTable(), FakeClock(T0))
+
+    assert summary_of(summary) == [("5", "recovered", "receipt_succeeded")]
+    events = [e for e in reader.events_of("run-1") if e.sequence > before]
+    # No process was probed: neither a verdict nor a pid match is recorded (both null).
+    decision = decision_of("5", "receipt_succeeded", receipt="trusted")
+    assert [
+        (e.type, e.dedupe_key, e.payload.get("evidence"), e.payload.get("decision"))
+        for e in events
+    ] == [
+        ("attempt.starting", "local-completion:at-1:1:starting", "completion_receipt", decision),
+        (
+            "attempt.running", "local-completion:at-1:1:attempt-running", "completion_receipt",
+            decision,
+        ),
+        ("run.running", "local-completion:at-1:1:run-running", "completion_receipt", decision),
+        ("attempt.succeeded", "local-completion:at-1:1:attempt", None, decision),
+        ("run.succeeded", "local-completion:at-1:1:run", None, decision),
+    ]  # fmt: skip
+    assert started_times(reader) == (T0 + 10, T0 + 10)
+
+
+def test_a_receipt_completion_keeps_the_start_times_the_run_and_attempt_already_carry(
+    repo: Repository, reader: Repository, conn: Any, db_path: Path, store: FileReceiptStore
+) -> None:
+    # D-3: the receipt's start fills only a start that is missing; a `starting` Attempt and a
+    # `dispatching` Run that carry one keep it through the chain's `running` edges.
+    make_candidate(repo, "run-1", "at-1", attempt="starting", run="dispatching")
+    set_times(db_path, "Runs", "run-1", started_at_ms=T0 + 5)
+    set_times(db_path, "RunAttempts", "at-1", started_at_ms=T0 + 5)
+    store.publish(receipt("run-1", "at-1"))  # started T0 + 10
+
+    summary = pass_with(conn, store, FakeProcessTable(), FakeClock(T0))
+
+    assert summary_of(summary) == [("5", "recovered", "receipt_succeeded")]
+    assert started_times(reader) == (T0 + 5, T0 + 5)

@@ -29,11 +29,12 @@ import fsm.qinglong._primary
 import reconciler.primary._pass as primary_pass_module
 from fsm import (
     Case,
+    DecisionEngine,
     DecisionRow,
     DecisionTable,
     FsmError,
+    drawn_spec,
 )
-from fsm._decision import DecisionEngine, drawn_spec
 from fsm.qinglong import (
     PRIMARY_GUARDS,
     PRIMARY_TABLE,

@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 from _support import T0
 
-from storage import PRIMARY_CANDIDATES_SQL, legacy_candidates, primary_candidates, runs_page
+from storage import (
+    PRIMARY_CANDIDATES_SQL,
+    candidates_sql,
+    legacy_candidates,
+    primary_candidates,
+    runs_page,
+)
 from storage._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS
-from storage._legacy_source import candidates_sql
 from storage._schema import QL3_STREAM, checksum
 
 HISTORY = 6000

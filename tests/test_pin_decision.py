@@ -16,6 +16,7 @@ import pytest
 
 from fsm import (
     Case,
+    DecisionEngine,
     DecisionRow,
     DecisionTable,
     Edge,
@@ -24,8 +25,10 @@ from fsm import (
     IllegalTransition,
     MachineDefinitionError,
     Need,
+    Taken,
+    Walk,
+    drawn_spec,
 )
-from fsm._decision import DecisionEngine, Taken, Walk, drawn_spec
 from fsm.qinglong import (
     PRIMARY_DECISION_SPEC,
     PRIMARY_EVIDENCE_FIELDS,

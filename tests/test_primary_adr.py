@@ -25,9 +25,8 @@ from _primary_support import (
 )
 from conftest import read_snapshot
 
-from reconciler import _reconcile
+from reconciler import _reconcile, startup
 from reconciler._reconcile import primary_pass
-from reconciler._startup import startup
 from reconciler.node import (
     FakeClock,
     FakeProcessTable,

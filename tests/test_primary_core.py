@@ -17,6 +17,7 @@ import pytest
 
 from fsm import (
     Case,
+    DecisionEngine,
     DecisionRow,
     DecisionTable,
     EvidenceError,
@@ -25,7 +26,6 @@ from fsm import (
     MachineDefinitionError,
     Need,
 )
-from fsm._decision import DecisionEngine
 from fsm.qinglong import (
     ATTEMPT_ACTIVE,
     ATTEMPT_SPEC,

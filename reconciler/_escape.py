@@ -18,8 +18,7 @@ such text is shown through one of these, each built on :func:`clean`:
   only): DEL, C1, U+2028/U+2029, the bidi controls and lone surrogates written as ``\\uXXXX``,
   every other character unchanged, so that one object is one line for ``str.splitlines()`` too.
 
-Standard library only, and nothing imported at module level: the zero-candidate `reconcile`
-loads this module (it must import neither ``typing`` nor ``json``, nor ``shlex``).
+Standard library only.
 """
 
 from __future__ import annotations

@@ -412,11 +412,6 @@ def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
     return Explanation(run, attempts, steps, journal_of(conn, attempts))
 
 
-def place(owner: str, events: list[EventRow]) -> list[Step]:
-    """Each event on its machine, in sequence order (pure)."""
-    return list(place_each(owner, sorted(events, key=lambda ev: ev.sequence)))
-
-
 def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
     """Each event of ``events`` (in sequence order) on its machine, one at a time (pure)."""
     return map(_Placer(owner), events)

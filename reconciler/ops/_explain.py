@@ -177,31 +177,57 @@ class Step:
         return {k: v for k, v in self.payload.items() if k not in skip}
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "sequence": self.sequence,
-            "at_ms": self.at_ms,
-            "at": iso_time(self.at_ms),
-            "type": self.type,
-            "actor_type": self.actor_type,
-            "actor_id": self.actor_id,
-            "attempt_id": self.attempt_id,
-            "machine": self.machine,
-            "from": self.source,
-            "to": self.dest,
-            "trigger": self.trigger,
-            "trigger_from_tables": self.trigger_from_tables,
-            "record": self.record,
-            "row": self.row,
-            "row_recorded": self.row_recorded,
-            "row_facts": (
-                ROW_FACTS.get((self.record, self.row))
-                if self.record is not None and self.row is not None
-                else None
-            ),
-            "decision": dict(self.decision) if self.decision is not None else None,
-            "resolution": dict(self.resolution) if self.resolution is not None else None,
-            "payload": dict(self.payload),
-        }
+        return step_members(
+            self.sequence, self.at_ms, self.type, self.actor_type, self.actor_id,
+            self.attempt_id, self.machine, self.source, self.dest, self.trigger,
+            self.trigger_from_tables, self.record, self.row, self.row_recorded, self.decision,
+            self.resolution, self.payload,
+        )  # fmt: skip
+
+
+def step_members(
+    sequence: int,
+    at_ms: int,
+    event_type: str,
+    actor_type: str,
+    actor_id: str | None,
+    attempt_id: str | None,
+    machine: str | None,
+    source: str | None,
+    dest: str | None,
+    trigger: str,
+    trigger_from_tables: bool,
+    record: str | None,
+    row: str | None,
+    row_recorded: bool,
+    decision: Mapping[str, Any] | None,
+    resolution: Mapping[str, Any] | None,
+    payload: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A step as the `explain --json` schema's step object, its members in their order."""
+    return {
+        "sequence": sequence,
+        "at_ms": at_ms,
+        "at": iso_time(at_ms),
+        "type": event_type,
+        "actor_type": actor_type,
+        "actor_id": actor_id,
+        "attempt_id": attempt_id,
+        "machine": machine,
+        "from": source,
+        "to": dest,
+        "trigger": trigger,
+        "trigger_from_tables": trigger_from_tables,
+        "record": record,
+        "row": row,
+        "row_recorded": row_recorded,
+        "row_facts": (
+            ROW_FACTS.get((record, row)) if record is not None and row is not None else None
+        ),
+        "decision": dict(decision) if decision is not None else None,
+        "resolution": dict(resolution) if resolution is not None else None,
+        "payload": dict(payload),
+    }
 
 
 class Quiet(NamedTuple):
@@ -218,27 +244,12 @@ class Quiet(NamedTuple):
     payload: Mapping[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "sequence": self.sequence,
-            "at_ms": self.at_ms,
-            "at": iso_time(self.at_ms),
-            "type": self.type,
-            "actor_type": self.actor_type,
-            "actor_id": self.actor_id,
-            "attempt_id": self.attempt_id,
-            "machine": None,
-            "from": None,
-            "to": None,
-            "trigger": self.type,
-            "trigger_from_tables": False,
-            "record": None,
-            "row": None,
-            "row_recorded": False,
-            "row_facts": None,
-            "decision": None,
-            "resolution": None,
-            "payload": self.payload,
-        }
+        # What the Step of an event that moves and records nothing would say.
+        return step_members(
+            self.sequence, self.at_ms, self.type, self.actor_type, self.actor_id,
+            self.attempt_id, None, None, None, self.type, False, None, None, False, None, None,
+            self.payload,
+        )  # fmt: skip
 
 
 # Events read per keyset page (issue 29): memory holds one page, whatever the history's length.

@@ -124,13 +124,17 @@ class Repository:
     def iter_events(self, run_id: str, *, page: int = 500) -> Iterator[EventRow]:
         """Every event of the run in sequence order, read in keyset pages of ``page``: memory
         holds one page, whatever the history's length."""
+        return map(EventRow.of_columns, self.iter_event_columns(run_id, page=page))
+
+    def iter_event_columns(self, run_id: str, *, page: int = 500) -> Iterator[EventColumns]:
+        """:meth:`iter_events` as each event's columns (:meth:`event_columns_page`)."""
         after = 0
         while True:
-            rows = self.events_page(run_id, after=after, limit=page)
+            rows = self.event_columns_page(run_id, after, page)
             yield from rows
             if len(rows) < page:
                 return
-            after = rows[-1].sequence
+            after = rows[-1][2]  # the sequence column
 
     # --- creation (launcher, demo, tests) ---------------------------------------------------
 

@@ -277,16 +277,10 @@ class Steps:
         """Every event in order: a :class:`Quiet` for one that moves no state and records no
         decision, a :class:`Step` for every other. The same events as iterating, each once."""
         placer = _Placer(self._owner)
-        after = 0
-        while True:
-            page = self._repo.event_columns_page(self._run_id, after, self._page)
-            for columns in page:
-                payload = json.loads(columns[8])
-                quiet = placer.quiet(columns, payload)
-                yield quiet if quiet is not None else placer(EventRow.of_columns(columns, payload))
-            if len(page) < self._page:
-                return
-            after = page[-1][2]
+        for columns in self._repo.iter_event_columns(self._run_id, page=self._page):
+            payload = json.loads(columns[8])
+            quiet = placer.quiet(columns, payload)
+            yield quiet if quiet is not None else placer(EventRow.of_columns(columns, payload))
 
     def skipping(self, skip: Mapping[int, int]) -> Iterator[Step]:
         """The steps without the events from each key of ``skip`` to its value (sequences,

@@ -92,7 +92,7 @@ def test_cluster_profiles_refuse_without_opening_storage(profile: str, tmp_path:
     missing = tmp_path / "never.db"
     code = (
         "import sys, json\n"
-        "from reconciler.shadow._entry import run_shadow\n"
+        "from reconciler._shadow_entry import run_shadow\n"
         f"r = run_shadow({str(missing)!r}, origins='manual', environ={{}}, profile={profile!r})\n"
         "print(json.dumps({'audit': r.audit}))\n"
     )

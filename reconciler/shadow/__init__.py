@@ -4,7 +4,7 @@ its ports, and the ADR-0449 difference report.
 
 from __future__ import annotations
 
-from reconciler.shadow._entry import (
+from reconciler._shadow_entry import (
     ALLOWED_ORIGINS,
     ORIGINS_ENV,
     REFUSED_ORIGINS,

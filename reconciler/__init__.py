@@ -1,5 +1,7 @@
 """qlfsm's application layer: ``startup``, ``reconcile`` and ``shadow_pass``
-(``reconciler._startup``), the calls a Python service embeds, their typed reports and errors.
+(``reconciler._startup``), the calls a Python service embeds, their typed reports and errors,
+and the ADR-0448 bootstrap (switches, profile, fail-open, the audit record: ``run_shadow``,
+``parse_origins``).
 
 The parts have their own public names: ``reconciler.node`` (receipts, process identity, the
 launcher), ``reconciler.primary`` (the ADR-0068 pass), ``reconciler.shadow`` (the ADR-0448
@@ -19,14 +21,31 @@ from reconciler._reports import (
     ShadowReport,
     StartupReport,
 )
-from reconciler._shadow_entry import ShadowResult, run_shadow
+from reconciler._shadow_entry import (
+    ALLOWED_ORIGINS,
+    ORIGINS_ENV,
+    REFUSED_ORIGINS,
+    Cursor,
+    Origins,
+    ShadowResult,
+    audit_record,
+    failed,
+    parse_origins,
+    run_shadow,
+    unknown_origin_hints,
+)
 from reconciler._startup import reconcile, shadow_pass, startup
 from reconciler._summary import CandidateResult
 
 __all__ = [
+    "ALLOWED_ORIGINS",
+    "ORIGINS_ENV",
+    "REFUSED_ORIGINS",
     "CandidateResult",
+    "Cursor",
     "FatalError",
     "NormalizeReport",
+    "Origins",
     "ProfileError",
     "ReconcileReport",
     "RetryLater",
@@ -34,8 +53,12 @@ __all__ = [
     "ShadowResult",
     "StartupReport",
     "UsageError",
+    "audit_record",
+    "failed",
+    "parse_origins",
     "reconcile",
     "run_shadow",
     "shadow_pass",
     "startup",
+    "unknown_origin_hints",
 ]

@@ -173,7 +173,7 @@ def audit_record(
     order: ``state``, ``profile``, ``origins`` (how many are configured: a count, never the
     list), ``summary`` (the pass's totals and ``resumeAvailable``, never the cursor),
     ``report``, ``metrics``; qlfsm's two dropped-item counts follow ``state``."""
-    from reconciler.shadow._report import (
+    from reconciler.shadow import (
         ConservationViolation,
         build_metrics,
         build_report,

@@ -53,7 +53,6 @@ def test_the_root_exports_the_application_layer_and_each_part_its_own_names() ->
     assert reconciler.reconcile is _startup.reconcile
     assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
     assert reconciler.run_shadow is _shadow_entry.run_shadow
-    assert reconciler.shadow.run_shadow is _shadow_entry.run_shadow
     assert reconciler.shadow.run_pass is _pass.run_pass
     assert reconciler.node.launch is _launcher.launch
     assert reconciler.node.encode_receipt is _receipt.encode_receipt

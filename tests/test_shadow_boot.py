@@ -16,18 +16,15 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, LegacyDb, bulk_runs
 
+from reconciler import Origins, audit_record, parse_origins, run_shadow
 from reconciler.node import FakeClock
 from reconciler.shadow import (
     BUDGETS,
     ConservationViolation,
-    Origins,
     PassCounts,
-    audit_record,
     build_metrics,
     build_report,
     check_conservation,
-    parse_origins,
-    run_shadow,
 )
 
 FINISHED_S = T0_MS // 1000 + 90

@@ -78,7 +78,7 @@ def test_the_order_is_normalization_then_shadow_then_primary(
     calls: list[str] = []
     import reconciler._startup as app
     import storage
-    from reconciler.shadow import run_shadow as real_shadow
+    from reconciler import run_shadow as real_shadow
 
     real_norm, real_primary = storage.normalize_legacy, app.run_primary
 

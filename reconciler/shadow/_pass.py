@@ -15,12 +15,10 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fsm import (
-    Need,
-)
+from fsm import Need
 from fsm.qinglong import (
     InstanceEvidence,
     LegacyCore,
@@ -162,7 +160,7 @@ def decide(
         step = legacy_machine().plan("candidate", decision.trigger, facts)
 
         def reread(c: sqlite3.Connection) -> LegacyFacts:
-            return _read(c, Repository(c), cand, enabled)[0]
+            return gather(c, Repository(c), cand, enabled)[0]
 
         write(repo, decision, ctx, clock, hooks, reread)
         return step.dest
@@ -185,18 +183,9 @@ def gather(
     """The facts of spec 05's table, re-read now (the page may be older than a write): the
     Run, then whatever evidence the candidate's core (``fsm.qinglong.LegacyCore``) still asks for
     before a row decides (its Attempts only for an eligible Run, the cron's RunningInstances
-    only for exactly one active Attempt); the core's decision is in the context."""
-    return _read(conn, repo, cand, enabled)
-
-
-def _read(
-    conn: sqlite3.Connection,
-    repo: Repository,
-    cand: LegacyCandidate,
-    enabled: frozenset[str],
-) -> tuple[LegacyFacts, Context]:
-    # The one reader of a candidate's facts: before the decision (``gather``) and again inside
-    # each write transaction (the guard's re-read).
+    only for exactly one active Attempt); the core's decision is in the context. The one
+    reader of a candidate's facts: before the decision and again inside each write transaction
+    (the guard's re-read)."""
     run = repo.get_run(cand.run_id)
     core = legacy_engine().start()
     if run is None:
@@ -212,12 +201,7 @@ def _read(
     )
     ctx = Context(run)
     while isinstance(need := core.next(), Need):
-        if need.evidence == "read_attempts":
-            fields, ctx = _read_attempts(conn, run, ctx)
-        elif need.evidence == "read_evidence":
-            fields, ctx = _read_evidence(conn, run, ctx)
-        else:  # pragma: no cover - the table asks for nothing else (LEGACY_EVIDENCE)
-            raise LookupError(f"no reader for {need.evidence}")
+        fields, ctx = _READERS[need.evidence](conn, run, ctx)
         core = core.observe(need.evidence, **fields)
     return core.facts, dataclasses.replace(ctx, decision=_decided(core))
 
@@ -270,5 +254,12 @@ def _read_evidence(
     )
     return fields, ctx
 
+
+# The reader of each evidence the table asks for (``LEGACY_EVIDENCE``): its fields and context.
+Reader = Callable[[sqlite3.Connection, RunRow, Context], tuple[dict[str, object], Context]]
+_READERS: Mapping[str, Reader] = {
+    "read_attempts": _read_attempts,
+    "read_evidence": _read_evidence,
+}
 
 __all__ = ["PassOutcome", "decide", "gather", "run_pass", "write"]

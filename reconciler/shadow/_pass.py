@@ -16,6 +16,7 @@ import dataclasses
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 from fsm import Need
@@ -76,61 +77,46 @@ def run_pass(
     ``ports`` (default: the real parts) say where the database and the pages come from.
     """
     clk = clock if clock is not None else SystemClock()
-    p = ports if ports is not None else PassPorts()
-    conn = p.open(db, busy_timeout_s)
-    try:
-        with lock_budget(conn, lock):
-            return _supervise(conn, origins, budget, resume, clk, p)
-    finally:
-        conn.close()
-
-
-def _supervise(
-    conn: sqlite3.Connection,
-    origins: Sequence[str],
-    budget: Budget,
-    resume: Cursor | None,
-    clk: Clock,
-    ports: PassPorts,
-) -> PassOutcome:
-    repo = Repository(conn)
-    enabled = frozenset(origins)
-    tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
-    cursor = resume
-    pages = 0
-    stop = "page_limit"
-    checked = False
-    while pages < budget.max_pages:
-        page, truncated = ports.candidates(conn, origins, cursor, budget.page_size)
-        pages += 1
-        if page and not checked:
-            # D-15: the schema before the first write (the candidate query alone reads only
-            # Runs); a file that is not QingLong's fails the pass open, unwritten.
-            check_schema(conn, path=getattr(conn, "path", "") or "<db>")
-            checked = True
-        for cand in page:
-            ports.hooks.before_decide(conn, cand)
-            state = decide(conn, repo, cand, enabled, clk, ports.hooks)
-            ports.hooks.after_decide(conn, cand, state)
-            tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
-        if page and page[-1].problem is not None:
-            if truncated:
-                # A row that cannot be read cannot be a keyset cursor: stop here rather than
-                # re-read or skip what follows it.
-                stop = "cursor_stalled"
+    ports = ports if ports is not None else PassPorts()
+    with closing(ports.open(db, busy_timeout_s)) as conn, lock_budget(conn, lock):
+        repo = Repository(conn)
+        enabled = frozenset(origins)
+        tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
+        cursor = resume
+        pages = 0
+        stop = "page_limit"
+        checked = False
+        while pages < budget.max_pages:
+            page, truncated = ports.candidates(conn, origins, cursor, budget.page_size)
+            pages += 1
+            if page and not checked:
+                # D-15: the schema before the first write (the candidate query alone reads only
+                # Runs); a file that is not QingLong's fails the pass open, unwritten.
+                check_schema(conn, path=getattr(conn, "path", "") or "<db>")
+                checked = True
+            for cand in page:
+                ports.hooks.before_decide(conn, cand)
+                state = decide(conn, repo, cand, enabled, clk, ports.hooks)
+                ports.hooks.after_decide(conn, cand, state)
+                tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
+            if page and page[-1].problem is not None:
+                if truncated:
+                    # A row that cannot be read cannot be a keyset cursor: stop here rather than
+                    # re-read or skip what follows it.
+                    stop = "cursor_stalled"
+                    break
+            elif page:
+                last = page[-1].key
+                if cursor is not None and last <= cursor:
+                    stop = "cursor_stalled"
+                    break
+                cursor = last
+            if not truncated:
+                stop = "complete"
                 break
-        elif page:
-            last = page[-1].key
-            if cursor is not None and last <= cursor:
-                stop = "cursor_stalled"
-                break
-            cursor = last
-        if not truncated:
-            stop = "complete"
-            break
-    resumable = stop == "page_limit" and cursor is not None
-    counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
-    return PassOutcome(counts, cursor if resumable else None)
+        resumable = stop == "page_limit" and cursor is not None
+        counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
+        return PassOutcome(counts, cursor if resumable else None)
 
 
 def decide(

@@ -244,17 +244,14 @@ class Resolved:
     writes: list[dict[str, Any]] = field(default_factory=list)
     dry_run: bool = False
 
-    def still_running(self) -> list[dict[str, Any]]:
-        """The Attempts whose process was proven running: a forced decision leaves them so."""
-        return [
-            {"attempt_id": m.attempt_id, "pid": m.pid, "pgid": m.pgid}
-            for m in self.plan.attempts
-            if m.process == "running"
-        ]
-
     def as_dict(self) -> dict[str, Any]:
         p = self.plan
-        live = self.still_running()
+        # The Attempts whose process was proven running: a forced decision leaves them so.
+        live: list[dict[str, Any]] = [
+            {"attempt_id": m.attempt_id, "pid": m.pid, "pgid": m.pgid}
+            for m in p.attempts
+            if m.process == "running"
+        ]
         return {
             "dry_run": self.dry_run,
             "writes": list(self.writes),
@@ -366,18 +363,17 @@ def _write_of(plan: ResolutionPlan, change: Change) -> dict[str, Any]:
 def _changes(plan: ResolutionPlan, run: RunRow, reason: str, at_ms: int) -> list[Change]:
     summary = f"Resolved by an operator: {reason}"[:1024]
     errors = {"error_code": OPERATOR_ERROR_CODE, "error_summary": summary}
-    changes: list[Change] = []
-    verdicts = [m.process for m in plan.attempts if m.process is not None]
-    for m in plan.attempts:
-        changes.append(
-            AttemptChange(
-                m.attempt_id,
-                m.trigger,
-                set=errors,
-                payload={RESOLUTION_KEY: _resolution(plan, reason, m.process, m.probe_reason)},
-                dedupe_key=f"operator-resolve:attempt:{m.attempt_id}:{run.version}",
-            )
+    changes: list[Change] = [
+        AttemptChange(
+            m.attempt_id,
+            m.trigger,
+            set=errors,
+            payload={RESOLUTION_KEY: _resolution(plan, reason, m.process, m.probe_reason)},
+            dedupe_key=f"operator-resolve:attempt:{m.attempt_id}:{run.version}",
         )
+        for m in plan.attempts
+    ]
+    verdicts = [m.process for m in plan.attempts if m.process is not None]
     # The Run's event names the strongest process evidence of its Attempts.
     process = next((v for v in ("running", "unknown", "not_running") if v in verdicts), None)
     reasons = [m.probe_reason for m in plan.attempts if m.process == process]

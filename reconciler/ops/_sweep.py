@@ -62,8 +62,6 @@ _ACTIVE = frozenset({"claimed", "starting", "running"})
 class SweepStore(Protocol):
     """What the sweep needs of the receipt store (``FileReceiptStore`` implements it)."""
 
-    root: str
-
     def check_root(self) -> bool: ...
 
     def check_shards(self, attempt_ids: Iterable[str]) -> None: ...

@@ -1,6 +1,15 @@
-"""qlfsm's reconcilers, launcher and receipts; the application layer (``startup``,
-``reconcile``, ``shadow_pass``: ``reconciler._startup``) a Python service embeds. The command
-line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``)."""
+"""qlfsm's application layer: ``startup``, ``reconcile`` and ``shadow_pass``
+(``reconciler._startup``), the calls a Python service embeds, their typed reports and errors,
+and the ADR-0448 bootstrap (switches, profile, fail-open, the audit record: ``run_shadow``,
+``parse_origins``).
+
+The parts have their own public names: ``reconciler.node`` (receipts, process identity, the
+launcher), ``reconciler.primary`` (the ADR-0068 pass), ``reconciler.shadow`` (the ADR-0448
+pass), ``reconciler.ops`` (explain, resolve, sweep), ``reconciler.diagrams``. This package does
+not import them: a start-up with zero candidates loads neither the machines nor the passes
+(spec 04 "Before any candidate"); the application layer imports a pass when it has work for it.
+The command line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``).
+"""
 
 from __future__ import annotations
 
@@ -12,70 +21,44 @@ from reconciler._reports import (
     ShadowReport,
     StartupReport,
 )
-from reconciler._startup import reconcile, shadow_pass, startup
-from reconciler.node import (
-    Evidence,
-    FakeProcessTable,
-    FileReceiptStore,
-    InvalidReceipt,
-    Launched,
-    LaunchFailed,
-    LaunchRefused,
-    MemoryReceiptStore,
-    ProcessHandle,
-    ProcProvider,
-    Receipt,
-    ReceiptStore,
-    authenticate_receipt,
-    capture_handle,
-    decode_receipt,
-    encode_receipt,
-    format_handle,
-    inspect_handle,
-    launch,
-    parse_handle,
-    validate_receipt_root,
+from reconciler._shadow_entry import (
+    ALLOWED_ORIGINS,
+    ORIGINS_ENV,
+    REFUSED_ORIGINS,
+    Cursor,
+    Origins,
+    ShadowResult,
+    audit_record,
+    failed,
+    parse_origins,
+    run_shadow,
+    unknown_origin_hints,
 )
-from reconciler.primary import CandidateResult
-from reconciler.shadow import PassHooks, PassPorts, ShadowResult, run_pass, run_shadow
+from reconciler._startup import reconcile, shadow_pass, startup
+from reconciler._summary import CandidateResult
 
 __all__ = [
+    "ALLOWED_ORIGINS",
+    "ORIGINS_ENV",
+    "REFUSED_ORIGINS",
     "CandidateResult",
-    "Evidence",
-    "FakeProcessTable",
+    "Cursor",
     "FatalError",
-    "FileReceiptStore",
-    "InvalidReceipt",
-    "LaunchFailed",
-    "LaunchRefused",
-    "Launched",
-    "MemoryReceiptStore",
     "NormalizeReport",
-    "PassHooks",
-    "PassPorts",
-    "ProcProvider",
-    "ProcessHandle",
+    "Origins",
     "ProfileError",
-    "Receipt",
-    "ReceiptStore",
     "ReconcileReport",
     "RetryLater",
     "ShadowReport",
     "ShadowResult",
     "StartupReport",
     "UsageError",
-    "authenticate_receipt",
-    "capture_handle",
-    "decode_receipt",
-    "encode_receipt",
-    "format_handle",
-    "inspect_handle",
-    "launch",
-    "parse_handle",
+    "audit_record",
+    "failed",
+    "parse_origins",
     "reconcile",
-    "run_pass",
     "run_shadow",
     "shadow_pass",
     "startup",
-    "validate_receipt_root",
+    "unknown_origin_hints",
 ]

@@ -8,7 +8,7 @@ import json
 import os
 import stat
 
-from reconciler.shadow import Cursor
+from reconciler._shadow_entry import Cursor
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
 MAX_CURSOR_BYTES = 4096

@@ -36,7 +36,7 @@ from reconciler._reconcile import (
     pass_connection,
     primary_reconciler,
 )
-from reconciler.primary import RESULTS
+from reconciler._summary import RESULTS
 from storage import LockBudget
 
 COUNTS = ("scanned", *RESULTS)

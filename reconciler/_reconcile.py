@@ -15,24 +15,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._escape import shell_word
 from reconciler._flight import single_flight
 from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
-from reconciler.node import (
-    Clock,
-    FileReceiptStore,
-    ProcessProvider,
-    ProcProvider,
-    ReceiptRootError,
-    SystemClock,
-    check_root_dir,
-    validate_receipt_root,
-)
-from reconciler.primary import PrimaryReconciler, Probe, before_any_candidate, empty_summary
+from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
+from reconciler._summary import before_any_candidate, empty_summary
 from storage import (
     Busy,
     DatabaseMissing,
@@ -44,6 +35,12 @@ from storage import (
     lock_budget_from_env,
     primary_candidates,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: the pass, its machines and the node's ports are imported when there
+    # are candidates (spec 04 "Before any candidate"), not by the zero-candidate path.
+    from reconciler.node import Clock, FileReceiptStore, ProcessProvider
+    from reconciler.primary import PrimaryReconciler, Probe
 
 
 def default_profile() -> str:
@@ -62,7 +59,7 @@ def check_profile(profile: str) -> str:
 
 def check_receipt_root(path: str) -> str:
     """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
-    ``reconciler.node._root_check``."""
+    ``reconciler._root_check``."""
     try:
         return validate_receipt_root(
             path, empty="receipt root is empty: set --receipt-root to an absolute directory"
@@ -74,7 +71,7 @@ def check_receipt_root(path: str) -> str:
 def inspect_receipt_root(root: str) -> bool:
     """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
     True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
-    else, or a root another user may write (D-16, ``reconciler.node._root_check``)."""
+    else, or a root another user may write (D-16, ``reconciler._root_check``)."""
     try:
         return check_root_dir(root)
     except ReceiptRootError as exc:
@@ -294,6 +291,8 @@ def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, An
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, inputs.dry_run)
+    from reconciler.node import FileReceiptStore
+
     check_schema(conn, path=db)
     pass_ = primary_reconciler(conn, FileReceiptStore(inputs.root), inputs)
     try:
@@ -310,6 +309,9 @@ def primary_reconciler(
     conn: sqlite3.Connection, store: FileReceiptStore, inputs: PassInputs
 ) -> PrimaryReconciler:
     """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages)."""
+    from reconciler.node import ProcProvider, SystemClock
+    from reconciler.primary import PrimaryReconciler
+
     clock, provider, probe = inputs.ports
     return PrimaryReconciler(
         conn,

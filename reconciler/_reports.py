@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.primary import CandidateResult
+from reconciler._summary import CandidateResult
 
 
 @dataclass(frozen=True, slots=True)

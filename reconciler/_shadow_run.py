@@ -12,7 +12,7 @@ from reconciler._cursor import InvalidResumeCursor, read_cursor, store_cursor
 from reconciler._errors import FatalError
 from reconciler._escape import one_line
 from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, ProfileError, resolve_profile
-from reconciler.shadow import ORIGINS_ENV, Cursor, ShadowResult, failed, run_shadow
+from reconciler._shadow_entry import ORIGINS_ENV, Cursor, ShadowResult, failed, run_shadow
 
 Notify = Callable[[str], None]
 
@@ -72,7 +72,7 @@ def _would_open(origins: str | None, profile: str | None) -> bool:
     """Whether ``run_shadow`` would open the database: at least one reviewed origin enabled
     and a local profile (otherwise it is disabled or refused without a database, and takes
     no lock)."""
-    from reconciler.shadow import parse_origins
+    from reconciler._shadow_entry import parse_origins
 
     if not parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV)).enabled:
         return False

@@ -40,10 +40,9 @@ from reconciler._reconcile import (
     zero_candidates,
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
+from reconciler._shadow_entry import failed, run_shadow
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-from reconciler.ops import SweepResult, sweep
-from reconciler.shadow import failed, run_shadow
+from reconciler._sweep import SweepResult, sweep
 from storage import LockBudget, check_schema, connect, lock_budget
 
 Notify = Callable[[str], None]
@@ -298,6 +297,8 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     try:
         check_schema(conn, path=db)
         with lock_budget(conn, lock):
+            from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
+
             store = FileReceiptStore(receipt_root)
             return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
     finally:

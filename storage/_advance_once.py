@@ -12,8 +12,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
-
 from ._changes import (
     _ATTEMPT_SETTABLE,
     _RUN_SETTABLE,
@@ -72,6 +70,10 @@ def advance_read(
     expect: Expect | None = None,
 ) -> Advanced:
     """Apply ``changes`` to ``run`` and ``attempts`` as read in this transaction (``c``)."""
+    # The machines load with the first write, not with the package: a start-up with zero
+    # candidates writes nothing and needs none (docs/decisions.md D-33).
+    from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
+
     _check_actor(actor)
     by_id = {a.id: a for a in attempts}
     run = _check_read(run, by_id, run_id, expected_version, expect)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from fsm import Step
+from typing import TYPE_CHECKING, Any
 
 from ._errors import Conflict, CounterExhausted, InvalidField
+
+if TYPE_CHECKING:
+    from fsm import Step  # annotations only: the machines load with the first write (D-33)
 
 ACTORS = frozenset(
     {

@@ -11,13 +11,15 @@ import hashlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from fsm.qinglong import InstanceEvidence
+from typing import TYPE_CHECKING
 
 from ._candidates import integer, lenient, optional_text, shown, text
 from ._changes import MAX_COUNTER
 from ._connection import in_transaction
 from ._errors import BadRow
+
+if TYPE_CHECKING:
+    from fsm.qinglong import InstanceEvidence
 
 # spec 05 "Switches": hard caps, whatever a profile asks for.
 LEGACY_PAGE_MAX = 64
@@ -238,6 +240,8 @@ def instance_evidence(
     conn: sqlite3.Connection, cron_id: int
 ) -> tuple[list[InstanceEvidence], bool]:
     """The cron's RunningInstances, newest first, at most 8 (+1 read to detect overflow)."""
+    from fsm.qinglong import InstanceEvidence  # the shadow pass loaded it already (D-33)
+
     rows = conn.execute(
         "SELECT pid, log_path, status, finished_at, exit_code FROM `RunningInstances` "
         "WHERE cron_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",

@@ -14,8 +14,6 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from fsm.qinglong import RUN_TERMINAL, attempt_machine, run_machine
-
 from ._advance_once import advance_in
 from ._changes import ACTORS as ACTORS
 from ._changes import NON_MOVING_EVENTS as NON_MOVING_EVENTS
@@ -188,6 +186,8 @@ class Repository:
         actor: Actor = _SCHEDULER,
     ) -> Advanced:
         """Insert a `claimed` Attempt with its `attempt.claimed` event (one version)."""
+        from fsm.qinglong import RUN_TERMINAL  # with the first write (D-33)
+
         _check_actor(actor)
 
         def work(c: sqlite3.Connection) -> Advanced:
@@ -301,6 +301,8 @@ class Repository:
         commit fired on the model. A refused guard, an illegal edge or a failed commit raise
         with the model where it was (spec 01, "edges drive commits").
         """
+        from fsm.qinglong import attempt_machine, run_machine  # with the first write (D-33)
+
         machine = run_machine() if isinstance(change, RunChange) else attempt_machine()
         state = str(model.state)
         machine.plan(state, change.trigger, change.evidence)

@@ -18,9 +18,9 @@ from _primary_support import insert_bare_runs, linux_only, make_candidate, make_
 from test_startup_report import pasted
 
 from fsm.qinglong import RUN_STATES
+from reconciler import ALLOWED_ORIGINS, REFUSED_ORIGINS
 from reconciler.cli import _db
 from reconciler.cli._main import FALLBACK_VERSION, version
-from reconciler.shadow import ALLOWED_ORIGINS, REFUSED_ORIGINS
 from storage import Repository
 
 

@@ -31,9 +31,10 @@ from _primary_support import (
 from _shadow_support import LegacyDb, bulk_runs
 from conftest import read_snapshot
 
+from reconciler import run_shadow
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider
 from reconciler.primary import reconcile_connection
-from reconciler.shadow import PassPorts, run_shadow
+from reconciler.shadow import PassPorts
 from storage import (
     LOCK_BUDGET_ENV,
     LOCK_BUDGET_S,

@@ -25,7 +25,7 @@ from _shadow_support import T0_MS, LegacyDb
 from _support import tree_digest as digests
 from test_cli_schemas import validate
 
-from reconciler.shadow import run_shadow
+from reconciler import run_shadow
 from storage import Repository
 
 FINISHED_S = T0_MS // 1000 + 90

@@ -402,7 +402,7 @@ def test_the_sweep_removes_an_ended_attempts_lock_file_and_never_a_live_or_held_
         ended.process.wait()
         store = FileReceiptStore(str(root))
         from reconciler.node import ProcProvider, SystemClock
-        from reconciler.ops._sweep import sweep
+        from reconciler.ops import sweep
         from reconciler.primary import reconcile_connection
 
         summary = reconcile_connection(conn, store, ProcProvider(), SystemClock())

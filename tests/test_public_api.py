@@ -39,22 +39,24 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_package() -> None:
         reconciler.shadow.nope  # noqa: B018
 
 
-def test_the_root_exports_the_passes_the_launcher_and_the_codecs() -> None:
+def test_the_root_exports_the_application_layer_and_each_part_its_own_names() -> None:
     import reconciler
+    import reconciler.node
     import reconciler.primary
-    from reconciler import _startup
+    import reconciler.shadow
+    from reconciler import _shadow_entry, _startup
     from reconciler.node import _identity, _launcher, _receipt
     from reconciler.primary import _pass as primary_pass
-    from reconciler.shadow import _entry, _pass
+    from reconciler.shadow import _pass
 
     assert reconciler.primary.reconcile_connection is primary_pass.reconcile_connection
     assert reconciler.reconcile is _startup.reconcile
     assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
-    assert reconciler.run_shadow is _entry.run_shadow
-    assert reconciler.run_pass is _pass.run_pass
-    assert reconciler.launch is _launcher.launch
-    assert reconciler.encode_receipt is _receipt.encode_receipt
-    assert reconciler.parse_handle is _identity.parse_handle
+    assert reconciler.run_shadow is _shadow_entry.run_shadow
+    assert reconciler.shadow.run_pass is _pass.run_pass
+    assert reconciler.node.launch is _launcher.launch
+    assert reconciler.node.encode_receipt is _receipt.encode_receipt
+    assert reconciler.node.parse_handle is _identity.parse_handle
     assert issubclass(reconciler.ProfileError, ValueError)
 
 

@@ -16,18 +16,15 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, LegacyDb, bulk_runs
 
+from reconciler import Origins, audit_record, parse_origins, run_shadow
 from reconciler.node import FakeClock
 from reconciler.shadow import (
     BUDGETS,
     ConservationViolation,
-    Origins,
     PassCounts,
-    audit_record,
     build_metrics,
     build_report,
     check_conservation,
-    parse_origins,
-    run_shadow,
 )
 
 FINISHED_S = T0_MS // 1000 + 90
@@ -92,7 +89,7 @@ def test_cluster_profiles_refuse_without_opening_storage(profile: str, tmp_path:
     missing = tmp_path / "never.db"
     code = (
         "import sys, json\n"
-        "from reconciler.shadow._entry import run_shadow\n"
+        "from reconciler._shadow_entry import run_shadow\n"
         f"r = run_shadow({str(missing)!r}, origins='manual', environ={{}}, profile={profile!r})\n"
         "print(json.dumps({'audit': r.audit}))\n"
     )

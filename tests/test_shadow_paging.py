@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, LegacyDb, bulk_runs
 
+from reconciler import run_shadow
 from reconciler.node import FakeClock
-from reconciler.shadow import PassPorts, run_shadow
+from reconciler.shadow import PassPorts
 from storage import candidates_sql, legacy_candidates
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from _shadow_support import T0_MS, AfterRead, LegacyDb
 
+from reconciler import run_shadow
 from reconciler.node import FakeClock
-from reconciler.shadow import PassHooks, PassPorts, run_shadow
+from reconciler.shadow import PassHooks, PassPorts
 from reconciler.shadow import _pass as _shadow_pass
 from storage import LegacyCandidate, Repository, connect
 

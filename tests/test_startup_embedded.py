@@ -47,9 +47,9 @@ def service_node(db_path: Path, root: Path) -> None:
         repo = Repository(conn)
         prepared(repo, "run-done", "at-done")
         prepared(repo, "run-killed", "at-killed")
-        done = reconciler.launch(conn, str(root), "run-done", ["sh", "-c", "exit 0"])
+        done = reconciler.node.launch(conn, str(root), "run-done", ["sh", "-c", "exit 0"])
         assert done.process.wait(timeout=30) == 0  # the wrapper published the receipt
-        killed = reconciler.launch(conn, str(root), "run-killed", ["sleep", "30"])
+        killed = reconciler.node.launch(conn, str(root), "run-killed", ["sleep", "30"])
         with contextlib.suppress(ProcessLookupError):
             os.killpg(killed.pid, signal.SIGKILL)
         killed.process.wait(timeout=30)  # reaped: its pid is gone from /proc

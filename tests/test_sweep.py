@@ -26,8 +26,9 @@ from _primary_support import (
     sleepers,
 )
 
+from reconciler import _sweep
 from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, quarantine_ref
-from reconciler.ops import _sweep, operator_actor, resolve, sweep
+from reconciler.ops import operator_actor, resolve, sweep
 from storage import Repository, journal_quarantine, journal_register, transaction
 from storage._operator import PENDING_PAGE_SQL, QUARANTINED_PAGE_SQL
 

@@ -18,6 +18,14 @@ from typing import Any
 
 from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, PROFILES
+from reconciler._shadow_entry import (
+    ALLOWED_ORIGINS,
+    ORIGINS_ENV,
+    REFUSED_ORIGINS,
+    ShadowResult,
+    failed,
+    unknown_origin_hints,
+)
 from reconciler._shadow_run import shadow_with_cursor
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._report import wrap
@@ -29,15 +37,6 @@ from reconciler.cli._util import (
     parser,
     print_json,
     table,
-)
-from reconciler.shadow import (
-    ALLOWED_ORIGINS,
-    ORIGINS_ENV,
-    OUTCOME_KEYS,
-    REFUSED_ORIGINS,
-    ShadowResult,
-    failed,
-    unknown_origin_hints,
 )
 
 
@@ -147,6 +146,8 @@ def _human_audit(audit: Mapping[str, Any]) -> str:
     ]
     # An origin a column, an outcome a row: the seven reviewed origins and the total fit in
     # 100 columns (95 at most), the nine outcomes as columns did not (docs/decisions.md D-22).
+    from reconciler.shadow import OUTCOME_KEYS  # a pass ran: the package is loaded already
+
     by_origin = report["byOrigin"]
     headers = ["outcome", *(e["origin"] for e in by_origin), "total"]
     rows = [["scanned", *(str(e["scanned"]) for e in by_origin), str(cov["scanned"])]]

@@ -1,7 +1,7 @@
 """`qlfsm sweep` (spec 06), and how `startup` prints the sweep it runs after a SAFE primary
 pass (the sweep step itself is the application layer's, ``reconciler._startup``).
 
-The sweep itself is ``reconciler.ops._sweep``. `sweep` exits 0 when every row it looked at was
+The sweep itself is ``reconciler._sweep``. `sweep` exits 0 when every row it looked at was
 settled or rightly kept, 1 when a row could not be cleaned (named on stderr and in the JSON),
 2 for a bad receipt root, 1 for a missing or foreign database. Under `startup` it never changes
 the exit code: start-up safety is the primary verdict, cleaning is housekeeping; a failure is

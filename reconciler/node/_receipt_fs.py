@@ -8,6 +8,9 @@ import errno
 import os
 import stat
 
+from reconciler._root_check import check_dir_fd, private_dir
+from reconciler._root_check import root_error as root_error
+from reconciler._root_check import what_is as _what_is
 from reconciler.node._receipt_layout import (
     _CREATE_TEMP,
     _OPEN_DIR,
@@ -19,9 +22,6 @@ from reconciler.node._receipt_layout import (
     shard_path,
     validate_receipt_root,
 )
-from reconciler.node._root_check import check_dir_fd, private_dir
-from reconciler.node._root_check import root_error as root_error
-from reconciler.node._root_check import what_is as _what_is
 
 
 def _fsync_dir_best_effort(dir_fd: int) -> None:

@@ -8,6 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from reconciler._root_check import MAX_ROOT_BYTES as MAX_ROOT_BYTES
+from reconciler._root_check import ReceiptRootError as ReceiptRootError
+from reconciler._root_check import validate_receipt_root as validate_receipt_root
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     InvalidReceipt,
@@ -15,9 +18,6 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
-from reconciler.node._root_check import MAX_ROOT_BYTES as MAX_ROOT_BYTES
-from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
-from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
 
 QUARANTINE_DIR: Final = ".quarantine"
 # Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in

@@ -22,6 +22,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 
+from reconciler._root_check import check_root_dir, check_shard_dir, private_dir
 from reconciler.node._receipt import (
     MAX_RECEIPT_BYTES,
     Receipt,
@@ -73,7 +74,6 @@ from reconciler.node._receipt_layout import temp_name as temp_name
 from reconciler.node._receipt_layout import temp_path as temp_path
 from reconciler.node._receipt_layout import validate_receipt_root as validate_receipt_root
 from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
-from reconciler.node._root_check import check_root_dir, check_shard_dir, private_dir
 
 # "No receipt": a value without fields, one for every read that finds none.
 _MISSING = Missing()

@@ -6,6 +6,7 @@ ports, and never prints; the command line is in ``reconciler.cli``.
 
 from __future__ import annotations
 
+from reconciler._sweep import SweepResult, sweep
 from reconciler.ops._explain import (
     ADR0068,
     EVENT_PAGE,
@@ -29,7 +30,6 @@ from reconciler.ops._resolve import (
     operator_actor,
     resolve,
 )
-from reconciler.ops._sweep import SweepResult, sweep
 
 __all__ = [
     "ACTIVE_RUN",

@@ -79,7 +79,7 @@ def _with_decision(found: Explanation, db: str) -> Explanation:
 
 def _legacy_now(conn: sqlite3.Connection, run: Any, origins: str | None) -> dict[str, Any]:
     """ADR-0448's row for this run now, with the origins `startup` would enable."""
-    from reconciler.shadow import ORIGINS_ENV, parse_origins
+    from reconciler._shadow_entry import ORIGINS_ENV, parse_origins
 
     chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
     return legacy_now(conn, run, frozenset(chosen.enabled))

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from reconciler._summary import (
+    RESULTS,
+    CandidateResult,
+    before_any_candidate,
+    empty_summary,
+    summarize,
+)
 from reconciler.primary._edges import EFFECTS, RECEIPT_EXECUTOR
 from reconciler.primary._pass import (
     GRACE_MS,
@@ -11,13 +18,6 @@ from reconciler.primary._pass import (
     reconcile_connection,
 )
 from reconciler.primary._state import Probe
-from reconciler.primary._summary import (
-    RESULTS,
-    CandidateResult,
-    before_any_candidate,
-    empty_summary,
-    summarize,
-)
 
 __all__ = [
     "EFFECTS",

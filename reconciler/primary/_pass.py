@@ -38,6 +38,12 @@ from typing import Any, TypedDict, Unpack
 from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
+from reconciler._summary import (
+    CandidateResult,
+    before_any_candidate,
+    describe,
+    summarize,
+)
 from reconciler.node import (
     Clock,
     PassProvider,
@@ -58,12 +64,6 @@ from reconciler.primary._state import (
     revised,
     revoked,
     start,
-)
-from reconciler.primary._summary import (
-    CandidateResult,
-    before_any_candidate,
-    describe,
-    summarize,
 )
 from reconciler.primary._verify import verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS

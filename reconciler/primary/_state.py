@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from fsm import Need
 from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryCore, PrimaryDecision
+from reconciler._summary import CandidateResult, Fingerprint
 from reconciler.node import (
     Clock,
     Evidence,
@@ -26,7 +27,6 @@ from reconciler.node import (
     RootMissing,
     Unusable,
 )
-from reconciler.primary._summary import CandidateResult, Fingerprint
 from storage import (
     AttemptRow,
     JournalRow,

@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable
 
 from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryDecision
+from reconciler._summary import CandidateResult, describe, fingerprint
 from reconciler.node import Missing
 from reconciler.primary._state import (
     Candidate,
@@ -19,7 +20,6 @@ from reconciler.primary._state import (
     revoked,
     root_problem,
 )
-from reconciler.primary._summary import CandidateResult, describe, fingerprint
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
 

@@ -21,6 +21,7 @@ from fsm.qinglong import (
     PrimaryFacts,
     observed_facts,
 )
+from reconciler._summary import Fingerprint, describe, fingerprint
 from reconciler.node import QuarantineNotDone, directory_at, witness_ms
 from reconciler.primary._edges import (
     EFFECTS,
@@ -39,7 +40,6 @@ from reconciler.primary._state import (
     read_run_fields,
     result_of,
 )
-from reconciler.primary._summary import Fingerprint, describe, fingerprint
 from storage import (
     Advanced,
     AttemptRow,

@@ -1,6 +1,6 @@
 """The ADR-0448 pass: supervisor, per-candidate decision (spec 05).
 
-Imported only when the bootstrap (``reconciler.shadow._entry``) found an enabled origin and a local
+Imported only when the bootstrap (``reconciler._shadow_entry``) found an enabled origin and a local
 profile. Each candidate: read what ``fsm``'s ADR-0448 table asks for (a ``LegacyCore``: the Run,
 then its active Attempts, then the cron's RunningInstances), re-read at decision time; fire the
 decided row's guarded edge of the legacy_shadow machine (it refuses unless the guard holds), then

@@ -1,10 +1,10 @@
 """ADR-0448 bootstrap and entry point: switches, profile, fail-open, the audit record.
 
-Kept light on purpose (ADR-0448 §1, spec 05 "Switches"): this module imports neither
-:mod:`storage` nor :mod:`fsm` (nor ``transitions``). Only when at least one reviewed origin is
-enabled and the profile is a local one does :func:`run_shadow` import the pass engine
-(``reconciler.shadow._pass``) and open the database. Disabled = no database opened, nothing
-heavy imported, nothing written.
+Kept light on purpose (ADR-0448 §1, spec 05 "Switches"): it lives in the application layer,
+outside the ``reconciler.shadow`` package, and imports neither :mod:`storage` nor :mod:`fsm`
+(nor ``transitions``). Only when at least one reviewed origin is enabled and the profile is a
+local one does :func:`run_shadow` import the package (the pass engine and its report) and open
+the database. Disabled = no database opened, nothing heavy imported, nothing written.
 """
 
 from __future__ import annotations
@@ -15,19 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, resolve_profile
-from reconciler.node import Clock
-from reconciler.shadow._report import (
-    BUDGETS,
-    Budget,
-    ConservationViolation,
-    build_metrics,
-    build_report,
-    build_summary,
-    check_conservation,
-)
 
 if TYPE_CHECKING:
-    from reconciler.shadow._ports import PassPorts
+    # Annotations only: importing them at run time would load the pass engine (ADR-0448 §1).
+    from reconciler.node import Clock
+    from reconciler.shadow import Budget, PassPorts
     from storage import LockBudget
 
 ORIGINS_ENV = "QL3_SHADOW_ORIGINS"
@@ -137,10 +129,11 @@ def run_shadow(
         if prof in CLUSTER_PROFILES:
             # ADR-0448 §8: a cluster never opens a node-local SQLite for this recovery.
             return ShadowResult({"state": "profile_rejected", "profile": prof, **counts})
-        budget = BUDGETS[prof]
         # Heavy imports only now (ADR-0448 §1).
-        from reconciler.shadow._pass import run_pass
+        from reconciler.shadow import BUDGETS, run_pass
         from storage import lock_budget_from_env
+
+        budget = BUDGETS[prof]
 
         outcome = run_pass(
             db,
@@ -173,6 +166,14 @@ def audit_record(
     order: ``state``, ``profile``, ``origins`` (how many are configured: a count, never the
     list), ``summary`` (the pass's totals and ``resumeAvailable``, never the cursor),
     ``report``, ``metrics``; qlfsm's two dropped-item counts follow ``state``."""
+    from reconciler.shadow import (
+        ConservationViolation,
+        build_metrics,
+        build_report,
+        build_summary,
+        check_conservation,
+    )
+
     report = build_report(profile, origins, budget, counts)
     metrics = build_metrics(report)
     try:

@@ -14,11 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reconciler._profiles import CLUSTER_PROFILES as CLUSTER_PROFILES
-from reconciler._profiles import PROFILE_ENV as PROFILE_ENV
-from reconciler._profiles import PROFILES as PROFILES
-from reconciler._profiles import ProfileError as ProfileError
-from reconciler._profiles import resolve_profile as resolve_profile
+from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, resolve_profile
 
 if TYPE_CHECKING:
     # Annotations only: importing them at run time would load the pass engine (ADR-0448 §1).
@@ -53,17 +49,17 @@ class Origins:
     unknown: int = 0
 
 
+def _items(value: str | None) -> list[str]:
+    # Comma-separated, whole value and items trimmed, empty items ignored.
+    return [] if value is None else [i for i in (r.strip() for r in value.split(",")) if i]
+
+
 def parse_origins(value: str | None) -> Origins:
     """Comma-separated, whole value and items trimmed; empty items ignored; duplicates keep
     their first position; `once`/`grpc` refused; unknown ignored and counted."""
-    if value is None:
-        return Origins(())
     enabled: list[str] = []
     refused = unknown = 0
-    for raw in value.strip().split(","):
-        item = raw.strip()
-        if not item:
-            continue
+    for item in _items(value):
         if item in REFUSED_ORIGINS:
             refused += 1
         elif item not in ALLOWED_ORIGINS:
@@ -77,13 +73,10 @@ def unknown_origin_hints(value: str | None) -> list[str]:
     """For each unknown item of ``value``, its position and the reviewed origin it is close to
     (a typo such as ``manaul``), never the item itself: it may be a secret pasted by mistake
     (spec 05). For a person only; the audit record keeps its counts."""
-    if value is None:
-        return []
     import difflib  # only when an item is unknown: not on the start-up path otherwise
 
     hints: list[str] = []
-    items = [raw.strip() for raw in value.strip().split(",")]
-    for position, item in enumerate((i for i in items if i), start=1):
+    for position, item in enumerate(_items(value), start=1):
         if item in REFUSED_ORIGINS or item in ALLOWED_ORIGINS:
             continue
         close = difflib.get_close_matches(item, ALLOWED_ORIGINS, n=1, cutoff=0.6)

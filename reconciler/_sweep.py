@@ -28,9 +28,10 @@ Bounded: each of the two phases reads at most ``max_pages`` keyset pages of ``pa
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from reconciler.node import (
     Clock,
@@ -60,8 +61,6 @@ _ACTIVE = frozenset({"claimed", "starting", "running"})
 
 class SweepStore(Protocol):
     """What the sweep needs of the receipt store (``FileReceiptStore`` implements it)."""
-
-    root: str
 
     def check_root(self) -> bool: ...
 
@@ -93,6 +92,10 @@ class QuarantineCounts:
     rows_removed: int = 0
     kept_active: int = 0
     errors: int = 0
+
+
+Counts = ReceiptCounts | QuarantineCounts
+Row = TypeVar("Row", PendingRow, QuarantinedRow)
 
 
 @dataclass
@@ -137,7 +140,8 @@ class SweepResult:
                 f"{problem}: skipped, nothing touched; look at it with `qlfsm inspect`"
             )
 
-    def _error(self, attempt_id: str, step: str, exc: BaseException) -> None:
+    def _error(self, counts: Counts, attempt_id: str, step: str, exc: BaseException) -> None:
+        counts.errors += 1
         if len(self.errors) < MAX_ERRORS_SHOWN:
             text = " ".join(str(exc).split())[:200]
             self.errors.append(
@@ -169,8 +173,19 @@ def sweep(
         # own); named, never acted on.
         result._name(row.attempt_id, row.run_id, f"has state {ascii(row.state)[:40]}, which the "
                      "schema forbids")  # fmt: skip
-    _receipts(conn, store, provider, result, page, max_pages)
-    _quarantine(conn, store, _purge_now(clock, result), result, page, max_pages)
+    _pages(
+        partial(pending_page, conn, limit=page),
+        partial(_one_pending, conn, store, provider, result=result),
+        result,
+        max_pages,
+    )
+    now_ms = _purge_now(clock, result)  # after the receipts: its warning follows theirs
+    _pages(
+        partial(quarantined_page, conn, now_ms, limit=page),
+        partial(_one_quarantined, conn, store, result=result),
+        result,
+        max_pages,
+    )
     return result
 
 
@@ -194,21 +209,18 @@ def _purge_now(clock: Clock, result: SweepResult) -> int:
     return now
 
 
-def _receipts(
-    conn: sqlite3.Connection,
-    store: SweepStore,
-    provider: ProcessProvider,
+def _pages(
+    page_after: Callable[[tuple[Any, Any]], tuple[list[Row], bool]],
+    one: Callable[[Row], None],
     result: SweepResult,
-    page: int,
     max_pages: int,
 ) -> None:
-    counts = result.receipts
+    """One phase: at most ``max_pages`` keyset pages, each row handled by ``one``."""
     cursor = FIRST
     for _ in range(max_pages):
-        rows, more = pending_page(conn, cursor, page)
+        rows, more = page_after(cursor)
         for row in rows:
-            counts.examined += 1
-            _one_pending(conn, store, provider, row, result)
+            one(row)
         if not more:
             return
         cursor = rows[-1].key  # as stored: an unusable row's odd key still moves the page on
@@ -223,6 +235,7 @@ def _one_pending(
     result: SweepResult,
 ) -> None:
     counts = result.receipts
+    counts.examined += 1
     if result._unusable(row.attempt_id, row.run_id, row.problem or _id_problem(row.attempt_id)):
         return
     if row.attempt_status in _ACTIVE:
@@ -241,41 +254,19 @@ def _one_pending(
         if store.remove_receipt(row.attempt_id):
             counts.receipts_removed += 1
     except (OSError, ValueError) as exc:
-        counts.errors += 1
-        result._error(row.attempt_id, "remove_receipt", exc)
+        result._error(counts, row.attempt_id, "remove_receipt", exc)
         return  # the row stays: it is what a later pass finds the file by
-    if not _lock_removed(store, row.attempt_id, result):
-        counts.errors += 1
+    if not _lock_removed(store, row.attempt_id, result, counts):
         return
     if delete_pending_of_ended(conn, row):
         counts.rows_resolved += 1
-
-
-def _quarantine(
-    conn: sqlite3.Connection,
-    store: SweepStore,
-    now_ms: int,
-    result: SweepResult,
-    page: int,
-    max_pages: int,
-) -> None:
-    counts = result.quarantine
-    cursor = FIRST
-    for _ in range(max_pages):
-        rows, more = quarantined_page(conn, now_ms, cursor, page)
-        for row in rows:
-            counts.examined += 1
-            _one_quarantined(conn, store, row, result)
-        if not more:
-            return
-        cursor = rows[-1].key
-    result.remaining = True
 
 
 def _one_quarantined(
     conn: sqlite3.Connection, store: SweepStore, row: QuarantinedRow, result: SweepResult
 ) -> None:
     counts = result.quarantine
+    counts.examined += 1
     problem = row.problem or _id_problem(row.attempt_id) or _ref_problem(row)
     if result._unusable(row.attempt_id, row.run_id, problem):
         return
@@ -286,11 +277,9 @@ def _one_quarantined(
     try:
         counts.copies_purged += store.purge_quarantine(row.quarantine_ref)
     except (OSError, ValueError) as exc:
-        counts.errors += 1
-        result._error(row.attempt_id, "purge_quarantine", exc)
+        result._error(counts, row.attempt_id, "purge_quarantine", exc)
         return
-    if not _lock_removed(store, row.attempt_id, result):
-        counts.errors += 1
+    if not _lock_removed(store, row.attempt_id, result, counts):
         return
     if delete_quarantined_of_ended(conn, row):
         counts.rows_removed += 1
@@ -323,13 +312,13 @@ def _ref_problem(row: QuarantinedRow) -> str | None:
     return f"has a quarantine_ref {shown} that {why}"
 
 
-def _lock_removed(store: SweepStore, attempt_id: str, result: SweepResult) -> bool:
+def _lock_removed(store: SweepStore, attempt_id: str, result: SweepResult, counts: Counts) -> bool:
     """D-17: the ended Attempt's lock file, at its exact path, unless someone holds it (a
     held lock is never removed; its wrapper unlinks the name itself when it ends). False when
     it could not be looked at: the row stays, so a later pass comes back."""
     try:
         store.remove_lock(attempt_id)
     except (OSError, ValueError) as exc:
-        result._error(attempt_id, "remove_lock", exc)
+        result._error(counts, attempt_id, "remove_lock", exc)
         return False
     return True

@@ -57,21 +57,6 @@ OPERATOR_ERROR_CODE = "OPERATOR_RESOLVED"
 OPERATOR = "operator"
 MAX_LOGIN_CHARS = 64
 
-__all__ = [
-    "MAX_REASON_CHARS",
-    "OPERATOR_ERROR_CODE",
-    "RESOLVE_TARGETS",
-    "InvalidReason",
-    "ResolveRefused",
-    "Resolved",
-    "UnknownRun",
-    "check_reason",
-    "legal_targets",
-    "operator_actor",
-    "plan_resolution",
-    "resolve",
-]
-
 
 class InvalidReason(ValueError):
     """The reason text is empty, too long or holds control characters (the message says)."""
@@ -192,7 +177,7 @@ def plan_resolution(
         # D-23: the pid and group the probe proved (the handle's), never `RunAttempts.pid`:
         # under row 11 the two differ and the recorded one may be another job's process.
         live = "; ".join(
-            f"attempt {clean(a.id)}: {describe_live(pid, pgid)}"
+            f"attempt {clean(a.id)}: pid {pid}, process group {pgid}, as its handle names them"
             for a in running
             for pid, pgid in [handle_ids(a)]
         )
@@ -209,18 +194,9 @@ def plan_resolution(
         trigger = _lifecycle(attempt_machine(), a.status, target)
         assert trigger is not None
         probe = probes.get(a.id)
-        pid, pgid = handle_ids(a)
-        moves.append(
-            AttemptMove(
-                a.id,
-                a.status,
-                trigger,
-                probe.verdict if probe is not None else None,
-                probe.reason if probe is not None else None,
-                pid,
-                pgid,
-            )
-        )
+        verdict = probe.verdict if probe is not None else None
+        probe_reason = probe.reason if probe is not None else None
+        moves.append(AttemptMove(a.id, a.status, trigger, verdict, probe_reason, *handle_ids(a)))
     return ResolutionPlan(run.id, target, run.status, run_trigger, tuple(moves), force)
 
 
@@ -228,10 +204,6 @@ def handle_ids(attempt: AttemptRow) -> tuple[int | None, int | None]:
     """The pid and process group of the Attempt's durable handle (what the probe checks)."""
     handle = parse_handle(attempt.executor_handle)
     return (handle.pid, handle.pgid) if handle is not None else (None, None)
-
-
-def describe_live(pid: int | None, pgid: int | None) -> str:
-    return f"pid {pid}, process group {pgid}, as its handle names them"
 
 
 def stop_hint(ids: Sequence[tuple[int | None, int | None]]) -> str:
@@ -272,17 +244,14 @@ class Resolved:
     writes: list[dict[str, Any]] = field(default_factory=list)
     dry_run: bool = False
 
-    def still_running(self) -> list[dict[str, Any]]:
-        """The Attempts whose process was proven running: a forced decision leaves them so."""
-        return [
-            {"attempt_id": m.attempt_id, "pid": m.pid, "pgid": m.pgid}
-            for m in self.plan.attempts
-            if m.process == "running"
-        ]
-
     def as_dict(self) -> dict[str, Any]:
         p = self.plan
-        live = self.still_running()
+        # The Attempts whose process was proven running: a forced decision leaves them so.
+        live: list[dict[str, Any]] = [
+            {"attempt_id": m.attempt_id, "pid": m.pid, "pgid": m.pgid}
+            for m in p.attempts
+            if m.process == "running"
+        ]
         return {
             "dry_run": self.dry_run,
             "writes": list(self.writes),
@@ -394,18 +363,17 @@ def _write_of(plan: ResolutionPlan, change: Change) -> dict[str, Any]:
 def _changes(plan: ResolutionPlan, run: RunRow, reason: str, at_ms: int) -> list[Change]:
     summary = f"Resolved by an operator: {reason}"[:1024]
     errors = {"error_code": OPERATOR_ERROR_CODE, "error_summary": summary}
-    changes: list[Change] = []
-    verdicts = [m.process for m in plan.attempts if m.process is not None]
-    for m in plan.attempts:
-        changes.append(
-            AttemptChange(
-                m.attempt_id,
-                m.trigger,
-                set=errors,
-                payload={RESOLUTION_KEY: _resolution(plan, reason, m.process, m.probe_reason)},
-                dedupe_key=f"operator-resolve:attempt:{m.attempt_id}:{run.version}",
-            )
+    changes: list[Change] = [
+        AttemptChange(
+            m.attempt_id,
+            m.trigger,
+            set=errors,
+            payload={RESOLUTION_KEY: _resolution(plan, reason, m.process, m.probe_reason)},
+            dedupe_key=f"operator-resolve:attempt:{m.attempt_id}:{run.version}",
         )
+        for m in plan.attempts
+    ]
+    verdicts = [m.process for m in plan.attempts if m.process is not None]
     # The Run's event names the strongest process evidence of its Attempts.
     process = next((v for v in ("running", "unknown", "not_running") if v in verdicts), None)
     reasons = [m.probe_reason for m in plan.attempts if m.process == process]

@@ -15,12 +15,11 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
-from fsm import (
-    Need,
-)
+from fsm import Need
 from fsm.qinglong import (
     InstanceEvidence,
     LegacyCore,
@@ -78,61 +77,46 @@ def run_pass(
     ``ports`` (default: the real parts) say where the database and the pages come from.
     """
     clk = clock if clock is not None else SystemClock()
-    p = ports if ports is not None else PassPorts()
-    conn = p.open(db, busy_timeout_s)
-    try:
-        with lock_budget(conn, lock):
-            return _supervise(conn, origins, budget, resume, clk, p)
-    finally:
-        conn.close()
-
-
-def _supervise(
-    conn: sqlite3.Connection,
-    origins: Sequence[str],
-    budget: Budget,
-    resume: Cursor | None,
-    clk: Clock,
-    ports: PassPorts,
-) -> PassOutcome:
-    repo = Repository(conn)
-    enabled = frozenset(origins)
-    tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
-    cursor = resume
-    pages = 0
-    stop = "page_limit"
-    checked = False
-    while pages < budget.max_pages:
-        page, truncated = ports.candidates(conn, origins, cursor, budget.page_size)
-        pages += 1
-        if page and not checked:
-            # D-15: the schema before the first write (the candidate query alone reads only
-            # Runs); a file that is not QingLong's fails the pass open, unwritten.
-            check_schema(conn, path=getattr(conn, "path", "") or "<db>")
-            checked = True
-        for cand in page:
-            ports.hooks.before_decide(conn, cand)
-            state = decide(conn, repo, cand, enabled, clk, ports.hooks)
-            ports.hooks.after_decide(conn, cand, state)
-            tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
-        if page and page[-1].problem is not None:
-            if truncated:
-                # A row that cannot be read cannot be a keyset cursor: stop here rather than
-                # re-read or skip what follows it.
-                stop = "cursor_stalled"
+    ports = ports if ports is not None else PassPorts()
+    with closing(ports.open(db, busy_timeout_s)) as conn, lock_budget(conn, lock):
+        repo = Repository(conn)
+        enabled = frozenset(origins)
+        tally: dict[str, Counter[str]] = {o: Counter() for o in origins}
+        cursor = resume
+        pages = 0
+        stop = "page_limit"
+        checked = False
+        while pages < budget.max_pages:
+            page, truncated = ports.candidates(conn, origins, cursor, budget.page_size)
+            pages += 1
+            if page and not checked:
+                # D-15: the schema before the first write (the candidate query alone reads only
+                # Runs); a file that is not QingLong's fails the pass open, unwritten.
+                check_schema(conn, path=getattr(conn, "path", "") or "<db>")
+                checked = True
+            for cand in page:
+                ports.hooks.before_decide(conn, cand)
+                state = decide(conn, repo, cand, enabled, clk, ports.hooks)
+                ports.hooks.after_decide(conn, cand, state)
+                tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
+            if page and page[-1].problem is not None:
+                if truncated:
+                    # A row that cannot be read cannot be a keyset cursor: stop here rather than
+                    # re-read or skip what follows it.
+                    stop = "cursor_stalled"
+                    break
+            elif page:
+                last = page[-1].key
+                if cursor is not None and last <= cursor:
+                    stop = "cursor_stalled"
+                    break
+                cursor = last
+            if not truncated:
+                stop = "complete"
                 break
-        elif page:
-            last = page[-1].key
-            if cursor is not None and last <= cursor:
-                stop = "cursor_stalled"
-                break
-            cursor = last
-        if not truncated:
-            stop = "complete"
-            break
-    resumable = stop == "page_limit" and cursor is not None
-    counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
-    return PassOutcome(counts, cursor if resumable else None)
+        resumable = stop == "page_limit" and cursor is not None
+        counts = PassCounts(pages, stop, resumable, {o: dict(c) for o, c in tally.items()})
+        return PassOutcome(counts, cursor if resumable else None)
 
 
 def decide(
@@ -162,7 +146,7 @@ def decide(
         step = legacy_machine().plan("candidate", decision.trigger, facts)
 
         def reread(c: sqlite3.Connection) -> LegacyFacts:
-            return _read(c, Repository(c), cand, enabled)[0]
+            return gather(c, Repository(c), cand, enabled)[0]
 
         write(repo, decision, ctx, clock, hooks, reread)
         return step.dest
@@ -185,18 +169,9 @@ def gather(
     """The facts of spec 05's table, re-read now (the page may be older than a write): the
     Run, then whatever evidence the candidate's core (``fsm.qinglong.LegacyCore``) still asks for
     before a row decides (its Attempts only for an eligible Run, the cron's RunningInstances
-    only for exactly one active Attempt); the core's decision is in the context."""
-    return _read(conn, repo, cand, enabled)
-
-
-def _read(
-    conn: sqlite3.Connection,
-    repo: Repository,
-    cand: LegacyCandidate,
-    enabled: frozenset[str],
-) -> tuple[LegacyFacts, Context]:
-    # The one reader of a candidate's facts: before the decision (``gather``) and again inside
-    # each write transaction (the guard's re-read).
+    only for exactly one active Attempt); the core's decision is in the context. The one
+    reader of a candidate's facts: before the decision and again inside each write transaction
+    (the guard's re-read)."""
     run = repo.get_run(cand.run_id)
     core = legacy_engine().start()
     if run is None:
@@ -212,12 +187,7 @@ def _read(
     )
     ctx = Context(run)
     while isinstance(need := core.next(), Need):
-        if need.evidence == "read_attempts":
-            fields, ctx = _read_attempts(conn, run, ctx)
-        elif need.evidence == "read_evidence":
-            fields, ctx = _read_evidence(conn, run, ctx)
-        else:  # pragma: no cover - the table asks for nothing else (LEGACY_EVIDENCE)
-            raise LookupError(f"no reader for {need.evidence}")
+        fields, ctx = _READERS[need.evidence](conn, run, ctx)
         core = core.observe(need.evidence, **fields)
     return core.facts, dataclasses.replace(ctx, decision=_decided(core))
 
@@ -270,5 +240,12 @@ def _read_evidence(
     )
     return fields, ctx
 
+
+# The reader of each evidence the table asks for (``LEGACY_EVIDENCE``): its fields and context.
+Reader = Callable[[sqlite3.Connection, RunRow, Context], tuple[dict[str, object], Context]]
+_READERS: Mapping[str, Reader] = {
+    "read_attempts": _read_attempts,
+    "read_evidence": _read_evidence,
+}
 
 __all__ = ["PassOutcome", "decide", "gather", "run_pass", "write"]

@@ -28,15 +28,7 @@ OUTCOME_KEYS: tuple[str, ...] = (
 )
 # legacy_shadow machine state -> report key (the machine spells states in snake_case).
 KEY_OF_STATE: Mapping[str, str] = {
-    "completed": "completed",
-    "cancelled": "cancelled",
-    "abandoned": "abandoned",
-    "marked_lost": "markedLost",
-    "repaired": "repaired",
-    "pending": "pending",
-    "ambiguous": "ambiguous",
-    "skipped": "skipped",
-    "failed": "failed",
+    "".join(f"_{c.lower()}" if c.isupper() else c for c in key): key for key in OUTCOME_KEYS
 }
 STOP_REASONS = ("complete", "page_limit", "cursor_stalled")
 
@@ -53,6 +45,14 @@ class Budget:
     @property
     def max_candidates(self) -> int:
         return self.page_size * self.max_pages
+
+    def as_dict(self) -> dict[str, int]:
+        # The report's ``budget``, in its key spelling.
+        return {
+            "pageSize": self.page_size,
+            "maxPages": self.max_pages,
+            "maxCandidates": self.max_candidates,
+        }
 
 
 # spec 05 "Switches": one pass per start.
@@ -101,11 +101,7 @@ def build_report(
         "profile": profile,
         "assessment": assessment(totals, remaining),
         "configuredOriginCount": len(origins),
-        "budget": {
-            "pageSize": budget.page_size,
-            "maxPages": budget.max_pages,
-            "maxCandidates": budget.max_candidates,
-        },
+        "budget": budget.as_dict(),
         "coverage": {
             "pages": counts.pages,
             "scanned": scanned,
@@ -180,15 +176,7 @@ def check_conservation(
     outcomes = report["outcomes"]
     _require(report["schemaVersion"] == 1 and report["schema"] == REPORT_SCHEMA, "schema")
     _require(report["profile"] == profile, "profile")
-    _require(
-        report["budget"]
-        == {
-            "pageSize": budget.page_size,
-            "maxPages": budget.max_pages,
-            "maxCandidates": budget.max_candidates,
-        },
-        "budget is not the profile's",
-    )
+    _require(report["budget"] == budget.as_dict(), "budget is not the profile's")
     _require(set(outcomes) == set(OUTCOME_KEYS), "outcome keys")
     _require(all(isinstance(v, int) and v >= 0 for v in outcomes.values()), "negative count")
     _require(sum(outcomes.values()) == coverage["scanned"], "outcomes do not sum to scanned")

@@ -17,12 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fsm import (
-    DecisionTable,
-    GuardRefused,
-    IllegalTransition,
-    MachineDefinitionError,
-)
+from fsm import DecisionTable, GuardRefused, IllegalTransition, MachineDefinitionError
 from fsm.qinglong import (
     LEGACY_EDGE_TRIGGERS,
     LEGACY_TABLE,
@@ -333,15 +328,6 @@ class _Chain:
         self.attempt_status = dest
 
 
-def _rows(repo: Repository, ctx: Context) -> tuple[RunRow, AttemptRow]:
-    run, active = ctx.run, ctx.attempt
-    assert run is not None and active is not None
-    attempt = repo.get_attempt(active.id)
-    if attempt is None:
-        raise LookupError("attempt vanished")
-    return run, attempt
-
-
 def _chained(
     repo: Repository,
     ctx: Context,
@@ -352,8 +338,11 @@ def _chained(
 ) -> None:
     """Rows 6/7 (H): ``edges`` chains the Run's and the Attempt's edges at time ``at`` in one
     transaction, on the Run and its active Attempt read again."""
-    run, attempt = _rows(repo, ctx)
-    assert ctx.attempt is not None
+    run, active = ctx.run, ctx.attempt
+    assert run is not None and active is not None
+    attempt = repo.get_attempt(active.id)
+    if attempt is None:
+        raise LookupError("attempt vanished")
     at = _at(
         run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
     )
@@ -370,7 +359,7 @@ def _chained(
         build,
         actor=eff.actor,
         at_ms=at,
-        expect=_expect(run, ctx.attempt),
+        expect=_expect(run, active),
     )
 
 

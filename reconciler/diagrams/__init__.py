@@ -14,19 +14,18 @@ from reconciler.diagrams._dot import (
     source_digest,
 )
 from reconciler.diagrams._path import path_svg
+from reconciler.diagrams._readme import readme
+from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068_TABLE
+from reconciler.diagrams._record_adr0448 import ADR_0448_TABLE
+from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
 from reconciler.diagrams._records import (
-    ADR_0001_ATTEMPT_TABLE,
-    ADR_0001_RUN_TABLE,
-    ADR_0068_TABLE,
-    ADR_0448_TABLE,
     LEGACY_DECISION_RECORD,
     PRIMARY_DECISION_RECORD,
     RECORDS,
     RECORDS_BY_MACHINE,
-    ExpectedEdge,
-    MachineRecord,
 )
-from reconciler.diagrams._render import dot_source, mermaid_source, readme, render, render_sources
+from reconciler.diagrams._render import dot_source, mermaid_source, render, render_sources
 
 __all__ = [
     "ADR_0001_ATTEMPT_TABLE",

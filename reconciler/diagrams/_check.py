@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
-from reconciler.diagrams._records import RECORDS, ExpectedEdge, MachineRecord
-from reconciler.diagrams._render import DiagramsError
+from reconciler.diagrams._dot import DiagramsError
+from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
+from reconciler.diagrams._records import RECORDS
 
 # --- Reading the rendered files back --------------------------------------------------------
 

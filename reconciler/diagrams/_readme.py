@@ -3,22 +3,21 @@ records' tables it is checked against (``reconciler/diagrams/_records.py``), for
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from fsm import MachineSpec
-from reconciler.diagrams._records import (
-    ADR_0001_ATTEMPT_TABLE,
-    ADR_0001_RUN_TABLE,
-    ADR_0068_STEPS,
-    ADR_0068_TABLE,
-    ADR_0448_STEPS,
-    ADR_0448_TABLE,
-    RECORDS,
+from reconciler.diagrams._looks import _look
+from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068_STEPS, ADR_0068_TABLE
+from reconciler.diagrams._record_adr0448 import ADR_0448_STEPS, ADR_0448_TABLE
+from reconciler.diagrams._record_rows import (
     DecisionRow,
+    EdgeRef,
     EvidenceStep,
     LifecycleRow,
     MachineRecord,
 )
+from reconciler.diagrams._records import RECORDS_BY_MACHINE
 
 
 def _cell(text: str) -> str:
@@ -27,6 +26,11 @@ def _cell(text: str) -> str:
 
 # spec 01's footnote mark of each amendment to ADR-0001's table, by the record that made it.
 _AMENDMENT_MARKS = {"ADR-0380": "(\\*)", "RUN_TRANSITIONS": "(\\*\\*)"}
+
+
+def _edges(edges: Iterable[EdgeRef]) -> str:
+    # A table cell: one `source -> dest [guard]` per line, or a dash for none.
+    return "<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—"
 
 
 def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> list[str]:
@@ -47,10 +51,10 @@ def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -
         "|---|---|---|---|" + "---|" * len(machines),
     ]
     for row in table:
-        cells = ["<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in row.decides) or "—"]
-        for m in machines:
-            edges = [e for e in row.edges if e.machine == m]
-            cells.append("<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—")
+        cells = [
+            _edges(row.decides),
+            *(_edges(e for e in row.edges if e.machine == m) for m in machines),
+        ]
         outcome = row.outcome + (f" *({row.note})*" if row.note else "")
         lines.append(f"| {row.row} | {_cell(row.facts)} | {_cell(outcome)} | {' | '.join(cells)} |")
     return lines
@@ -59,21 +63,16 @@ def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -
 def _steps_table(steps: tuple[EvidenceStep, ...]) -> list[str]:
     lines = ["| step | when | decision edge | record |", "|---|---|---|---|"]
     for s in steps:
-        edge = f"`{s.edge.source} -> {s.edge.dest} [{s.edge.guard}]`"
-        lines.append(f"| {s.step} | {_cell(s.facts)} | {edge} | {s.cites} |")
+        lines.append(f"| {s.step} | {_cell(s.facts)} | {_edges((s.edge,))} | {s.cites} |")
     return lines
 
 
 def _expected_table(record: MachineRecord) -> list[str]:
-    if record.labelled:
-        lines = ["| edge | label | record |", "|---|---|---|"]
-        for e in record.edges:
-            lines.append(f"| `{e.source} -> {e.dest}` | `{e.label} [{e.guard}]` | {e.cites} |")
-        return lines
-    lines = ["| edge | guard | record |", "|---|---|---|"]
+    lines = [f"| edge | {'label' if record.labelled else 'guard'} | record |", "|---|---|---|"]
     for e in record.edges:
         guard = f"`{e.guard}`" if e.guard else "—"
-        lines.append(f"| `{e.source} -> {e.dest}` | {guard} | {e.cites} |")
+        mark = f"`{e.label} [{e.guard}]`" if record.labelled else guard
+        lines.append(f"| `{e.source} -> {e.dest}` | {mark} | {e.cites} |")
     return lines
 
 
@@ -164,15 +163,13 @@ def _decision_section(
     ]
 
 
-def readme_text(
-    specs: Sequence[MachineSpec], mermaid: Mapping[str, str], titles: Mapping[str, str]
-) -> str:
+def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
+    """``diagrams/README.md``: each diagram beside the records' tables it is checked against."""
     parts: list[str] = [_README_HEAD]
-    records = {r.machine: r for r in RECORDS}
     for spec in specs:
-        parts.append(f"## {titles[spec.name]}\n")
+        parts.append(f"## {_look(spec.name).title}\n")
         parts.append(f"![{spec.name} diagram]({spec.name}.svg)\n")
-        record = records.get(spec.name)
+        record = RECORDS_BY_MACHINE.get(spec.name)
         if spec.name == "run":
             parts.append("### ADR-0001 Run table (spec 01 §Run)\n")
             parts.append("\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n")

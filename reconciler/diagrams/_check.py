@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
+from reconciler.diagrams._check_tables import check_tables
 from reconciler.diagrams._dot import DiagramsError
 from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
 from reconciler.diagrams._records import RECORDS
@@ -197,17 +198,11 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     return out
 
 
-def _tables() -> list[str]:
-    from reconciler.diagrams._check_tables import check_tables
-
-    return check_tables()
-
-
 def check(
     directory: Path,
     records: Sequence[MachineRecord] = RECORDS,
     *,
-    tables: Callable[[], list[str]] = _tables,
+    tables: Callable[[], list[str]] = check_tables,
 ) -> list[str]:
     """All differences between the rendered files in ``directory`` and the records, then
     between ``fsm``'s decision tables and the records' transcription (``tables``, the

@@ -13,25 +13,23 @@ import importlib
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from fsm import MachineSpec, transitions_config
 from fsm.qinglong import ALL_SPECS
 from reconciler._escape import clean
 from reconciler.diagrams._dot import DiagramsError, find_dot, svg_of
-from reconciler.diagrams._looks import (
-    _AWAITING_FILL,
-    _DECISION_COLOR,
-    _FONT,
-    _MUTED_COLOR,
-    _TERMINAL_FILL,
-    _Look,
-    _look,
-)
+from reconciler.diagrams._looks import _Look, _look
 from reconciler.diagrams._readme import readme
 
 # The node that carries the initial-state arrow; never a state of any machine.
 _START = "__start__"
+
+_FONT = "Helvetica"
+_DECISION_COLOR = "#1f4fbf"
+_MUTED_COLOR = "#9a9a9a"
+_TERMINAL_FILL = "#e8e8e8"
+_AWAITING_FILL = "#fff2cc"
 
 # --- Rendering through transitions ---------------------------------------------------------
 
@@ -49,6 +47,35 @@ Highlight = dict[tuple[str, str], list[int]]
 _TAKEN_COLOR = "#c62828"
 
 
+# How the review diagrams look in dot (transitions reads these from the machine as it draws);
+# the per-machine ``ranksep`` is added from the machine's look.
+_DOT_GRAPH = {
+    "directed": "true",
+    "strict": "false",
+    "rankdir": "LR",
+    "labelloc": "t",
+    "fontname": _FONT,
+    "fontsize": "18",
+    "nodesep": "0.35",
+}
+_DOT_STYLE = {
+    "node": {
+        "default": {
+            "style": "rounded,filled",
+            "shape": "rectangle",
+            "fillcolor": "white",
+            "color": "black",
+            "peripheries": "1",
+            "fontname": _FONT,
+        },
+        "terminal": {"fillcolor": _TERMINAL_FILL, "peripheries": "2"},
+        "awaiting": {"fillcolor": _AWAITING_FILL, "style": "rounded,filled,dashed"},
+    },
+    "edge": {"default": {"color": "black", "fontname": _FONT, "fontsize": "11"}},
+    "graph": {"default": {"color": "black", "fillcolor": "white", "style": "solid"}},
+}
+
+
 def _review_machine(
     spec: MachineSpec,
     engine: Literal["graphviz", "mermaid"],
@@ -57,46 +84,11 @@ def _review_machine(
     """A `transitions` GraphMachine for ``spec`` whose graph class draws the review styling
     (and, with ``highlight``, one run's path: those edges red, thick and numbered)."""
     GraphMachine: Any = _transitions_class("transitions.extensions.diagrams", "GraphMachine")
-
     graph_cls = _dot_graph_class() if engine == "graphviz" else _mermaid_graph_class()
     look = _look(spec.name)
-
-    class ReviewMachine(GraphMachine):  # type: ignore[misc]
-        review_look: _Look
-        machine_attributes: ClassVar[dict[str, str]] = {
-            "directed": "true",
-            "strict": "false",
-            "rankdir": "LR",
-            "labelloc": "t",
-            "fontname": _FONT,
-            "fontsize": "18",
-            "nodesep": "0.35",
-            "ranksep": look.ranksep,
-        }
-        style_attributes: ClassVar[dict[str, dict[str, dict[str, str]]]] = {
-            "node": {
-                "default": {
-                    "style": "rounded,filled",
-                    "shape": "rectangle",
-                    "fillcolor": "white",
-                    "color": "black",
-                    "peripheries": "1",
-                    "fontname": _FONT,
-                },
-                "terminal": {"fillcolor": _TERMINAL_FILL, "peripheries": "2"},
-                "awaiting": {"fillcolor": _AWAITING_FILL, "style": "rounded,filled,dashed"},
-            },
-            "edge": {"default": {"color": "black", "fontname": _FONT, "fontsize": "11"}},
-            "graph": {"default": {"color": "black", "fillcolor": "white", "style": "solid"}},
-        }
-
-        def _init_graphviz_engine(self, graph_engine: str) -> Any:
-            return graph_cls
-
-    states: list[dict[str, Any]] = [{"name": s, "final": s in spec.terminal} for s in spec.states]
-    machine = ReviewMachine(
+    machine = GraphMachine(
         model=None,
-        states=states,
+        states=[{"name": s, "final": s in spec.terminal} for s in spec.states],
         initial=spec.initial,
         transitions=transitions_config(spec),
         auto_transitions=False,
@@ -104,6 +96,7 @@ def _review_machine(
         graph_engine=engine,
         title=look.title,
     )
+    machine.graph_cls = graph_cls
     machine.review_look = look
     machine.review_highlight = dict(highlight or {})
     return machine
@@ -331,6 +324,8 @@ def dot_source(spec: MachineSpec, highlight: Highlight | None = None) -> str:
     """The Graphviz source of one machine, as transitions' graphviz engine writes it; with
     ``highlight``, one run's path drawn on it (never committed: `qlfsm explain --svg`)."""
     machine = _review_machine(spec, "graphviz", highlight)
+    machine.machine_attributes = {**_DOT_GRAPH, "ranksep": machine.review_look.ranksep}
+    machine.style_attributes = _DOT_STYLE
     graph = machine.graph_cls(machine).get_graph(title=machine.title)
     return str(graph.source)
 

@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from reconciler.diagrams._check import Drawing, DrawnEdge, check, compare, parse_mermaid, parse_svg
 from reconciler.diagrams._check_tables import check_tables, compare_table
-from reconciler.diagrams._dot import (
-    INSTALL_HINT,
-    PINNED_RENDERER,
-    DiagramsError,
-    find_dot,
-    source_digest,
-)
+from reconciler.diagrams._dot import PINNED_RENDERER, DiagramsError, find_dot, source_digest
 from reconciler.diagrams._path import path_svg
 from reconciler.diagrams._readme import readme
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
@@ -32,7 +26,6 @@ __all__ = [
     "ADR_0001_RUN_TABLE",
     "ADR_0068_TABLE",
     "ADR_0448_TABLE",
-    "INSTALL_HINT",
     "LEGACY_DECISION_RECORD",
     "PINNED_RENDERER",
     "PRIMARY_DECISION_RECORD",

@@ -211,21 +211,16 @@ def check(
     for record in records:
         for suffix, parse in ((".svg", parse_svg), (".mmd", parse_mermaid)):
             name = f"{record.machine}{suffix}"
-            path = directory / name
             try:
-                text = path.read_text(encoding="utf-8")
+                drawing = parse((directory / name).read_text(encoding="utf-8"))
             except FileNotFoundError:
                 differences.append(f"{name}: missing file (render the {record.machine} machine)")
-                continue
             except (OSError, UnicodeDecodeError) as exc:
                 differences.append(f"{name}: unreadable: {exc}")
-                continue
-            try:
-                drawing = parse(text)
-            except DiagramsError as exc:
+            except DiagramsError as exc:  # the parser's: the file is not what dot/Mermaid wrote
                 differences.append(f"{name}: {exc}")
-                continue
-            differences.extend(f"{name}: {d}" for d in compare(record, drawing))
+            else:
+                differences.extend(f"{name}: {d}" for d in compare(record, drawing))
     # A drawn machine that no record speaks for would look reviewed without being checked.
     known = {r.machine for r in records}
     for path in sorted([*directory.glob("*.svg"), *directory.glob("*.mmd")]):

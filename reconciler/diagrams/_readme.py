@@ -146,20 +146,16 @@ all: it reads the SVG and Mermaid files.
 
 
 def _decision_section(
-    heading: str,
-    prose: str,
-    table: list[str],
-    steps: tuple[str, tuple[EvidenceStep, ...]],
+    heading: str, prose: str, table: list[str], where: str, steps: tuple[EvidenceStep, ...]
 ) -> list[str]:
     """A decision machine's part of the README: its table, then the evidence steps between
-    the rows (``steps``: where the order is written, and the steps)."""
-    where, evidence = steps
+    the rows (``where``: where the record writes its evidence order)."""
     return [
         f"### {heading}\n",
         f"{prose}\n",
         "\n".join(table) + "\n",
         f"### {where} evidence steps between the rows\n",
-        "\n".join(_steps_table(evidence)) + "\n",
+        "\n".join(_steps_table(steps)) + "\n",
     ]
 
 
@@ -171,28 +167,29 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
         parts.append(f"![{spec.name} diagram]({spec.name}.svg)\n")
         record = RECORDS_BY_MACHINE.get(spec.name)
         if spec.name == "run":
-            parts.append("### ADR-0001 Run table (spec 01 §Run)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n")
-            parts.append(
+            parts += [
+                "### ADR-0001 Run table (spec 01 §Run)\n",
+                "\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n",
                 "(\\*) `lost -> retry_wait` is not in ADR-0001's table: the QingLong 3.0 "
-                "implementation added it for lost-run retry (ADR-0380 amendment).\n"
-            )
-            parts.append(
+                "implementation added it for lost-run retry (ADR-0380 amendment).\n",
                 "(\\*\\*) `dispatching -> timed_out` is not in ADR-0001's table either: "
                 "QingLong 3.0's own Run machine allows it (`RUN_TRANSITIONS` in "
                 "`back/runtime/domain/runStateMachine.ts`; RUN_TRANSITIONS amendment), so "
-                "ADR-0448 row 2 repairs a `dispatching` Run whose unique Attempt timed out.\n"
-            )
+                "ADR-0448 row 2 repairs a `dispatching` Run whose unique Attempt timed out.\n",
+            ]
         elif spec.name == "attempt":
-            parts.append("### ADR-0001 Attempt table (spec 01 §Attempt)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n")
+            parts += [
+                "### ADR-0001 Attempt table (spec 01 §Attempt)\n",
+                "\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n",
+            ]
         elif spec.name == "primary_decision":
             parts += _decision_section(
                 "ADR-0068 decision table (spec 04 §Per candidate)",
                 "First matching row wins. Each row's arrows on the decision machine, and the "
                 "Run and Attempt edges its write takes (rows without them move no state).",
                 _decision_table(ADR_0068_TABLE, ("run", "attempt")),
-                ("ADR-0068 §2", ADR_0068_STEPS),
+                "ADR-0068 §2",
+                ADR_0068_STEPS,
             )
         elif spec.name == "legacy_decision":
             parts += _decision_section(
@@ -200,7 +197,8 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
                 "First matching row wins; each row ends the candidate in one outcome (the "
                 "legacy_shadow edge is the same row on the per-candidate lifecycle).",
                 _decision_table(ADR_0448_TABLE, ("legacy_shadow",)),
-                ("spec 05", ADR_0448_STEPS),
+                "spec 05",
+                ADR_0448_STEPS,
             )
         if record is not None:
             parts.append(f"### Every edge the {spec.name} diagram must show\n")

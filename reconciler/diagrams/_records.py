@@ -64,22 +64,6 @@ def trigger_lines(text: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def _lifecycle_edges(
-    table: tuple[LifecycleRow, ...], cite: str, triggers: str
-) -> list[ExpectedEdge]:
-    named = trigger_lines(triggers)
-    out: list[ExpectedEdge] = []
-    for line in table:
-        where = f"{cite}, row {line.source}"
-        dests = [(dest, where) for dest in line.allowed]
-        dests += [(dest, f"{record} amendment to {where}") for dest, record in line.amended]
-        out.extend(
-            ExpectedEdge(line.source, dest, None, cites, trigger=named.get((line.source, dest)))
-            for dest, cites in dests
-        )
-    return out
-
-
 def _decision_edges(
     machine: str, table: tuple[DecisionRow, ...], record: str
 ) -> list[ExpectedEdge]:
@@ -97,10 +81,21 @@ def _decision_edges(
 def _aggregate_edges(
     machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
 ) -> tuple[ExpectedEdge, ...]:
-    """A Run's or an Attempt's edges: its ADR-0001 lifecycle, then the edges the rows of the
-    ADR-0068 and ADR-0448 decision tables take on it."""
+    """A Run's or an Attempt's edges: its ADR-0001 lifecycle (each with the trigger the
+    record's ``triggers`` lines name), then the edges the rows of the ADR-0068 and ADR-0448
+    decision tables take on it."""
+    named = trigger_lines(triggers)
+    lifecycle: list[ExpectedEdge] = []
+    for line in table:
+        where = f"{cite}, row {line.source}"
+        dests = [(dest, where) for dest in line.allowed]
+        dests += [(dest, f"{record} amendment to {where}") for dest, record in line.amended]
+        lifecycle.extend(
+            ExpectedEdge(line.source, dest, None, cites, trigger=named.get((line.source, dest)))
+            for dest, cites in dests
+        )
     return (
-        *_lifecycle_edges(table, cite, triggers),
+        *lifecycle,
         *_decision_edges(machine, adr0068.ADR_0068_TABLE, adr0068.ADR_0068_CITE),
         *_decision_edges(machine, adr0448.ADR_0448_TABLE, adr0448.ADR_0448_CITE),
     )

@@ -140,14 +140,12 @@ def _legend(title: str, look: _Look, has_lifecycle: bool) -> str:
     # by ITS font metrics, and pieces side by side overlap when a viewer's sans-serif is wider.
     items: list[tuple[str, str]] = []
     if look.decision_machine:
-        items.append(("black", "box: the evidence the decision waits for, in the record's order"))
-        items.append(
-            (
-                _DECISION_COLOR,
-                f"blue: row N [guard] of the {look.decisions} table, first match wins",
-            )
-        )
-        items.append((_DECISION_COLOR, "step N [guard]: gather the next evidence"))
+        rows = f"blue: row N [guard] of the {look.decisions} table, first match wins"
+        items += [
+            ("black", "box: the evidence the decision waits for, in the record's order"),
+            (_DECISION_COLOR, rows),
+            (_DECISION_COLOR, "step N [guard]: gather the next evidence"),
+        ]
     else:
         if has_lifecycle:
             items.append(("black", "black: ADR-0001 lifecycle trigger"))

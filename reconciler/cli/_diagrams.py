@@ -26,51 +26,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from reconciler.cli._exit import UsageError
 from reconciler.cli._text import clean
-
-# The rendering lives in ._diagrams_render, the reading back and comparing in
-# ._diagrams_check; their public names are re-exported here, where tests and callers import
-# them from.
-from reconciler.diagrams import (
-    INSTALL_HINT,
-    PINNED_RENDERER,
-    RECORDS,
-    DiagramsError,
-    Drawing,
-    DrawnEdge,
-    check,
-    compare,
-    dot_source,
-    find_dot,
-    mermaid_source,
-    parse_mermaid,
-    parse_svg,
-    readme,
-    render,
-    render_sources,
-    source_digest,
-)
-
-__all__ = [
-    "DEFAULT_DIR",
-    "INSTALL_HINT",
-    "PINNED_RENDERER",
-    "DiagramsError",
-    "Drawing",
-    "DrawnEdge",
-    "check",
-    "compare",
-    "diagrams_command",
-    "dot_source",
-    "find_dot",
-    "mermaid_source",
-    "parse_mermaid",
-    "parse_svg",
-    "readme",
-    "render",
-    "render_sources",
-    "source_digest",
-]
+from reconciler.diagrams import RECORDS, DiagramsError, check, render
 
 
 def _default_dir() -> Path:
@@ -87,26 +45,11 @@ DEFAULT_DIR = _default_dir()
 # --- Command line --------------------------------------------------------------------------
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Exit(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and never leave through SystemExit."""
+    """argparse whose errors are one line (its --help still leaves through SystemExit)."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        if message:
-            sys.stderr.write(message)
-        raise _Exit(status)
+        raise UsageError(message)
 
 
 def _parser() -> _Parser:
@@ -140,11 +83,11 @@ def diagrams_command(argv: list[str]) -> int:
     """
     try:
         args = _parser().parse_args(argv)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(clean(f"qlfsm diagrams: error: {exc} (see: qlfsm diagrams --help)"), file=sys.stderr)
         return 2
-    except _Exit as exc:
-        return exc.status
+    except SystemExit as exc:  # --help: argparse printed it and exits 0
+        return int(exc.code or 0)
     if args.action == "render":
         try:
             written = render(args.out, dot=args.dot)

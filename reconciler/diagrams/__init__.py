@@ -6,34 +6,26 @@ from __future__ import annotations
 
 from reconciler.diagrams._check import Drawing, DrawnEdge, check, compare, parse_mermaid, parse_svg
 from reconciler.diagrams._check_tables import check_tables, compare_table
-from reconciler.diagrams._dot import (
-    INSTALL_HINT,
-    PINNED_RENDERER,
-    DiagramsError,
-    find_dot,
-    source_digest,
-)
+from reconciler.diagrams._dot import PINNED_RENDERER, DiagramsError, find_dot, source_digest
 from reconciler.diagrams._path import path_svg
+from reconciler.diagrams._readme import readme
+from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068_TABLE
+from reconciler.diagrams._record_adr0448 import ADR_0448_TABLE
+from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
 from reconciler.diagrams._records import (
-    ADR_0001_ATTEMPT_TABLE,
-    ADR_0001_RUN_TABLE,
-    ADR_0068_TABLE,
-    ADR_0448_TABLE,
     LEGACY_DECISION_RECORD,
     PRIMARY_DECISION_RECORD,
     RECORDS,
     RECORDS_BY_MACHINE,
-    ExpectedEdge,
-    MachineRecord,
 )
-from reconciler.diagrams._render import dot_source, mermaid_source, readme, render, render_sources
+from reconciler.diagrams._render import dot_source, mermaid_source, render, render_sources
 
 __all__ = [
     "ADR_0001_ATTEMPT_TABLE",
     "ADR_0001_RUN_TABLE",
     "ADR_0068_TABLE",
     "ADR_0448_TABLE",
-    "INSTALL_HINT",
     "LEGACY_DECISION_RECORD",
     "PINNED_RENDERER",
     "PRIMARY_DECISION_RECORD",

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
-from reconciler.diagrams._records import RECORDS, ExpectedEdge, MachineRecord
-from reconciler.diagrams._render import DiagramsError
+from reconciler.diagrams._check_tables import check_tables
+from reconciler.diagrams._dot import DiagramsError
+from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
+from reconciler.diagrams._records import RECORDS
 
 # --- Reading the rendered files back --------------------------------------------------------
 
@@ -196,17 +198,11 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     return out
 
 
-def _tables() -> list[str]:
-    from reconciler.diagrams._check_tables import check_tables
-
-    return check_tables()
-
-
 def check(
     directory: Path,
     records: Sequence[MachineRecord] = RECORDS,
     *,
-    tables: Callable[[], list[str]] = _tables,
+    tables: Callable[[], list[str]] = check_tables,
 ) -> list[str]:
     """All differences between the rendered files in ``directory`` and the records, then
     between ``fsm``'s decision tables and the records' transcription (``tables``, the
@@ -215,21 +211,16 @@ def check(
     for record in records:
         for suffix, parse in ((".svg", parse_svg), (".mmd", parse_mermaid)):
             name = f"{record.machine}{suffix}"
-            path = directory / name
             try:
-                text = path.read_text(encoding="utf-8")
+                drawing = parse((directory / name).read_text(encoding="utf-8"))
             except FileNotFoundError:
                 differences.append(f"{name}: missing file (render the {record.machine} machine)")
-                continue
             except (OSError, UnicodeDecodeError) as exc:
                 differences.append(f"{name}: unreadable: {exc}")
-                continue
-            try:
-                drawing = parse(text)
-            except DiagramsError as exc:
+            except DiagramsError as exc:  # the parser's: the file is not what dot/Mermaid wrote
                 differences.append(f"{name}: {exc}")
-                continue
-            differences.extend(f"{name}: {d}" for d in compare(record, drawing))
+            else:
+                differences.extend(f"{name}: {d}" for d in compare(record, drawing))
     # A drawn machine that no record speaks for would look reviewed without being checked.
     known = {r.machine for r in records}
     for path in sorted([*directory.glob("*.svg"), *directory.glob("*.mmd")]):

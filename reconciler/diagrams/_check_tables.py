@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from fsm import (
     DecisionTable,
@@ -64,8 +65,6 @@ class RecordTable:
     decisions: Mapping[str, str]  # decision state -> summary outcome
     rows: tuple[DecisionRow, ...]
     steps: tuple[EvidenceStep, ...]
-    # The lifecycle machines whose edges the rows' writes fire ("run", "attempt", ...).
-    lifecycles: tuple[str, ...]
     paraphrased: frozenset[str] = frozenset()
 
 
@@ -76,7 +75,6 @@ ADR_0068 = RecordTable(
     decisions=PRIMARY_DECISION_OUTCOMES,
     rows=ADR_0068_TABLE,
     steps=ADR_0068_STEPS,
-    lifecycles=("run", "attempt"),
     paraphrased=PARAPHRASED_FACTS,
 )
 ADR_0448 = RecordTable(
@@ -86,7 +84,6 @@ ADR_0448 = RecordTable(
     decisions={o: o for o in LEGACY_OUTCOMES},  # each outcome its own decision state
     rows=ADR_0448_TABLE,
     steps=ADR_0448_STEPS,
-    lifecycles=("legacy_shadow", "run", "attempt"),
 )
 
 
@@ -95,12 +92,11 @@ def primary_error_codes() -> dict[str, str]:
     the registry the pass writes with."""
     from reconciler.primary import EFFECTS
 
-    codes = {
+    return {
         trigger: error.code
         for write in ("lose", "lose_missing_attempt")
         for trigger, error in EFFECTS[write].errors.items()
     }
-    return codes
 
 
 def _ordered(record: RecordTable) -> list[str]:
@@ -175,11 +171,9 @@ def compare_table(
                 f"fsm, {'is' if on_exception else 'is not'} in the record"
             )
         wanted = _record_cases(row.decides if row is not None else (step.edge,) if step else ())
-        for i in range(max(len(cases), len(wanted))):
-            got = cases[i] if i < len(cases) else None
-            want = wanted[i] if i < len(wanted) else None
+        for i, (got, want) in enumerate(zip_longest(cases, wanted), 1):
             if got != want:
-                out.append(f"{name}: case {i + 1} is {got} in fsm, {want} in the record")
+                out.append(f"{name}: case {i} is {got} in fsm, {want} in the record")
         if row is None:
             continue
         # The lifecycle edges the row moves: those citing it, each named by the row's trigger.

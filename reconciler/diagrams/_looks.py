@@ -1,4 +1,5 @@
-"""How each machine's diagram looks (spec 07): groups, colours, titles and legends' words."""
+"""How each machine's diagram looks (spec 07): groups, titles, marks and legends' words (the
+font and colours are `_render.py`'s)."""
 
 from __future__ import annotations
 
@@ -117,12 +118,6 @@ _LOOKS: dict[str, _Look] = {
         terminal_mark="double border: the decision, a counter of the report",
     ),
 }
-
-_FONT = "Helvetica"
-_DECISION_COLOR = "#1f4fbf"
-_MUTED_COLOR = "#9a9a9a"
-_TERMINAL_FILL = "#e8e8e8"
-_AWAITING_FILL = "#fff2cc"
 
 
 def _look(name: str) -> _Look:

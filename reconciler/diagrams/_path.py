@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 
 from fsm.qinglong import ATTEMPT_SPEC, RUN_SPEC
-from reconciler.diagrams._dot import _run_dot
-from reconciler.diagrams._render import DiagramsError, Highlight, dot_source, find_dot, xml_text
+from reconciler.diagrams._dot import DiagramsError, _run_dot, find_dot
+from reconciler.diagrams._render import Highlight, dot_source, xml_text
 
 _HEADER_PT = 28.0
 _SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"[^>]*?\sheight="([0-9.]+)pt"', re.S)

@@ -3,22 +3,21 @@ records' tables it is checked against (``reconciler/diagrams/_records.py``), for
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from fsm import MachineSpec
-from reconciler.diagrams._records import (
-    ADR_0001_ATTEMPT_TABLE,
-    ADR_0001_RUN_TABLE,
-    ADR_0068_STEPS,
-    ADR_0068_TABLE,
-    ADR_0448_STEPS,
-    ADR_0448_TABLE,
-    RECORDS,
+from reconciler.diagrams._looks import _look
+from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068_STEPS, ADR_0068_TABLE
+from reconciler.diagrams._record_adr0448 import ADR_0448_STEPS, ADR_0448_TABLE
+from reconciler.diagrams._record_rows import (
     DecisionRow,
+    EdgeRef,
     EvidenceStep,
     LifecycleRow,
     MachineRecord,
 )
+from reconciler.diagrams._records import RECORDS_BY_MACHINE
 
 
 def _cell(text: str) -> str:
@@ -27,6 +26,11 @@ def _cell(text: str) -> str:
 
 # spec 01's footnote mark of each amendment to ADR-0001's table, by the record that made it.
 _AMENDMENT_MARKS = {"ADR-0380": "(\\*)", "RUN_TRANSITIONS": "(\\*\\*)"}
+
+
+def _edges(edges: Iterable[EdgeRef]) -> str:
+    # A table cell: one `source -> dest [guard]` per line, or a dash for none.
+    return "<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—"
 
 
 def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> list[str]:
@@ -47,10 +51,10 @@ def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -
         "|---|---|---|---|" + "---|" * len(machines),
     ]
     for row in table:
-        cells = ["<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in row.decides) or "—"]
-        for m in machines:
-            edges = [e for e in row.edges if e.machine == m]
-            cells.append("<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—")
+        cells = [
+            _edges(row.decides),
+            *(_edges(e for e in row.edges if e.machine == m) for m in machines),
+        ]
         outcome = row.outcome + (f" *({row.note})*" if row.note else "")
         lines.append(f"| {row.row} | {_cell(row.facts)} | {_cell(outcome)} | {' | '.join(cells)} |")
     return lines
@@ -59,21 +63,16 @@ def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -
 def _steps_table(steps: tuple[EvidenceStep, ...]) -> list[str]:
     lines = ["| step | when | decision edge | record |", "|---|---|---|---|"]
     for s in steps:
-        edge = f"`{s.edge.source} -> {s.edge.dest} [{s.edge.guard}]`"
-        lines.append(f"| {s.step} | {_cell(s.facts)} | {edge} | {s.cites} |")
+        lines.append(f"| {s.step} | {_cell(s.facts)} | {_edges((s.edge,))} | {s.cites} |")
     return lines
 
 
 def _expected_table(record: MachineRecord) -> list[str]:
-    if record.labelled:
-        lines = ["| edge | label | record |", "|---|---|---|"]
-        for e in record.edges:
-            lines.append(f"| `{e.source} -> {e.dest}` | `{e.label} [{e.guard}]` | {e.cites} |")
-        return lines
-    lines = ["| edge | guard | record |", "|---|---|---|"]
+    lines = [f"| edge | {'label' if record.labelled else 'guard'} | record |", "|---|---|---|"]
     for e in record.edges:
         guard = f"`{e.guard}`" if e.guard else "—"
-        lines.append(f"| `{e.source} -> {e.dest}` | {guard} | {e.cites} |")
+        mark = f"`{e.label} [{e.guard}]`" if record.labelled else guard
+        lines.append(f"| `{e.source} -> {e.dest}` | {mark} | {e.cites} |")
     return lines
 
 
@@ -147,55 +146,50 @@ all: it reads the SVG and Mermaid files.
 
 
 def _decision_section(
-    heading: str,
-    prose: str,
-    table: list[str],
-    steps: tuple[str, tuple[EvidenceStep, ...]],
+    heading: str, prose: str, table: list[str], where: str, steps: tuple[EvidenceStep, ...]
 ) -> list[str]:
     """A decision machine's part of the README: its table, then the evidence steps between
-    the rows (``steps``: where the order is written, and the steps)."""
-    where, evidence = steps
+    the rows (``where``: where the record writes its evidence order)."""
     return [
         f"### {heading}\n",
         f"{prose}\n",
         "\n".join(table) + "\n",
         f"### {where} evidence steps between the rows\n",
-        "\n".join(_steps_table(evidence)) + "\n",
+        "\n".join(_steps_table(steps)) + "\n",
     ]
 
 
-def readme_text(
-    specs: Sequence[MachineSpec], mermaid: Mapping[str, str], titles: Mapping[str, str]
-) -> str:
+def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
+    """``diagrams/README.md``: each diagram beside the records' tables it is checked against."""
     parts: list[str] = [_README_HEAD]
-    records = {r.machine: r for r in RECORDS}
     for spec in specs:
-        parts.append(f"## {titles[spec.name]}\n")
+        parts.append(f"## {_look(spec.name).title}\n")
         parts.append(f"![{spec.name} diagram]({spec.name}.svg)\n")
-        record = records.get(spec.name)
+        record = RECORDS_BY_MACHINE.get(spec.name)
         if spec.name == "run":
-            parts.append("### ADR-0001 Run table (spec 01 §Run)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n")
-            parts.append(
+            parts += [
+                "### ADR-0001 Run table (spec 01 §Run)\n",
+                "\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n",
                 "(\\*) `lost -> retry_wait` is not in ADR-0001's table: the QingLong 3.0 "
-                "implementation added it for lost-run retry (ADR-0380 amendment).\n"
-            )
-            parts.append(
+                "implementation added it for lost-run retry (ADR-0380 amendment).\n",
                 "(\\*\\*) `dispatching -> timed_out` is not in ADR-0001's table either: "
                 "QingLong 3.0's own Run machine allows it (`RUN_TRANSITIONS` in "
                 "`back/runtime/domain/runStateMachine.ts`; RUN_TRANSITIONS amendment), so "
-                "ADR-0448 row 2 repairs a `dispatching` Run whose unique Attempt timed out.\n"
-            )
+                "ADR-0448 row 2 repairs a `dispatching` Run whose unique Attempt timed out.\n",
+            ]
         elif spec.name == "attempt":
-            parts.append("### ADR-0001 Attempt table (spec 01 §Attempt)\n")
-            parts.append("\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n")
+            parts += [
+                "### ADR-0001 Attempt table (spec 01 §Attempt)\n",
+                "\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n",
+            ]
         elif spec.name == "primary_decision":
             parts += _decision_section(
                 "ADR-0068 decision table (spec 04 §Per candidate)",
                 "First matching row wins. Each row's arrows on the decision machine, and the "
                 "Run and Attempt edges its write takes (rows without them move no state).",
                 _decision_table(ADR_0068_TABLE, ("run", "attempt")),
-                ("ADR-0068 §2", ADR_0068_STEPS),
+                "ADR-0068 §2",
+                ADR_0068_STEPS,
             )
         elif spec.name == "legacy_decision":
             parts += _decision_section(
@@ -203,7 +197,8 @@ def readme_text(
                 "First matching row wins; each row ends the candidate in one outcome (the "
                 "legacy_shadow edge is the same row on the per-candidate lifecycle).",
                 _decision_table(ADR_0448_TABLE, ("legacy_shadow",)),
-                ("spec 05", ADR_0448_STEPS),
+                "spec 05",
+                ADR_0448_STEPS,
             )
         if record is not None:
             parts.append(f"### Every edge the {spec.name} diagram must show\n")

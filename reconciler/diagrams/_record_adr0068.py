@@ -6,6 +6,8 @@ Transcribed by hand from the record, never imported from ``fsm`` (see ``_records
 
 from __future__ import annotations
 
+from functools import partial
+
 from reconciler.diagrams._record_rows import (
     DecisionRow,
     EdgeRef,
@@ -53,16 +55,8 @@ PRIMARY_DECISION_OUTCOMES: dict[str, str] = {
 }
 
 
-def _p(
-    source: str,
-    dest: str,
-    guard: str,
-    *,
-    reason: str = "",
-    write: str | None = None,
-    trigger: str | None = None,
-) -> EdgeRef:
-    return EdgeRef("primary_decision", source, dest, guard, reason, write, trigger)
+# An edge on the ADR-0068 decision machine.
+_p = partial(EdgeRef, "primary_decision")
 
 
 ADR_0068_TABLE: tuple[DecisionRow, ...] = (

@@ -90,7 +90,6 @@ class MachineRecord:
     """Everything the records say one machine's diagram must show."""
 
     machine: str
-    title: str
     states: tuple[str, ...]
     initial: str
     terminal: frozenset[str]

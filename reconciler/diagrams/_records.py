@@ -32,36 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_CITE as ADR_0001_ATTEMPT_CITE
-from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE as ADR_0001_ATTEMPT_TABLE
-from reconciler.diagrams._record_adr0001 import (
-    ADR_0001_ATTEMPT_TRIGGERS as ADR_0001_ATTEMPT_TRIGGERS,
+from reconciler.diagrams import _record_adr0001 as adr0001
+from reconciler.diagrams import _record_adr0068 as adr0068
+from reconciler.diagrams import _record_adr0448 as adr0448
+from reconciler.diagrams._record_rows import (
+    DecisionRow,
+    EvidenceStep,
+    ExpectedEdge,
+    LifecycleRow,
+    MachineRecord,
 )
-from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_CITE as ADR_0001_RUN_CITE
-from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_TABLE as ADR_0001_RUN_TABLE
-from reconciler.diagrams._record_adr0001 import ADR_0001_RUN_TRIGGERS as ADR_0001_RUN_TRIGGERS
-from reconciler.diagrams._record_adr0001 import ATTEMPT_STATES as ATTEMPT_STATES
-from reconciler.diagrams._record_adr0001 import ATTEMPT_TERMINAL as ATTEMPT_TERMINAL
-from reconciler.diagrams._record_adr0001 import RUN_STATES as RUN_STATES
-from reconciler.diagrams._record_adr0001 import RUN_TERMINAL as RUN_TERMINAL
-from reconciler.diagrams._record_adr0068 import ADR_0068_CITE as ADR_0068_CITE
-from reconciler.diagrams._record_adr0068 import ADR_0068_STEPS as ADR_0068_STEPS
-from reconciler.diagrams._record_adr0068 import ADR_0068_TABLE as ADR_0068_TABLE
-from reconciler.diagrams._record_adr0068 import (
-    PRIMARY_DECISION_OUTCOMES as PRIMARY_DECISION_OUTCOMES,
-)
-from reconciler.diagrams._record_adr0068 import PRIMARY_EVIDENCE_STATES as PRIMARY_EVIDENCE_STATES
-from reconciler.diagrams._record_adr0448 import ADR_0448_CITE as ADR_0448_CITE
-from reconciler.diagrams._record_adr0448 import ADR_0448_STEPS as ADR_0448_STEPS
-from reconciler.diagrams._record_adr0448 import ADR_0448_TABLE as ADR_0448_TABLE
-from reconciler.diagrams._record_adr0448 import LEGACY_EVIDENCE_STATES as LEGACY_EVIDENCE_STATES
-from reconciler.diagrams._record_adr0448 import LEGACY_OUTCOMES as LEGACY_OUTCOMES
-from reconciler.diagrams._record_rows import DecisionRow as DecisionRow
-from reconciler.diagrams._record_rows import EdgeRef as EdgeRef
-from reconciler.diagrams._record_rows import EvidenceStep as EvidenceStep
-from reconciler.diagrams._record_rows import ExpectedEdge as ExpectedEdge
-from reconciler.diagrams._record_rows import LifecycleRow as LifecycleRow
-from reconciler.diagrams._record_rows import MachineRecord as MachineRecord
 
 # --- What each machine's diagram must show ------------------------------------------------
 
@@ -84,30 +64,6 @@ def trigger_lines(text: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def _lifecycle_edges(
-    table: tuple[LifecycleRow, ...], cite: str, triggers: str
-) -> list[ExpectedEdge]:
-    named = trigger_lines(triggers)
-    out: list[ExpectedEdge] = []
-    for line in table:
-        where = f"{cite}, row {line.source}"
-        out.extend(
-            ExpectedEdge(line.source, dest, None, where, trigger=named.get((line.source, dest)))
-            for dest in line.allowed
-        )
-        out.extend(
-            ExpectedEdge(
-                line.source,
-                dest,
-                None,
-                f"{record} amendment to {where}",
-                trigger=named.get((line.source, dest)),
-            )
-            for dest, record in line.amended
-        )
-    return out
-
-
 def _decision_edges(
     machine: str, table: tuple[DecisionRow, ...], record: str
 ) -> list[ExpectedEdge]:
@@ -125,60 +81,74 @@ def _decision_edges(
 def _aggregate_edges(
     machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
 ) -> tuple[ExpectedEdge, ...]:
-    """A Run's or an Attempt's edges: its ADR-0001 lifecycle, then the edges the rows of the
-    ADR-0068 and ADR-0448 decision tables take on it."""
+    """A Run's or an Attempt's edges: its ADR-0001 lifecycle (each with the trigger the
+    record's ``triggers`` lines name), then the edges the rows of the ADR-0068 and ADR-0448
+    decision tables take on it."""
+    named = trigger_lines(triggers)
+    lifecycle: list[ExpectedEdge] = []
+    for line in table:
+        where = f"{cite}, row {line.source}"
+        dests = [(dest, where) for dest in line.allowed]
+        dests += [(dest, f"{record} amendment to {where}") for dest, record in line.amended]
+        lifecycle.extend(
+            ExpectedEdge(line.source, dest, None, cites, trigger=named.get((line.source, dest)))
+            for dest, cites in dests
+        )
     return (
-        *_lifecycle_edges(table, cite, triggers),
-        *_decision_edges(machine, ADR_0068_TABLE, ADR_0068_CITE),
-        *_decision_edges(machine, ADR_0448_TABLE, ADR_0448_CITE),
+        *lifecycle,
+        *_decision_edges(machine, adr0068.ADR_0068_TABLE, adr0068.ADR_0068_CITE),
+        *_decision_edges(machine, adr0448.ADR_0448_TABLE, adr0448.ADR_0448_CITE),
     )
 
 
 RUN_RECORD = MachineRecord(
     machine="run",
-    title="Run",
-    states=RUN_STATES,
+    states=adr0001.RUN_STATES,
     initial="created",
-    terminal=RUN_TERMINAL,
+    terminal=adr0001.RUN_TERMINAL,
     states_cite="ADR-0001 Run states (spec 01 §Run)",
-    edges=_aggregate_edges("run", ADR_0001_RUN_TABLE, ADR_0001_RUN_CITE, ADR_0001_RUN_TRIGGERS),
+    edges=_aggregate_edges(
+        "run", adr0001.ADR_0001_RUN_TABLE, adr0001.ADR_0001_RUN_CITE, adr0001.ADR_0001_RUN_TRIGGERS
+    ),
 )
 
 ATTEMPT_RECORD = MachineRecord(
     machine="attempt",
-    title="Attempt",
-    states=ATTEMPT_STATES,
+    states=adr0001.ATTEMPT_STATES,
     initial="claimed",
-    terminal=ATTEMPT_TERMINAL,
+    terminal=adr0001.ATTEMPT_TERMINAL,
     states_cite="ADR-0001 Attempt states (spec 01 §Attempt)",
     edges=_aggregate_edges(
-        "attempt", ADR_0001_ATTEMPT_TABLE, ADR_0001_ATTEMPT_CITE, ADR_0001_ATTEMPT_TRIGGERS
+        "attempt",
+        adr0001.ADR_0001_ATTEMPT_TABLE,
+        adr0001.ADR_0001_ATTEMPT_CITE,
+        adr0001.ADR_0001_ATTEMPT_TRIGGERS,
     ),
 )
 
 LEGACY_RECORD = MachineRecord(
     machine="legacy_shadow",
-    title="Legacy-shadow candidate",
-    states=("candidate", *LEGACY_OUTCOMES),
+    states=("candidate", *adr0448.LEGACY_OUTCOMES),
     initial="candidate",
-    terminal=frozenset(LEGACY_OUTCOMES),
+    terminal=frozenset(adr0448.LEGACY_OUTCOMES),
     states_cite="ADR-0448 outcomes (spec 05 §Per candidate)",
-    edges=tuple(_decision_edges("legacy_shadow", ADR_0448_TABLE, ADR_0448_CITE)),
+    edges=tuple(_decision_edges("legacy_shadow", adr0448.ADR_0448_TABLE, adr0448.ADR_0448_CITE)),
 )
 
 
 def _decision_record(
-    names: tuple[str, str],
+    machine: str,
     evidence: tuple[str, ...],
     outcomes: Collection[str],
     states_cite: str,
-    rows: tuple[tuple[DecisionRow, ...], tuple[EvidenceStep, ...], str],
+    table: tuple[DecisionRow, ...],
+    steps: tuple[EvidenceStep, ...],
+    record: str,
 ) -> MachineRecord:
-    """A decision machine (``names``: its name and title): from ``read_run`` through the
-    ``evidence`` states to one of its ``outcomes``. Its edges (``rows``: the record's table,
-    evidence steps and cite) are every row where it decides and every step of the evidence
-    order; each labelled ``row <id>`` (or the step's section) beside its guard."""
-    table, steps, record = rows
+    """A decision machine: from ``read_run`` through the ``evidence`` states to one of its
+    ``outcomes``. Its edges are every row of the record's ``table`` where it decides and every
+    evidence step of the order; each labelled ``row <id>`` (or the step's section) beside its
+    guard."""
     edges = [
         ExpectedEdge(e.source, e.dest, e.guard, f"{record} row {row.row}", f"row {row.row}")
         for row in table
@@ -188,8 +158,7 @@ def _decision_record(
         ExpectedEdge(s.edge.source, s.edge.dest, s.edge.guard, s.cites, s.step) for s in steps
     ]
     return MachineRecord(
-        machine=names[0],
-        title=names[1],
+        machine=machine,
         states=(*evidence, *outcomes),
         initial="read_run",
         terminal=frozenset(outcomes),
@@ -200,19 +169,23 @@ def _decision_record(
 
 
 PRIMARY_DECISION_RECORD = _decision_record(
-    ("primary_decision", "ADR-0068 decision"),
-    PRIMARY_EVIDENCE_STATES,
-    PRIMARY_DECISION_OUTCOMES,
+    "primary_decision",
+    adr0068.PRIMARY_EVIDENCE_STATES,
+    adr0068.PRIMARY_DECISION_OUTCOMES,
     "ADR-0068 §2 evidence order and spec 04 §Summary",
-    (ADR_0068_TABLE, ADR_0068_STEPS, ADR_0068_CITE),
+    adr0068.ADR_0068_TABLE,
+    adr0068.ADR_0068_STEPS,
+    adr0068.ADR_0068_CITE,
 )
 
 LEGACY_DECISION_RECORD = _decision_record(
-    ("legacy_decision", "ADR-0448 decision"),
-    LEGACY_EVIDENCE_STATES,
-    LEGACY_OUTCOMES,
+    "legacy_decision",
+    adr0448.LEGACY_EVIDENCE_STATES,
+    adr0448.LEGACY_OUTCOMES,
     "spec 05 §Candidates evidence order and §Per candidate outcomes",
-    (ADR_0448_TABLE, ADR_0448_STEPS, ADR_0448_CITE),
+    adr0448.ADR_0448_TABLE,
+    adr0448.ADR_0448_STEPS,
+    adr0448.ADR_0448_CITE,
 )
 
 RECORDS: tuple[MachineRecord, ...] = (

@@ -13,30 +13,23 @@ import importlib
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from fsm import MachineSpec, transitions_config
 from fsm.qinglong import ALL_SPECS
 from reconciler._escape import clean
-from reconciler.diagrams._dot import INSTALL_HINT as INSTALL_HINT
-from reconciler.diagrams._dot import PINNED_RENDERER as PINNED_RENDERER
-from reconciler.diagrams._dot import DiagramsError as DiagramsError
-from reconciler.diagrams._dot import find_dot as find_dot
-from reconciler.diagrams._dot import source_digest as source_digest
-from reconciler.diagrams._dot import svg_of
-from reconciler.diagrams._looks import (
-    _AWAITING_FILL,
-    _DECISION_COLOR,
-    _FONT,
-    _MUTED_COLOR,
-    _TERMINAL_FILL,
-    _Look,
-    _look,
-)
-from reconciler.diagrams._readme import readme_text
+from reconciler.diagrams._dot import DiagramsError, find_dot, svg_of
+from reconciler.diagrams._looks import _Look, _look
+from reconciler.diagrams._readme import readme
 
 # The node that carries the initial-state arrow; never a state of any machine.
 _START = "__start__"
+
+_FONT = "Helvetica"
+_DECISION_COLOR = "#1f4fbf"
+_MUTED_COLOR = "#9a9a9a"
+_TERMINAL_FILL = "#e8e8e8"
+_AWAITING_FILL = "#fff2cc"
 
 # --- Rendering through transitions ---------------------------------------------------------
 
@@ -54,6 +47,35 @@ Highlight = dict[tuple[str, str], list[int]]
 _TAKEN_COLOR = "#c62828"
 
 
+# How the review diagrams look in dot (transitions reads these from the machine as it draws);
+# the per-machine ``ranksep`` is added from the machine's look.
+_DOT_GRAPH = {
+    "directed": "true",
+    "strict": "false",
+    "rankdir": "LR",
+    "labelloc": "t",
+    "fontname": _FONT,
+    "fontsize": "18",
+    "nodesep": "0.35",
+}
+_DOT_STYLE = {
+    "node": {
+        "default": {
+            "style": "rounded,filled",
+            "shape": "rectangle",
+            "fillcolor": "white",
+            "color": "black",
+            "peripheries": "1",
+            "fontname": _FONT,
+        },
+        "terminal": {"fillcolor": _TERMINAL_FILL, "peripheries": "2"},
+        "awaiting": {"fillcolor": _AWAITING_FILL, "style": "rounded,filled,dashed"},
+    },
+    "edge": {"default": {"color": "black", "fontname": _FONT, "fontsize": "11"}},
+    "graph": {"default": {"color": "black", "fillcolor": "white", "style": "solid"}},
+}
+
+
 def _review_machine(
     spec: MachineSpec,
     engine: Literal["graphviz", "mermaid"],
@@ -62,46 +84,11 @@ def _review_machine(
     """A `transitions` GraphMachine for ``spec`` whose graph class draws the review styling
     (and, with ``highlight``, one run's path: those edges red, thick and numbered)."""
     GraphMachine: Any = _transitions_class("transitions.extensions.diagrams", "GraphMachine")
-
     graph_cls = _dot_graph_class() if engine == "graphviz" else _mermaid_graph_class()
     look = _look(spec.name)
-
-    class ReviewMachine(GraphMachine):  # type: ignore[misc]
-        review_look: _Look
-        machine_attributes: ClassVar[dict[str, str]] = {
-            "directed": "true",
-            "strict": "false",
-            "rankdir": "LR",
-            "labelloc": "t",
-            "fontname": _FONT,
-            "fontsize": "18",
-            "nodesep": "0.35",
-            "ranksep": look.ranksep,
-        }
-        style_attributes: ClassVar[dict[str, dict[str, dict[str, str]]]] = {
-            "node": {
-                "default": {
-                    "style": "rounded,filled",
-                    "shape": "rectangle",
-                    "fillcolor": "white",
-                    "color": "black",
-                    "peripheries": "1",
-                    "fontname": _FONT,
-                },
-                "terminal": {"fillcolor": _TERMINAL_FILL, "peripheries": "2"},
-                "awaiting": {"fillcolor": _AWAITING_FILL, "style": "rounded,filled,dashed"},
-            },
-            "edge": {"default": {"color": "black", "fontname": _FONT, "fontsize": "11"}},
-            "graph": {"default": {"color": "black", "fillcolor": "white", "style": "solid"}},
-        }
-
-        def _init_graphviz_engine(self, graph_engine: str) -> Any:
-            return graph_cls
-
-    states: list[dict[str, Any]] = [{"name": s, "final": s in spec.terminal} for s in spec.states]
-    machine = ReviewMachine(
+    machine = GraphMachine(
         model=None,
-        states=states,
+        states=[{"name": s, "final": s in spec.terminal} for s in spec.states],
         initial=spec.initial,
         transitions=transitions_config(spec),
         auto_transitions=False,
@@ -109,6 +96,7 @@ def _review_machine(
         graph_engine=engine,
         title=look.title,
     )
+    machine.graph_cls = graph_cls
     machine.review_look = look
     machine.review_highlight = dict(highlight or {})
     return machine
@@ -116,6 +104,15 @@ def _review_machine(
 
 def _label_lines(graph: Any, transitions: Iterable[dict[str, Any]]) -> list[str]:
     return [str(graph._transition_label(t)) for t in transitions]
+
+
+def _pairs(transitions: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    # As transitions does, one drawn edge per (source, dest), its transitions in order.
+    pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in transitions:
+        if t.get("trigger") and "dest" in t:
+            pairs.setdefault((t["source"], t["dest"]), []).append(t)
+    return pairs
 
 
 def xml_text(text: str) -> str:
@@ -143,14 +140,12 @@ def _legend(title: str, look: _Look, has_lifecycle: bool) -> str:
     # by ITS font metrics, and pieces side by side overlap when a viewer's sans-serif is wider.
     items: list[tuple[str, str]] = []
     if look.decision_machine:
-        items.append(("black", "box: the evidence the decision waits for, in the record's order"))
-        items.append(
-            (
-                _DECISION_COLOR,
-                f"blue: row N [guard] of the {look.decisions} table, first match wins",
-            )
-        )
-        items.append((_DECISION_COLOR, "step N [guard]: gather the next evidence"))
+        rows = f"blue: row N [guard] of the {look.decisions} table, first match wins"
+        items += [
+            ("black", "box: the evidence the decision waits for, in the record's order"),
+            (_DECISION_COLOR, rows),
+            (_DECISION_COLOR, "step N [guard]: gather the next evidence"),
+        ]
     else:
         if has_lifecycle:
             items.append(("black", "black: ADR-0001 lifecycle trigger"))
@@ -207,40 +202,28 @@ def _dot_graph_class() -> Any:
             self._add_state_nodes([s for s in states if s["name"] not in placed], container)
 
         def _add_state_nodes(self, states: list[dict[str, Any]], container: Any) -> None:
+            look: _Look = self.machine.review_look
             node_styles = self.machine.style_attributes["node"]
+            notes = dict(look.notes)
             for state in states:
                 name = state["name"]
-                style = dict(node_styles["default"])
-                if state.get("final"):
-                    style.update(node_styles["terminal"])
-                    style["class"] = "state terminal"
-                elif name in self.machine.review_look.awaiting:
-                    style.update(node_styles["awaiting"])
-                    style["class"] = "state awaiting"
-                else:
-                    style["class"] = "state"
-                if name in self.machine.review_look.spine:
+                awaiting = name in look.awaiting
+                kind = "terminal" if state.get("final") else "awaiting" if awaiting else ""
+                style = {**node_styles["default"], **node_styles.get(kind, {})}
+                style["class"] = f"state {kind}" if kind else "state"
+                if name in look.spine:
                     style["group"] = "spine"
                 # Centred labels (transitions' default ends each with a left-align mark); the
                 # check reads the state from the node's <title>, i.e. its name, not its label.
-                label = name
-                if name in self.machine.review_look.awaiting:
-                    label = f"{name}\\n(not terminal)"
-                notes = dict(self.machine.review_look.notes)
-                if name in notes:
-                    label = f"{name}\\n({notes[name]})"
-                container.node(name, label=label, **style)
+                note = notes.get(name, "not terminal" if awaiting else "")
+                container.node(name, label=f"{name}\\n({note})" if note else name, **style)
 
         def _add_edges(self, transitions: list[dict[str, Any]], container: Any) -> None:
             # One drawn edge per (source, dest), one label line per transition: black
             # `trigger` for the ADR-0001 lifecycle, blue `trigger [guard]` for a reconciler
             # decision. The edge is blue when a reconciler may take it.
             look: _Look = self.machine.review_look
-            pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for t in transitions:
-                if not t.get("trigger") or "dest" not in t:
-                    continue
-                pairs.setdefault((t["source"], t["dest"]), []).append(t)
+            pairs = _pairs(transitions)
             spine = set(zip(look.spine, look.spine[1:], strict=False))
             for (src, dst), items in pairs.items():
                 plain = [t for t in items if not t.get("conditions")]
@@ -316,13 +299,9 @@ def _mermaid_graph_class() -> Any:
         """transitions' Mermaid Graph, with terminal states marked the Mermaid way."""
 
         def _add_edges(self, transitions: list[dict[str, Any]], container: list[str]) -> None:
-            # As transitions does, one edge per (source, dest); but one transition per line
-            # (`<br>`) instead of " | ", so that Mermaid never wraps inside `trigger [guard]`.
-            pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for t in transitions:
-                if t.get("trigger") and "dest" in t:
-                    pairs.setdefault((t["source"], t["dest"]), []).append(t)
-            for (src, dst), items in pairs.items():
+            # One transition per line (`<br>`) instead of transitions' " | ", so that Mermaid
+            # never wraps inside `trigger [guard]`.
+            for (src, dst), items in _pairs(transitions).items():
                 container.append(f"{src} --> {dst}: {'<br>'.join(_label_lines(self, items))}")
 
         def get_graph(self, title: str | None = None, roi_state: Any = None) -> Any:
@@ -343,6 +322,8 @@ def dot_source(spec: MachineSpec, highlight: Highlight | None = None) -> str:
     """The Graphviz source of one machine, as transitions' graphviz engine writes it; with
     ``highlight``, one run's path drawn on it (never committed: `qlfsm explain --svg`)."""
     machine = _review_machine(spec, "graphviz", highlight)
+    machine.machine_attributes = {**_DOT_GRAPH, "ranksep": machine.review_look.ranksep}
+    machine.style_attributes = _DOT_STYLE
     graph = machine.graph_cls(machine).get_graph(title=machine.title)
     return str(graph.source)
 
@@ -372,12 +353,10 @@ def mermaid_source(spec: MachineSpec) -> str:
 def render_sources(specs: Sequence[MachineSpec] = ALL_SPECS) -> dict[str, str]:
     """Every file that does not need ``dot``: ``<m>.dot``, ``<m>.mmd`` and ``README.md``."""
     files: dict[str, str] = {}
-    mermaid: dict[str, str] = {}
     for spec in specs:
         files[f"{spec.name}.dot"] = dot_source(spec)
-        mermaid[spec.name] = mermaid_source(spec)
-        files[f"{spec.name}.mmd"] = mermaid[spec.name]
-    files["README.md"] = readme(specs, mermaid)
+        files[f"{spec.name}.mmd"] = mermaid_source(spec)
+    files["README.md"] = readme(specs, {s.name: files[f"{s.name}.mmd"] for s in specs})
     return files
 
 
@@ -391,18 +370,7 @@ def render(
         name = f"{spec.name}.dot"
         files[f"{spec.name}.svg"] = svg_of(program, files[name], name)
     out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name in sorted(files):
-        path = out / name
-        path.write_bytes(files[name].encode())
-        written.append(path)
+    written = [out / name for name in sorted(files)]
+    for path in written:
+        path.write_bytes(files[path.name].encode())
     return written
-
-
-# --- README ---------------------------------------------------------------------------------
-
-
-def readme(specs: Sequence[MachineSpec], mermaid: dict[str, str]) -> str:
-    """``diagrams/README.md``: each diagram beside the records' tables it is checked against."""
-    titles = {spec.name: _look(spec.name).title for spec in specs}
-    return readme_text(specs, mermaid, titles)

@@ -218,9 +218,7 @@ def _rule(ws: Sequence[int]) -> str:
     return "  ".join("-" * w for w in ws)
 
 
-def _long_form(
-    headers: Sequence[str], row: Sequence[object], upto: int, width: int
-) -> list[str]:
+def _long_form(headers: Sequence[str], row: Sequence[object], upto: int, width: int) -> list[str]:
     """A row that left the table: its first cell (cut into lines if it must be), then each
     cell before ``upto`` on lines of its own, ``    HEADER value``."""
     lines = _chunks(row[0], width)

@@ -34,7 +34,6 @@ ELLIPSIS = "..."
 # (rows 3, 4b, 7, 13), or decided by another writer during the pass (D-20:
 # "decided elsewhere: <status now>", which this pass did not mark lost).
 PLAIN = {"remaining": "kept running", "unresolved": "blocked", "failed": "failed"}
-PLAIN_ORDER = ("completed", "lost", "kept running", "blocked", "failed")
 ELSEWHERE = "decided elsewhere"
 # D-20's reason for a Run another writer decided meanwhile (reconciler.primary._pass).
 ELSEWHERE_REASON = "decided_elsewhere:"
@@ -181,10 +180,7 @@ def plain_counts(summary: Mapping[str, Any]) -> str:
         "blocked": int(summary.get("unresolved", 0)),
         "failed": int(summary.get("failed", 0)),
     }
-    order = list(PLAIN_ORDER)
-    if elsewhere:
-        order.insert(order.index("lost") + 1, ELSEWHERE)
-    return ", ".join(f"{counts[k]} {k}" for k in order)
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n or k != ELSEWHERE)
 
 
 def _fitting(
@@ -272,9 +268,8 @@ def command_lines(
     lines: list[str] = []
     line = indent
     more = indent + "  "
-    for i, token in enumerate(tokens):
-        last = i == len(tokens) - 1
-        reserve = 0 if last else 2  # the " \" that ends a line that is continued
+    for i, (token, (flag, value)) in enumerate(zip(tokens, words, strict=True)):
+        reserve = 0 if i == len(tokens) - 1 else 2  # the " \" that ends a line that is continued
         sep = "" if line.strip() == "" else " "
         if columns(line + sep + token) + reserve <= width:
             line += sep + token
@@ -286,7 +281,6 @@ def command_lines(
             line += token
             continue
         # Too long for a line of its own: the flag, then the value in joined pieces.
-        flag, value = words[i]
         if value is None:  # a literal qlfsm wrote itself: kept whole
             line += token
             continue
@@ -294,10 +288,8 @@ def command_lines(
         lines.append(line + " \\")
         # The pieces of one word start at the first column: the shell drops a backslash-
         # newline, so an indent there would split the word in two.
-        parts = _word_pieces(str(value), width - 1)
-        for part in parts[:-1]:
-            lines.append(part + "\\")
-        line = parts[-1]
+        *parts, line = _word_pieces(str(value), width - 1)
+        lines.extend(part + "\\" for part in parts)
     lines.append(line)
     return lines
 

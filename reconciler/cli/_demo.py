@@ -129,8 +129,11 @@ def say(text: str) -> None:
 # --- runtime jobs through `qlfsm launch` ------------------------------------------------------
 
 
-def prepare(db: str, *, dispatch: bool = False) -> str:
-    """A prepared runtime Run: queued (or dispatching) with one claimed local_process Attempt."""
+def runtime_job(
+    db: str, jobs: list[Job], label: str, before: str, expect: str, *, dispatch: bool = False
+) -> Job:
+    """The demo's next job: a prepared runtime Run, queued (or dispatching) with one claimed
+    local_process Attempt."""
     from storage import Actor, Repository, RunChange, connect, uuid7
 
     with contextlib.closing(connect(db)) as conn:
@@ -145,7 +148,9 @@ def prepare(db: str, *, dispatch: bool = False) -> str:
         repo.create_attempt(
             run_id=run_id, attempt_id=uuid7(), expected_version=done.version, at_ms=now
         )
-        return run_id
+    job = Job(label, "runtime", before, expect, run_id)
+    jobs.append(job)
+    return job
 
 
 def launch(db: str, receipts: str, run_id: str, log: Path, *cmd: str, wait: bool = False) -> int:
@@ -175,15 +180,6 @@ def runtime_jobs(db: str, receipts: str, logs: Path, jobs: list[Job]) -> None:
         db, jobs, "warmup (claimed only)", "claimed, never started", "lost", dispatch=True
     )
     say(f"   - {claimed.label}: dispatching with a claimed Attempt, never launched")
-
-
-def runtime_job(
-    db: str, jobs: list[Job], label: str, before: str, expect: str, *, dispatch: bool = False
-) -> Job:
-    """A prepared runtime Run (:func:`prepare`) as the demo's next job."""
-    job = Job(label, "runtime", before, expect, prepare(db, dispatch=dispatch))
-    jobs.append(job)
-    return job
 
 
 def wait_gone(pid: int, timeout_s: float = 3.0) -> None:

@@ -99,9 +99,6 @@ def warn_unknown_origins(audit: Mapping[str, Any] | None, origins: str | None) -
         say(f"qlfsm: warning: {source} {hint}")
 
 
-shadow_command.handles_errors = True  # type: ignore[attr-defined]
-
-
 def human_audit(audit: Mapping[str, Any]) -> str:
     """The audit record for a person: states, counts and enum strings only, in lines of at
     most 100 columns (docs/decisions.md D-22)."""

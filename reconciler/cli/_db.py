@@ -163,43 +163,20 @@ def inspect_command(argv: list[str]) -> int:
     if not out:
         sys.stdout.write("no runs" + (f" in status {args.status}" if args.status else "") + "\n")
         return 0
-    rows = [
-        [
-            r["run"]["id"],
-            r["run"]["execution_owner"],
-            r["run"]["execution_origin"],
-            r["run"]["status"],
-            str(r["run"]["version"]),
-            r["run"]["error_code"] or "",
-        ]
-        for r in out
-    ]
+    runs_keys = ["id", "execution_owner", "execution_origin", "status", "version", "error_code"]
+    rows = [_cells(r["run"], runs_keys) for r in out]
     sys.stdout.write(table(["run", "owner", "origin", "status", "version", "error"], rows) + "\n")
     if truncated and not args.run:
         more = [f"--db {shell_word(args.db)}", f"--limit {args.limit}"]
         if args.status:
             more.append(f"--status {args.status}")
         more.append(f"--after {shell_word(next_after)}")
-        sys.stdout.write(
-            f"(truncated: showing {len(out)} run(s); more follow: qlfsm inspect {' '.join(more)})\n"
-        )
+        sys.stdout.write(_more(f"{len(out)} run(s)", more))
     if args.run:
-        item = out[0]
-        attempts = [
-            [
-                a["id"],
-                str(a["attempt"]),
-                a["status"],
-                a["executor_type"],
-                "" if a["pid"] is None else str(a["pid"]),
-                "" if a["exit_code"] is None else str(a["exit_code"]),
-                str(a["callback_sequence"]),
-            ]
-            for a in item["attempts"]
-        ]
-        sys.stdout.write("\nattempts\n")
+        keys = ["id", "attempt", "status", "executor_type", "pid", "exit_code", "callback_sequence"]
+        attempts = [_cells(a, keys) for a in out[0]["attempts"]]
         headers = ["attempt", "#", "status", "executor", "pid", "exit", "callback"]
-        sys.stdout.write(table(headers, attempts) + "\n")
+        sys.stdout.write(f"\nattempts\n{table(headers, attempts)}\n")
         events = [
             [
                 str(e["sequence"]),
@@ -207,15 +184,21 @@ def inspect_command(argv: list[str]) -> int:
                 e["actor_type"] + (f":{e['actor_id']}" if e["actor_id"] else ""),
                 json.dumps(e["payload"], sort_keys=True),
             ]
-            for e in item["events"]
+            for e in out[0]["events"]
         ]
-        sys.stdout.write("\nevents\n")
-        sys.stdout.write(table(["seq", "type", "actor", "payload"], events) + "\n")
+        sys.stdout.write(f"\nevents\n{table(['seq', 'type', 'actor', 'payload'], events)}\n")
         if truncated:
             more = [f"--db {shell_word(args.db)}", f"--run {shell_word(args.run)}"]
             more += [f"--limit {args.limit}", f"--after {next_after}"]
-            sys.stdout.write(
-                f"(truncated: showing {len(events)} event(s) after sequence {after_sequence}; "
-                f"more follow: qlfsm inspect {' '.join(more)})\n"
-            )
+            sys.stdout.write(_more(f"{len(events)} event(s) after sequence {after_sequence}", more))
     return 0
+
+
+def _cells(record: dict[str, Any], keys: list[str]) -> list[str]:
+    """A record's fields as table cells, in ``keys`` order; an absent value (None) is empty."""
+    return ["" if record[k] is None else str(record[k]) for k in keys]
+
+
+def _more(shown: str, flags: list[str]) -> str:
+    """The line after a page that is not the last: the command for the next one."""
+    return f"(truncated: showing {shown}; more follow: qlfsm inspect {' '.join(flags)})\n"

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,6 @@ class Job:
     expect: str  # the Run status start-up should leave
     run_id: str = ""
     pid: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def qlfsm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -101,8 +100,11 @@ def demo_command(argv: list[str]) -> int:
         for line in proc.stderr.splitlines():
             say(f"   {line.removeprefix('qlfsm: ')}")
         ok = report(str(db), jobs, result)
-        explain_lost(str(db), jobs)
-        explain_kept(str(db), str(receipts), jobs)
+        lost = next(j for j in jobs if j.label == EXPLAINED)
+        explain(str(db), lost, f"\n5. why was {lost.label!r} marked lost?")
+        kept = next(j for j in jobs if j.owner == "runtime" and j.expect == "running")
+        question = f"\n6. and {kept.label!r}, which start-up kept running?"
+        explain(str(db), kept, question, str(receipts))
     finally:
         stopped = stop_survivors(jobs)
         if held:
@@ -127,12 +129,14 @@ def say(text: str) -> None:
 # --- runtime jobs through `qlfsm launch` ------------------------------------------------------
 
 
-def prepare(db: str, *, dispatch: bool = False) -> str:
-    """A prepared runtime Run: queued (or dispatching) with one claimed local_process Attempt."""
+def runtime_job(
+    db: str, jobs: list[Job], label: str, before: str, expect: str, *, dispatch: bool = False
+) -> Job:
+    """The demo's next job: a prepared runtime Run, queued (or dispatching) with one claimed
+    local_process Attempt."""
     from storage import Actor, Repository, RunChange, connect, uuid7
 
-    conn = connect(db)
-    try:
+    with contextlib.closing(connect(db)) as conn:
         repo = Repository(conn)
         run_id, now = uuid7(), int(time.time() * 1000)
         done = repo.create_run(run_id=run_id, at_ms=now, task_name="demo")
@@ -144,9 +148,9 @@ def prepare(db: str, *, dispatch: bool = False) -> str:
         repo.create_attempt(
             run_id=run_id, attempt_id=uuid7(), expected_version=done.version, at_ms=now
         )
-        return run_id
-    finally:
-        conn.close()
+    job = Job(label, "runtime", before, expect, run_id)
+    jobs.append(job)
+    return job
 
 
 def launch(db: str, receipts: str, run_id: str, log: Path, *cmd: str, wait: bool = False) -> int:
@@ -160,27 +164,21 @@ def launch(db: str, receipts: str, run_id: str, log: Path, *cmd: str, wait: bool
 def runtime_jobs(db: str, receipts: str, logs: Path, jobs: list[Job]) -> None:
     say("2. runtime jobs, each started by `qlfsm launch` (its own process group, a receipt "
         "wrapper):")  # fmt: skip
-    alive = Job("backup (sleep 30)", "runtime", "still running", "running")
-    alive.run_id = prepare(db)
-    jobs.append(alive)
+    alive = runtime_job(db, jobs, "backup (sleep 30)", "still running", "running")
     alive.pid = launch(db, receipts, alive.run_id, logs / "backup.log", "sleep", T_SLEEP)
     say(f"   - {alive.label}: running")
-    done = Job("export (exit 0)", "runtime", "exited 0, receipt written", "succeeded")
-    done.run_id = prepare(db)
-    jobs.append(done)
+    done = runtime_job(db, jobs, "export (exit 0)", "exited 0, receipt written", "succeeded")
     launch(db, receipts, done.run_id, logs / "export.log", "sh", "-c", "echo exported", wait=True)
     say(f"   - {done.label}: finished, its wrapper published a completion receipt")
-    killed = Job("rotate (SIGKILLed)", "runtime", "killed, no receipt", "lost")
-    killed.run_id = prepare(db)
-    jobs.append(killed)
+    killed = runtime_job(db, jobs, "rotate (SIGKILLed)", "killed, no receipt", "lost")
     pid = launch(db, receipts, killed.run_id, logs / "rotate.log", "sleep", T_SLEEP)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)  # the wrapper and its child, before any publication
     wait_gone(pid)
     say(f"   - {killed.label}: its whole process group was SIGKILLed, no receipt")
-    claimed = Job("warmup (claimed only)", "runtime", "claimed, never started", "lost")
-    claimed.run_id = prepare(db, dispatch=True)
-    jobs.append(claimed)
+    claimed = runtime_job(
+        db, jobs, "warmup (claimed only)", "claimed, never started", "lost", dispatch=True
+    )
     say(f"   - {claimed.label}: dispatching with a claimed Attempt, never launched")
 
 
@@ -264,8 +262,7 @@ def make_legacy(db: str, spec: LegacySpec, n: int) -> str:
         uuid7,
     )
 
-    conn = connect(db)
-    try:
+    with contextlib.closing(connect(db)) as conn:
         repo = Repository(conn)
         now = int(time.time() * 1000)
         cron = conn.execute(
@@ -304,15 +301,12 @@ def make_legacy(db: str, spec: LegacySpec, n: int) -> str:
                  spec.instance, 0 if spec.finished else None, run_id, attempt_id),
             )  # fmt: skip
         return run_id
-    finally:
-        conn.close()
 
 
 def legacy_jobs(db: str, jobs: list[Job]) -> None:
     say("   legacy 2.x runs (owned by the Node worker, seen by the shadow):")
     for n, spec in enumerate(LEGACY_JOBS, start=1):
-        job = Job(spec.label, "legacy", spec.before, spec.expect)
-        job.run_id = make_legacy(db, spec, n)
+        job = Job(spec.label, "legacy", spec.before, spec.expect, make_legacy(db, spec, n))
         say(f"   - {job.label}: {job.before}")
         jobs.append(job)
 
@@ -355,9 +349,8 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
     from storage import Repository, connect
 
     primary = {c["run_id"]: c for c in result["primary"].get("candidates", [])}
-    conn = connect(db)
     rows, ok = [], True
-    try:
+    with contextlib.closing(connect(db)) as conn:
         repo = Repository(conn)
         for job in jobs:
             run = repo.get_run(job.run_id)
@@ -370,8 +363,6 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
             rows.append(
                 [job.label, job.owner, status, mark, job.before, why(job, status, error, primary)]
             )
-    finally:
-        conn.close()
     shadow = result["shadow"]
     say("")
     if shadow.get("report"):
@@ -398,29 +389,19 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
 EXPLAINED = "rotate (SIGKILLed)"
 
 
-def explain_lost(db: str, jobs: list[Job]) -> None:
-    """Why was the killed job marked lost? `qlfsm explain` answers from its events."""
-    job = next(j for j in jobs if j.label == EXPLAINED)
-    command = f"qlfsm explain --db {shell_word(db)} --run {job.run_id}"
-    say(f"\n5. why was {job.label!r} marked lost? {command}")
-    proc = qlfsm("explain", "--db", db, "--run", job.run_id)
-    for line in proc.stdout.splitlines():
-        say(f"   {line}".rstrip())
-
-
-def explain_kept(db: str, receipts: str, jobs: list[Job]) -> None:
-    """And the job start-up kept running? Keeping it wrote no event (spec 04 row 12), so
-    `explain` asks a dry run what start-up would decide now, while the job still runs."""
-    job = next(j for j in jobs if j.owner == "runtime" and j.expect == "running")
-    say(
-        f"\n6. and {job.label!r}, which start-up kept running? "
-        f"qlfsm explain --db {shell_word(db)} --run {job.run_id} "
-        f"--receipt-root {shell_word(receipts)}"
-    )
-    proc = qlfsm("explain", "--db", db, "--run", job.run_id, "--receipt-root", receipts)
-    lines = proc.stdout.splitlines()
-    # Its path is the launcher's edges, as for any run; what is new here is the last part.
-    start = next((i for i, line in enumerate(lines) if line.startswith("no start-up")), 0)
+def explain(db: str, job: Job, question: str, receipts: str | None = None) -> None:
+    """``question``, then what `qlfsm explain` answers for ``job`` (why was the killed job
+    marked lost? `explain` answers from its events). With ``receipts``: keeping a job running
+    wrote no event (spec 04 row 12), so `explain` asks a dry run what start-up would decide
+    now, while the job still runs."""
+    root = () if receipts is None else ("--receipt-root", receipts)
+    shown = "" if receipts is None else f" --receipt-root {shell_word(receipts)}"
+    say(f"{question} qlfsm explain --db {shell_word(db)} --run {job.run_id}{shown}")
+    lines = qlfsm("explain", "--db", db, "--run", job.run_id, *root).stdout.splitlines()
+    start = 0
+    if receipts is not None:
+        # Its path is the launcher's edges, as for any run; what is new here is the last part.
+        start = next((i for i, line in enumerate(lines) if line.startswith("no start-up")), 0)
     for line in lines[start:]:
         say(f"   {line}".rstrip())
 

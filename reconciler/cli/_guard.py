@@ -20,10 +20,12 @@ before the handlers are installed is a window they do not cover.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import io
 import os
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, TextIO
 
@@ -34,12 +36,6 @@ EXIT_OUTPUT = 4
 # (an ssh connection dropped mid-`startup`); it ends the command like SIGTERM.
 EXIT_SIGNAL: dict[int, int] = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
 WATCHED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
-# The names the stderr line gives them (`signal.Signals(n).name`, without the enum).
-SIGNAL_NAMES: dict[int, str] = {
-    signal.SIGHUP: "SIGHUP",
-    signal.SIGINT: "SIGINT",
-    signal.SIGTERM: "SIGTERM",
-}
 
 
 class Terminated(BaseException):
@@ -61,19 +57,11 @@ class _Guarded(io.TextIOBase):
             self.error = OSError(f"{name} is closed")
 
     def write(self, text: str) -> int:
-        if self.error is None and self.real is not None:
-            try:
-                self.real.write(text)
-            except (OSError, ValueError) as exc:  # ValueError: the stream was closed
-                self._failed(exc)
+        self._attempt(lambda real: real.write(text))
         return len(text)
 
     def flush(self) -> None:
-        if self.error is None and self.real is not None:
-            try:
-                self.real.flush()
-            except (OSError, ValueError) as exc:
-                self._failed(exc)
+        self._attempt(lambda real: real.flush())
 
     def isatty(self) -> bool:
         return self.error is None and self.real is not None and self.real.isatty()
@@ -90,21 +78,22 @@ class _Guarded(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.real, "encoding", None) or "utf-8"
 
-    def _failed(self, exc: BaseException) -> None:
-        self.error = exc
-        # The text and buffer layers still hold the bytes that failed; the interpreter flushes
-        # them again at exit. Give them a descriptor that accepts everything.
-        try:
-            fd = self.real.fileno() if self.real is not None else -1
-        except (OSError, ValueError):
+    def _attempt(self, act: Callable[[TextIO], object]) -> None:
+        if self.error is not None or self.real is None:
             return
-        if fd >= 0:
-            _to_devnull(fd)
+        try:
+            act(self.real)
+        except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+            self.error = exc
+            # The text and buffer layers still hold the bytes that failed; the interpreter
+            # flushes them again at exit. Give them a descriptor that accepts everything.
+            with contextlib.suppress(OSError, ValueError):
+                _to_devnull(self.real.fileno())
 
 
-def _to_devnull(fd: int) -> None:
+def _to_devnull(fd: int, flags: int = os.O_WRONLY | os.O_CLOEXEC) -> None:
     try:
-        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        null = os.open(os.devnull, flags)
     except OSError:
         return
     try:
@@ -191,10 +180,8 @@ def start(*, in_process: bool) -> None:
         try:
             os.fstat(fd)
         except OSError:
-            if fd:
-                _to_devnull(fd)
-            else:
-                _reserve_stdin()
+            # stdin without O_CLOEXEC: a command qlfsm starts inherits it.
+            _to_devnull(fd, (os.O_WRONLY | os.O_CLOEXEC) if fd else os.O_RDONLY)
     sys.stdout = _Guarded(sys.stdout, "stdout")
     sys.stderr = _Guarded(sys.stderr, "stderr")
     sys.unraisablehook = _on_unraisable
@@ -204,18 +191,6 @@ def start(*, in_process: bool) -> None:
             continue  # the caller asked us to ignore it (nohup, a background job): keep that
         st.handlers[signum] = previous
         signal.signal(signum, _on_signal)
-
-
-def _reserve_stdin() -> None:
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-    except OSError:
-        return
-    if null != 0:
-        try:
-            os.dup2(null, 0)
-        finally:
-            os.close(null)
 
 
 def settle() -> None:
@@ -233,7 +208,7 @@ def interrupted(exc: BaseException, *, fail_open: bool = False) -> int:
     else:
         signum = signal.SIGINT
     _STATE.signum = signum
-    name = SIGNAL_NAMES[signum]
+    name = signal.Signals(signum).name  # SIGHUP, SIGINT or SIGTERM
     if fail_open:
         say(
             f"qlfsm: shadow interrupted ({name}): the pass stopped, each change whole or not at "
@@ -285,17 +260,12 @@ def interrupt_in(exc: BaseException) -> BaseException | None:
     return None
 
 
-def output_error() -> BaseException | None:
-    out = sys.stdout
-    return out.error if isinstance(out, _Guarded) else None
-
-
 def finish(code: int, *, fail_open: bool = False) -> int:
     """Flush stdout here, under the guard; report a lost output in one line; return the exit
     code (or, when a signal ended a command run as the process, end by that signal)."""
     settle()
     sys.stdout.flush()
-    error = output_error()
+    error = sys.stdout.error if isinstance(sys.stdout, _Guarded) else None
     if isinstance(error, BrokenPipeError) and _STATE.quiet_pipe:
         error = None  # the reader took what it wanted (`| head`): not a failure (D-23)
     if error is not None:

@@ -76,14 +76,11 @@ def executors(db: str, summary: Mapping[str, Any]) -> dict[str, str]:
     with contextlib.suppress(Exception):
         from storage import connect
 
-        conn = connect(db, read_only=True)
-        try:
+        with contextlib.closing(connect(db, read_only=True)) as conn:
             marks = ",".join("?" * len(ids))
             rows = conn.execute(
                 f'SELECT id, executor_type FROM "RunAttempts" WHERE id IN ({marks})', ids
             ).fetchall()
-        finally:
-            conn.close()
         found = {str(i): str(t) for i, t in rows}
     return {i: "local_process" if found.get(i) == "local_process" else "other" for i in ids}
 
@@ -92,19 +89,21 @@ def _snake(name: str) -> str:
     return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in name)
 
 
-def exposition(
+def write_metrics(
     client: Any,
+    path: str,
+    db: str,
     *,
     shadow: Mapping[str, Any] | None,
     summary: Mapping[str, Any],
     safe: bool,
-    labels: Mapping[str, str],
     durations: Mapping[str, float],
-    finished_at: float,
-) -> bytes:
-    """The start-up as one Prometheus text exposition (``prometheus_client.generate_latest``)."""
+) -> None:
+    """The start-up as one Prometheus text exposition (``prometheus_client.generate_latest``),
+    written to ``path`` by :func:`write_atomically`."""
     from prometheus_client import CollectorRegistry, Counter, Gauge
 
+    labels = executors(db, summary)
     client.disable_created_metrics()  # a one-shot file: no `_created` series
     reg = CollectorRegistry()
     decided = Counter(
@@ -137,10 +136,10 @@ def exposition(
             took.labels(name).set(round(durations[name], 6))
     _gauge(Gauge, reg, "qlfsm_startup_last_run_timestamp_seconds",
            "when the last start-up ended (Unix time): a stale value means no start-up since",
-           finished_at)  # fmt: skip
+           time.time())  # fmt: skip
     if shadow is not None:
         _shadow_metrics(Gauge, reg, shadow)
-    return bytes(client.generate_latest(reg))
+    write_atomically(path, bytes(client.generate_latest(reg)))
 
 
 def _gauge(gauge: Any, reg: Any, name: str, doc: str, value: float) -> None:
@@ -201,25 +200,3 @@ def write_atomically(path: str, data: bytes) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-
-
-def write_metrics(
-    client: Any,
-    path: str,
-    db: str,
-    *,
-    shadow: Mapping[str, Any] | None,
-    summary: Mapping[str, Any],
-    safe: bool,
-    durations: Mapping[str, float],
-) -> None:
-    data = exposition(
-        client,
-        shadow=shadow,
-        summary=summary,
-        safe=safe,
-        labels=executors(db, summary),
-        durations=durations,
-        finished_at=time.time(),
-    )
-    write_atomically(path, data)

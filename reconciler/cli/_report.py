@@ -34,7 +34,6 @@ ELLIPSIS = "..."
 # (rows 3, 4b, 7, 13), or decided by another writer during the pass (D-20:
 # "decided elsewhere: <status now>", which this pass did not mark lost).
 PLAIN = {"remaining": "kept running", "unresolved": "blocked", "failed": "failed"}
-PLAIN_ORDER = ("completed", "lost", "kept running", "blocked", "failed")
 ELSEWHERE = "decided elsewhere"
 # D-20's reason for a Run another writer decided meanwhile (reconciler.primary._pass).
 ELSEWHERE_REASON = "decided_elsewhere:"
@@ -80,10 +79,12 @@ def shorten(value: object, room: int) -> str:
     return "".join(out) + ELLIPSIS
 
 
-def wrap_cell(value: object, room: int, *, most: int = MAX_REASON_LINES) -> list[str]:
+def wrap_cell(
+    value: object, room: int, *, most: int = MAX_REASON_LINES, at_space: bool = True
+) -> list[str]:
     """``clean(value)`` in lines of at most ``room`` columns, cut after a space where there is
-    one (else anywhere between two characters' escapes); more than ``most`` lines: the last
-    one shortened with ``...``."""
+    one (``at_space``; else anywhere between two characters' escapes, never inside one); more
+    than ``most`` lines: the last one shortened with ``...``."""
     lines: list[str] = []
     line, used = "", 0
     pieces = _pieces(value)
@@ -91,7 +92,7 @@ def wrap_cell(value: object, room: int, *, most: int = MAX_REASON_LINES) -> list
     while i < len(pieces):
         width = columns(pieces[i])
         if used + width > room and line:
-            cut = line.rfind(" ")
+            cut = line.rfind(" ") if at_space else -1
             if cut > 0:  # back to the last space: the word starts the next line
                 rest = line[cut + 1 :]
                 lines.append(line[:cut])
@@ -111,16 +112,7 @@ def wrap_cell(value: object, room: int, *, most: int = MAX_REASON_LINES) -> list
 
 def _chunks(value: object, room: int) -> list[str]:
     """``clean(value)`` cut into lines of at most ``room`` columns (never inside an escape)."""
-    lines, line, used = [], "", 0
-    for piece in _pieces(value):
-        width = columns(piece)
-        if used + width > room and line:
-            lines.append(line)
-            line, used = "", 0
-        line += piece
-        used += width
-    lines.append(line)
-    return lines
+    return wrap_cell(value, room, most=len(_pieces(value)) + 1, at_space=False)
 
 
 def wrap(line: str, *, width: int = WIDTH, indent: str = "  ") -> str:
@@ -188,10 +180,7 @@ def plain_counts(summary: Mapping[str, Any]) -> str:
         "blocked": int(summary.get("unresolved", 0)),
         "failed": int(summary.get("failed", 0)),
     }
-    order = list(PLAIN_ORDER)
-    if elsewhere:
-        order.insert(order.index("lost") + 1, ELSEWHERE)
-    return ", ".join(f"{counts[k]} {k}" for k in order)
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n or k != ELSEWHERE)
 
 
 def _fitting(
@@ -217,6 +206,24 @@ def _fitting(
     return cells, fitting, ws
 
 
+def _line(cells: Sequence[str], ws: Sequence[int]) -> str:
+    return "  ".join(_pad(c, w) for c, w in zip(cells, ws, strict=True))
+
+
+def _rule(ws: Sequence[int]) -> str:
+    return "  ".join("-" * w for w in ws)
+
+
+def _long_form(headers: Sequence[str], row: Sequence[object], upto: int, width: int) -> list[str]:
+    """A row that left the table: its first cell (cut into lines if it must be), then each
+    cell before ``upto`` on lines of its own, ``    HEADER value``."""
+    lines = _chunks(row[0], width)
+    for header, value in zip(headers[1:upto], row[1:upto], strict=True):
+        lead = f"    {header} "
+        lines.extend(lead + part for part in _chunks(value, width - columns(lead)))
+    return lines
+
+
 def fit_table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
 ) -> list[str]:
@@ -231,24 +238,16 @@ def fit_table(
     last = max([columns(headers[fixed])] + [columns(t) for v in reasons.values() for t in v])
     lines = []
     if fitting:
-        lines.append("  ".join(_pad(h, w) for h, w in zip(headers, [*ws, last], strict=True)))
-        lines[-1] = lines[-1].rstrip()
-        lines.append("  ".join("-" * w for w in [*ws, last]))
+        lines.extend([_line(headers, [*ws, last]).rstrip(), _rule([*ws, last])])
         under = " " * (sum(ws) + 2 * fixed)  # a wrapped reason's lines, under its column
         for r in fitting:
-            line = "  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True))
             first, *more = reasons[r]
-            lines.append(f"{line}  {first}".rstrip())
+            lines.append(f"{_line(cells[r], ws)}  {first}".rstrip())
             lines.extend(under + part for part in more)
-    for r in range(len(rows)):
-        if r in fitting:
-            continue
-        # The long form: the run id (cut into lines if it must be), any other identifier on
-        # a line of its own, then "row R, OUTCOME: reason" (the last three columns).
-        lines.extend(_chunks(rows[r][0], width))
-        for header, value in zip(headers[1:-3], rows[r][1:-3], strict=True):
-            lead = f"    {header} "
-            lines.extend(lead + part for part in _chunks(value, width - len(lead)))
+    for r in [r for r in range(len(rows)) if r not in fitting]:
+        # The long form: the run id, any other identifier on a line of its own, then
+        # "row R, OUTCOME: reason" (the last three columns).
+        lines.extend(_long_form(headers, rows[r], len(headers) - 3, width))
         row, outcome, reason = rows[r][-3:]
         lead = f"    {headers[-3]} {shorten(row, LONG_CELL)}, {shorten(outcome, LONG_CELL)}: "
         first, *more = wrap_cell(reason, width - columns(lead))
@@ -265,18 +264,12 @@ def command_lines(
     one shell word (``shell_word``); a value too long for a line is cut into pieces, each a
     shell word of its own on a line of its own from the first column, that the shell joins
     back into one (``'a'\\<newline>'b'`` is ``ab``)."""
-    tokens: list[str] = []
-    for flag, value in words:
-        if value is None:
-            tokens.append(flag)
-        else:
-            tokens.append(f"{flag} {shell_word(value)}")
+    tokens = [flag if value is None else f"{flag} {shell_word(value)}" for flag, value in words]
     lines: list[str] = []
     line = indent
     more = indent + "  "
-    for i, token in enumerate(tokens):
-        last = i == len(tokens) - 1
-        reserve = 0 if last else 2  # the " \" that ends a line that is continued
+    for i, (token, (flag, value)) in enumerate(zip(tokens, words, strict=True)):
+        reserve = 0 if i == len(tokens) - 1 else 2  # the " \" that ends a line that is continued
         sep = "" if line.strip() == "" else " "
         if columns(line + sep + token) + reserve <= width:
             line += sep + token
@@ -288,7 +281,6 @@ def command_lines(
             line += token
             continue
         # Too long for a line of its own: the flag, then the value in joined pieces.
-        flag, value = words[i]
         if value is None:  # a literal qlfsm wrote itself: kept whole
             line += token
             continue
@@ -296,10 +288,8 @@ def command_lines(
         lines.append(line + " \\")
         # The pieces of one word start at the first column: the shell drops a backslash-
         # newline, so an indent there would split the word in two.
-        parts = _word_pieces(str(value), width - 1)
-        for part in parts[:-1]:
-            lines.append(part + "\\")
-        line = parts[-1]
+        *parts, line = _word_pieces(str(value), width - 1)
+        lines.extend(part + "\\" for part in parts)
     lines.append(line)
     return lines
 
@@ -321,26 +311,19 @@ def _word_pieces(value: str, room: int) -> list[str]:
 def explain_lines(db: str, run_id: object, receipt_root: str | None) -> list[str]:
     """``qlfsm explain --db DB --run RUN --receipt-root ROOT``, wrapped: with the receipt root
     its first answer is what start-up would decide now, not "add --receipt-root"."""
-    words: list[tuple[str, object | None]] = [
-        ("qlfsm explain", None),
-        ("--db", db),
-        ("--run", str(run_id)),
-    ]
-    if receipt_root is not None:
-        words.append(("--receipt-root", receipt_root))
-    return command_lines(words)
+    root = [] if receipt_root is None else [("--receipt-root", receipt_root)]
+    return command_lines([("qlfsm explain", None), ("--db", db), ("--run", str(run_id)), *root])
 
 
 def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> list[str]:
     """Every candidate decided or left, one table line each: run, row, what happened to it in
     plain words, reason (`startup`); `reconcile` keeps its attempt column and spec 04's
     outcome words."""
-    attempt = reconcile
-    headers = ["run", *(["attempt"] if attempt else []), "row", "outcome", "reason"]
+    headers = ["run", *(["attempt"] if reconcile else []), "row", "outcome", "reason"]
     rows = [
         [
             c.get("run_id"),
-            *([c.get("attempt_id") or "-"] if attempt else []),
+            *([c.get("attempt_id") or "-"] if reconcile else []),
             c.get("row"),
             c.get("outcome") if reconcile else outcome_words(c),
             c.get("reason"),
@@ -371,19 +354,11 @@ def reason_below_table(
 
     lines: list[str] = []
     if fitting:
-        lines.append(
-            "  ".join(_pad(h, w) for h, w in zip(headers[:fixed], ws, strict=True)).rstrip()
-        )
-        lines.append("  ".join("-" * w for w in ws))
+        lines.extend([_line(headers[:fixed], ws).rstrip(), _rule(ws)])
         for r in fitting:
-            lines.append("  ".join(_pad(c, w) for c, w in zip(cells[r], ws, strict=True)).rstrip())
+            lines.append(_line(cells[r], ws).rstrip())
             lines.extend(reason(r))
-    for r in range(len(rows)):
-        if r in fitting:
-            continue
-        lines.extend(_chunks(rows[r][0], width))
-        for header, value in zip(headers[1:fixed], rows[r][1:fixed], strict=True):
-            head = f"    {header} "
-            lines.extend(head + part for part in _chunks(value, width - columns(head)))
+    for r in [r for r in range(len(rows)) if r not in fitting]:
+        lines.extend(_long_form(headers, rows[r], fixed, width))
         lines.extend(reason(r))
     return lines

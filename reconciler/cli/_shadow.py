@@ -53,7 +53,7 @@ def db_profile_origins(p: Any) -> None:
     )
 
 
-def _shadow_parser() -> Any:
+def shadow_command(argv: list[str]) -> int:
     p = parser("qlfsm shadow", "ADR-0448 bounded legacy-shadow start-up recovery (fails open).")
     db_profile_origins(p)
     p.add_argument(
@@ -62,17 +62,15 @@ def _shadow_parser() -> Any:
         help="read the resume cursor from FILE and write the next one there (private file)",
     )
     p.add_argument("--json", action="store_true", help="print the audit record as one JSON object")
-    return p
-
-
-def shadow_command(argv: list[str]) -> int:
     try:
-        args = _shadow_parser().parse_args(argv)
+        args = p.parse_args(argv)
     except UsageError as exc:
         say(f"qlfsm: error: {exc}")
         return EXIT_USAGE
     try:
-        result = _shadow(args)
+        result = shadow_with_cursor(
+            args.db, args.profile, args.origins, args.resume_cursor, to_stderr
+        )
         # The pass is over and its record is what happened: a signal from here on waits, so
         # that it cannot append "interrupted" to a whole `reconciled` record (spec 06: one
         # record, and it says what the pass did).
@@ -98,13 +96,6 @@ def warn_unknown_origins(audit: Mapping[str, Any] | None, origins: str | None) -
     source = "--origins" if origins is not None else f"${ORIGINS_ENV}"
     for hint in unknown_origin_hints(value):
         say(f"qlfsm: warning: {source} {hint}")
-
-
-shadow_command.handles_errors = True  # type: ignore[attr-defined]
-
-
-def _shadow(args: Any) -> ShadowResult:
-    return shadow_with_cursor(args.db, args.profile, args.origins, args.resume_cursor, to_stderr)
 
 
 def human_audit(audit: Mapping[str, Any]) -> str:

@@ -18,14 +18,12 @@ from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
 from reconciler.cli._exit import FatalError as FatalError
 from reconciler.cli._exit import RetryLater as RetryLater
 from reconciler.cli._exit import UsageError as UsageError
-from reconciler.cli._guard import EXIT_OUTPUT as EXIT_OUTPUT
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 # Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
 from reconciler.cli._text import clean as clean
 from reconciler.cli._text import json_line, one_line
 from reconciler.cli._text import table as table
-from reconciler.cli._text import use_colour as use_colour
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,15 +61,11 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     debug = "--debug" in argv
     try:
         return body(argv)
-    except UsageError as exc:
+    except (UsageError, FatalError, RetryLater) as exc:
         _fail(str(exc))
-        return EXIT_USAGE
-    except FatalError as exc:
-        _fail(str(exc))
-        return EXIT_FATAL
-    except RetryLater as exc:
-        _fail(str(exc))
-        return EXIT_TEMPFAIL
+        if isinstance(exc, UsageError):
+            return EXIT_USAGE
+        return EXIT_FATAL if isinstance(exc, FatalError) else EXIT_TEMPFAIL
     except (KeyboardInterrupt, Terminated) as exc:
         # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
         # a traceback.
@@ -85,16 +79,13 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         # Storage errors carry their own one-line advice; anything else is still one line.
         from storage import Busy, StorageError
 
-        if isinstance(exc, Busy):
-            # D-20: another process held the database (or the start-up lock) past the lock
-            # budget: transient, one line, exit 75 (EX_TEMPFAIL), for every command.
-            _fail(str(exc))
-            return EXIT_TEMPFAIL
-        if isinstance(exc, StorageError):
-            _fail(str(exc))
-        else:
+        if not isinstance(exc, StorageError):
             _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
-        return EXIT_FATAL
+            return EXIT_FATAL
+        _fail(str(exc))
+        # D-20: another process held the database (or the start-up lock) past the lock
+        # budget: transient, one line, exit 75 (EX_TEMPFAIL), for every command.
+        return EXIT_TEMPFAIL if isinstance(exc, Busy) else EXIT_FATAL
 
 
 # D-23: one prefix per line. A message that names its command first (`qlfsm resolve: ...`,

@@ -49,13 +49,8 @@ def closing_lines(
 ) -> list[str]:
     """The end of `reconcile`'s and `drain`'s output: what blocks start-up
     (:func:`blocking_lines` of ``blocked``) after a blank line, then the verdict."""
-    lines: list[str] = []
     blocking = blocking_lines(blocked, db, receipt_root)
-    if blocking:
-        lines.append("")
-        lines.extend(blocking)
-    lines.append(verdict_line(safe, dry_run_of=dry_run_of))
-    return lines
+    return [*([""] if blocking else []), *blocking, verdict_line(safe, dry_run_of=dry_run_of)]
 
 
 def blocking_lines(

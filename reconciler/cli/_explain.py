@@ -9,7 +9,7 @@ import itertools
 import json
 import os
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
@@ -267,23 +267,19 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
     # The folded stretches are not read again (a source that can skip them, `Steps`, skips).
     skip = {first: st.last for first, st in plan.folded.items()}
     steps = found.steps.skipping(skip) if isinstance(found.steps, Steps) else found.steps
-    folds = iter(sorted(plan.folded.values(), key=lambda st: st.first))
-    fold_next = next(folds, None)
+    folds = deque(plan.folded.values())  # in sequence order, as the first pass met them
     skip_to = 0
     for step in steps:
-        while fold_next is not None and fold_next.first <= step.sequence:
-            out.write(_fold_line(fold_next) + "\n")
-            skip_to = fold_next.last
-            fold_next = next(folds, None)
+        while folds and folds[0].first <= step.sequence:
+            skip_to = folds[0].last
+            out.write(_fold_line(folds.popleft()) + "\n")
         if step.sequence <= skip_to:
             continue
         cells = _cells(step.as_dict())
         row = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         out.write(row + "\n")
         out.writelines(f"    {n}\n" for n in _notes(step))
-    while fold_next is not None:  # a stretch that ends the run
-        out.write(_fold_line(fold_next) + "\n")
-        fold_next = next(folds, None)
+    out.writelines(_fold_line(st) + "\n" for st in folds)  # a stretch that ends the run
     out.writelines(f"\n{para}\n" for para in _tail(found, plan, db))
 
 

@@ -434,7 +434,23 @@ class _Placer:
         record, row, recorded = self.row_of(decision, payload, actor, e.dedupe_key)
         trigger: str | None = None
         if machine is not None and source is not None and dest is not None:
-            trigger = self.trigger(machine, source, dest, decision, resolution, actor, record, row)
+            adr0068 = (
+                self.owner == "runtime"
+                and resolution is None
+                and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
+            )
+            legacy = self.owner == "legacy" and resolution is None and record == ADR0448
+            edge_row = row
+            if legacy and machine == "run" and row is not None:
+                edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
+            receipt = actor == RECEIPT_ACTOR
+            key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
+            if key not in self.triggers:
+                self.triggers[key] = edge_trigger(
+                    SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
+                    legacy=legacy,
+                )  # fmt: skip
+            trigger = self.triggers[key]
         return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -455,36 +471,6 @@ class _Placer:
             # The event's own parsed payload, not a copy: nothing else holds it (issue 29).
             payload=payload,
         )
-
-    def trigger(
-        self,
-        machine: str,
-        source: str,
-        dest: str,
-        decision: Mapping[str, Any] | None,
-        resolution: Mapping[str, Any] | None,
-        actor: tuple[str, str | None],
-        record: str | None,
-        row: str | None,
-    ) -> str | None:
-        owner = self.owner
-        adr0068 = (
-            owner == "runtime"
-            and resolution is None
-            and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
-        )
-        legacy = owner == "legacy" and resolution is None and record == ADR0448
-        edge_row = row
-        if legacy and machine == "run" and row is not None:
-            edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
-        receipt = actor == RECEIPT_ACTOR
-        key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
-        if key not in self.triggers:
-            self.triggers[key] = edge_trigger(
-                SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
-                legacy=legacy,
-            )  # fmt: skip
-        return self.triggers[key]
 
 
 def _text(value: object) -> str | None:

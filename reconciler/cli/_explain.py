@@ -5,25 +5,27 @@ drawing by ``reconciler.diagrams._path``."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from fsm.qinglong import ATTEMPT_ACTIVE
 from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser
-from reconciler.ops import EVENT_PAGE, Quiet, Steps, iso_time
+from reconciler.ops import ACTIVE_RUN, EVENT_PAGE, Steps, iso_time
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from reconciler.ops import Explanation, Step
 
-_ACTIVE_ATTEMPT = frozenset({"claimed", "starting", "running"})
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
 _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_paid", "reread")
 
@@ -131,16 +133,11 @@ def write_json(found: Explanation, out: TextIO) -> None:
     # `json_line`'s encoding, a page of steps at a time: a list encodes as its items joined by
     # `, ` between brackets, so one encode, one escape and one write per page (issue 29).
     encode = json.JSONEncoder(ensure_ascii=False).encode
+    steps = iter(_outline(found))
     sep = ""
-    page: list[dict[str, Any]] = []
-    for step in _outline(found):
-        page.append(step.as_dict())
-        if len(page) == EVENT_PAGE:
-            out.write(sep + json_safe(encode(page))[1:-1])
-            sep = ", "
-            page = []
-    if page:
+    while page := [step.as_dict() for step in itertools.islice(steps, EVENT_PAGE)]:
         out.write(sep + json_safe(encode(page))[1:-1])
+        sep = ", "
     out.write("], " + json_line(found.tail())[1:] + "\n")
 
 
@@ -151,15 +148,13 @@ def _cells(s: Mapping[str, Any]) -> list[str]:
     return [clean(c) for c in (str(s["sequence"]), s["at"], actor, move, clean(s["trigger"]))]
 
 
-def _outline(found: Explanation) -> Iterable[Step | Quiet]:
+def _outline(found: Explanation) -> Iterable[Step]:
     """The steps, each event that moves nothing as a ``Quiet`` when the source can tell."""
     return found.steps.outline() if isinstance(found.steps, Steps) else found.steps
 
 
-def _quiet(step: Step | Quiet) -> bool:
+def _quiet(step: Step) -> bool:
     """An event that moves no state and records no decision: what a fold may count."""
-    if isinstance(step, Quiet):
-        return True
     return (
         step.machine is None
         and step.row is None
@@ -174,22 +169,16 @@ class _Stretch:
 
     first: int
     last: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
     cells: list[list[str]] = field(default_factory=list)  # kept while it may still be short
-    size: int = 0  # the sum of ``counts``
 
-    def add(self, step: Step | Quiet, fold: int) -> None:
+    def add(self, step: Step, fold: int) -> None:
         self.last = step.sequence
-        self.counts[step.type] = self.counts.get(step.type, 0) + 1
-        self.size += 1
-        if self.size <= fold:
+        self.counts[step.type] += 1
+        if self.counts.total() <= fold:
             self.cells.append(_cells(step.as_dict()))
         else:
             self.cells = []
-
-    @property
-    def folds(self) -> bool:
-        return not self.cells
 
 
 @dataclass
@@ -212,7 +201,7 @@ def _plan(found: Explanation, fold: int | None) -> _Plan:
     def close(st: _Stretch | None) -> None:
         if st is None:
             return
-        if st.folds:
+        if not st.cells:  # more than `fold` events: it folds
             plan.folded[st.first] = st
         for cells in st.cells:
             shown(cells)
@@ -225,8 +214,7 @@ def _plan(found: Explanation, fold: int | None) -> _Plan:
             continue
         close(stretch)
         stretch = None
-        if not isinstance(step, Quiet):
-            plan.any_row = plan.any_row or bool(step.row)
+        plan.any_row = plan.any_row or bool(step.row)
         shown(_cells(step.as_dict()))
     close(stretch)
     return plan
@@ -264,7 +252,7 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
         where = f" at {clean(j['quarantine_ref'])}" if j["quarantine_ref"] else ""
         line = f"receipt journal of attempt {clean(j['attempt_id'])}: {j['state']}{where}"
         status = status_of.get(j["attempt_id"])
-        if j["state"] == "quarantined" and status not in _ACTIVE_ATTEMPT:
+        if j["state"] == "quarantined" and status not in ATTEMPT_ACTIVE:
             # docs/decisions.md D-12 "resolve": the row outlives the decision on purpose.
             line += (
                 f"; no longer blocks start-up (the Attempt is {clean(status)}); `qlfsm sweep` "
@@ -279,68 +267,59 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
     # The folded stretches are not read again (a source that can skip them, `Steps`, skips).
     skip = {first: st.last for first, st in plan.folded.items()}
     steps = found.steps.skipping(skip) if isinstance(found.steps, Steps) else found.steps
-    folds = iter(sorted(plan.folded.values(), key=lambda st: st.first))
-    fold_next = next(folds, None)
+    folds = deque(plan.folded.values())  # in sequence order, as the first pass met them
     skip_to = 0
     for step in steps:
-        while fold_next is not None and fold_next.first <= step.sequence:
-            out.write(_fold_line(fold_next) + "\n")
-            skip_to = fold_next.last
-            fold_next = next(folds, None)
+        while folds and folds[0].first <= step.sequence:
+            skip_to = folds[0].last
+            out.write(_fold_line(folds.popleft()) + "\n")
         if step.sequence <= skip_to:
             continue
-        data = step.as_dict()
-        cells = _cells(data)
+        cells = _cells(step.as_dict())
         row = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         out.write(row + "\n")
-        out.writelines(f"    {n}\n" for n in _notes(data))
-    while fold_next is not None:  # a stretch that ends the run
-        out.write(_fold_line(fold_next) + "\n")
-        fold_next = next(folds, None)
-    out.writelines(f"{line}\n" for line in _tail(found, plan, db))
+        out.writelines(f"    {n}\n" for n in _notes(step))
+    out.writelines(_fold_line(st) + "\n" for st in folds)  # a stretch that ends the run
+    out.writelines(f"\n{para}\n" for para in _tail(found, plan, db))
 
 
 def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
-    lines: list[str] = []
+    """The paragraphs after the table, each written after a blank line."""
+    paras: list[str] = []
     run = found.run
     if plan.folded:
-        folded = sum(sum(st.counts.values()) for st in plan.folded.values())
+        folded = sum(st.counts.total() for st in plan.folded.values())
         first = min(plan.folded)
-        lines.append("")
-        lines.append(
+        paras.append(
             f"{_count(folded)} events that move no state are counted above, not shown (stretches "
             f"of more than {FOLD_OVER}); every event: qlfsm explain --db {shell_word(db)} --run "
             f"{shell_word(run.id)} --all-events, or a page at a time: qlfsm inspect --db "
             f"{shell_word(db)} --run {shell_word(run.id)} --after {first - 1}"
         )
-    active = run.status in ("queued", "dispatching", "running")
+    active = run.status in ACTIVE_RUN
     if active and not plan.any_row:
-        lines.append("")
-        lines.append(
+        paras.append(
             "no start-up decision moved this run: a pass writes an event only when it moves a "
             "state (a live process kept running, or a run left unresolved or pending, leaves "
             "none)"
         )
     now = found.now
     if isinstance(now, Mapping):
-        lines.append("")
-        lines.append(_render_now(now))
+        paras.append(_render_now(now))
     elif active and run.execution_owner == "runtime":
-        lines.append("")
-        lines.append(
+        paras.append(
             "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
             "its receipt, probes its process, writes nothing)"
         )
     if found.processes:
-        lines.append("")
-        lines.append("what /proc says now (pids, groups and ticks only):")
+        lines = ["what /proc says now (pids, groups and ticks only):"]
         for view in found.processes:
             lines.extend(f"    {x}" for x in render_process(view))
+        paras.append("\n".join(lines))
     decide = found.decide
     if isinstance(decide, Mapping):
-        lines.append("")
-        lines.extend(_render_decide(decide, now))
-    return lines
+        paras.append("\n".join(_render_decide(decide, now)))
+    return paras
 
 
 def _write_svg(path: str, found: Explanation, dot: str | None) -> None:
@@ -481,25 +460,24 @@ def _render_now(now: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _notes(step: Mapping[str, Any]) -> list[str]:
+def _notes(step: Step) -> list[str]:
     out: list[str] = []
-    decision = step.get("decision")
-    if step.get("row") is not None:
+    decision = step.decision
+    if step.row is not None:
         # The row's words from spec 04 are in the JSON (`row_facts`); here the row and reason.
-        record = clean(step.get("record"))
-        if step.get("row_recorded") and isinstance(decision, Mapping):
-            reason = clean(decision.get("reason"))
-            out.append(f"decision: {record} row {clean(step['row'])}: {reason}")
+        record = clean(step.record)
+        if step.row_recorded and decision is not None:
+            out.append(f"decision: {record} row {clean(step.row)}: {clean(decision.get('reason'))}")
             evidence = decision.get("evidence")
             if isinstance(evidence, Mapping):
                 out.append(f"evidence: {describe_evidence(evidence)}")
         else:
             out.append(
-                f"decision: {record} row {clean(step['row'])} (inferred from what the event "
+                f"decision: {record} row {clean(step.row)} (inferred from what the event "
                 "records; it was written without its evidence)"
             )
-    resolution = step.get("resolution")
-    if isinstance(resolution, Mapping):
+    resolution = step.resolution
+    if resolution is not None:
         process = resolution.get("process")
         probe = f", process {clean(process)}" if process else ""
         if resolution.get("probe_reason"):
@@ -509,11 +487,7 @@ def _notes(step: Mapping[str, Any]) -> list[str]:
             f"operator's decision -> {clean(resolution.get('to'))}{forced}{probe}: "
             f"{clean(resolution.get('reason'))}"
         )
-    details = {
-        k: v
-        for k, v in step["payload"].items()
-        if k not in ("from_status", "to_status", "version", "attempt_id", "decision", "resolution")
-    }
+    details = step.details
     if details:
         out.append("details: " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in details.items()))
     return out

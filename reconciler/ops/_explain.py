@@ -34,7 +34,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from fsm import DecisionTable, MachineSpec
 from fsm.qinglong import ATTEMPT_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC
@@ -158,17 +158,17 @@ class Step:
     actor_type: str
     actor_id: str | None
     attempt_id: str | None
-    machine: str | None  # "run" | "attempt" | None (an event that moves nothing)
-    source: str | None
-    dest: str | None
-    trigger: str  # from the tables, or the event type when they do not name one
-    trigger_from_tables: bool
-    record: str | None  # whose table decided: "ADR-0068" | "ADR-0448" | None
-    row: str | None  # that table's row
-    row_recorded: bool  # True: from the event's `decision` key; False: inferred or none
-    decision: Mapping[str, Any] | None
-    resolution: Mapping[str, Any] | None
     payload: Mapping[str, Any]
+    trigger: str  # from the tables, or the event type when they do not name one
+    machine: str | None = None  # "run" | "attempt" | None (an event that moves nothing)
+    source: str | None = None
+    dest: str | None = None
+    trigger_from_tables: bool = False
+    record: str | None = None  # whose table decided: "ADR-0068" | "ADR-0448" | None
+    row: str | None = None  # that table's row
+    row_recorded: bool = False  # True: from the event's `decision` key; False: inferred or none
+    decision: Mapping[str, Any] | None = None
+    resolution: Mapping[str, Any] | None = None
 
     @property
     def details(self) -> dict[str, Any]:
@@ -177,79 +177,37 @@ class Step:
         return {k: v for k, v in self.payload.items() if k not in skip}
 
     def as_dict(self) -> dict[str, Any]:
-        return step_members(
-            self.sequence, self.at_ms, self.type, self.actor_type, self.actor_id,
-            self.attempt_id, self.machine, self.source, self.dest, self.trigger,
-            self.trigger_from_tables, self.record, self.row, self.row_recorded, self.decision,
-            self.resolution, self.payload,
-        )  # fmt: skip
+        """The step as the `explain --json` schema's step object, its members in their order."""
+        record, row = self.record, self.row
+        return {
+            "sequence": self.sequence,
+            "at_ms": self.at_ms,
+            "at": iso_time(self.at_ms),
+            "type": self.type,
+            "actor_type": self.actor_type,
+            "actor_id": self.actor_id,
+            "attempt_id": self.attempt_id,
+            "machine": self.machine,
+            "from": self.source,
+            "to": self.dest,
+            "trigger": self.trigger,
+            "trigger_from_tables": self.trigger_from_tables,
+            "record": record,
+            "row": row,
+            "row_recorded": self.row_recorded,
+            "row_facts": (
+                ROW_FACTS.get((record, row)) if record is not None and row is not None else None
+            ),
+            "decision": dict(self.decision) if self.decision is not None else None,
+            "resolution": dict(self.resolution) if self.resolution is not None else None,
+            "payload": dict(self.payload),
+        }
 
 
-def step_members(
-    sequence: int,
-    at_ms: int,
-    event_type: str,
-    actor_type: str,
-    actor_id: str | None,
-    attempt_id: str | None,
-    machine: str | None,
-    source: str | None,
-    dest: str | None,
-    trigger: str,
-    trigger_from_tables: bool,
-    record: str | None,
-    row: str | None,
-    row_recorded: bool,
-    decision: Mapping[str, Any] | None,
-    resolution: Mapping[str, Any] | None,
-    payload: Mapping[str, Any],
-) -> dict[str, Any]:
-    """A step as the `explain --json` schema's step object, its members in their order."""
-    return {
-        "sequence": sequence,
-        "at_ms": at_ms,
-        "at": iso_time(at_ms),
-        "type": event_type,
-        "actor_type": actor_type,
-        "actor_id": actor_id,
-        "attempt_id": attempt_id,
-        "machine": machine,
-        "from": source,
-        "to": dest,
-        "trigger": trigger,
-        "trigger_from_tables": trigger_from_tables,
-        "record": record,
-        "row": row,
-        "row_recorded": row_recorded,
-        "row_facts": (
-            ROW_FACTS.get((record, row)) if record is not None and row is not None else None
-        ),
-        "decision": dict(decision) if decision is not None else None,
-        "resolution": dict(resolution) if resolution is not None else None,
-        "payload": dict(payload),
-    }
-
-
-class Quiet(NamedTuple):
+class Quiet(Step):
     """An event that moves no state and records no decision, resolution or row: what the human
-    page folds (issue 29). Its :meth:`as_dict` is what its :class:`Step`'s would be; it is built
-    without placing the event, which a long storm of such events makes the common case."""
-
-    sequence: int
-    at_ms: int
-    type: str
-    actor_type: str
-    actor_id: str | None
-    attempt_id: str | None
-    payload: Mapping[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        # What the Step of an event that moves and records nothing would say.
-        return step_members(
-            self.sequence, self.at_ms, self.type, self.actor_type, self.actor_id,
-            self.attempt_id, None, None, None, self.type, False, None, None, False, None, None,
-            self.payload,
-        )  # fmt: skip
+    page folds (issue 29). It is built without placing the event, which a long storm of such
+    events makes the common case; its members are what its placed Step's would be."""
 
 
 # Events read per keyset page (issue 29): memory holds one page, whatever the history's length.
@@ -271,9 +229,9 @@ class Steps:
         self._page = page
 
     def __iter__(self) -> Iterator[Step]:
-        return place_each(self._owner, self._repo.iter_events(self._run_id, page=self._page))
+        return map(_Placer(self._owner), self._repo.iter_events(self._run_id, page=self._page))
 
-    def outline(self) -> Iterator[Step | Quiet]:
+    def outline(self) -> Iterator[Step]:
         """Every event in order: a :class:`Quiet` for one that moves no state and records no
         decision, a :class:`Step` for every other. The same events as iterating, each once."""
         placer = _Placer(self._owner)
@@ -287,7 +245,7 @@ class Steps:
         inclusive), which are not read: the next page starts after the value. Only events that
         move no state may be skipped (the human page's folds, issue 29): the machines' states
         after them are those before."""
-        return place_each(self._owner, self._events_skipping(skip))
+        return map(_Placer(self._owner), self._events_skipping(skip))
 
     def _events_skipping(self, skip: Mapping[int, int]) -> Iterator[EventRow]:
         after = 0
@@ -333,29 +291,9 @@ class Explanation:
 
     def head(self) -> dict[str, Any]:
         """The JSON object's members before ``steps``, in their order."""
-        run = self.run
         return {
-            "run": {
-                "id": run.id,
-                "status": run.status,
-                "version": run.version,
-                "execution_owner": run.execution_owner,
-                "execution_origin": run.execution_origin,
-                "error_code": run.error_code,
-                "created_at_ms": run.created_at_ms,
-            },
-            "attempts": [
-                {
-                    "id": a.id,
-                    "attempt": a.attempt,
-                    "status": a.status,
-                    "executor_type": a.executor_type,
-                    "pid": a.pid,
-                    "exit_code": a.exit_code,
-                    "error_code": a.error_code,
-                }
-                for a in self.attempts
-            ],
+            "run": _members(self.run, _RUN_MEMBERS),
+            "attempts": [_members(a, _ATTEMPT_MEMBERS) for a in self.attempts],
             "journal": journal_entries(self.journal),
         }
 
@@ -379,15 +317,25 @@ def journal_of(conn: sqlite3.Connection, attempts: Sequence[AttemptRow]) -> list
 
 def journal_entries(journal: Sequence[JournalRow]) -> list[dict[str, Any]]:
     """The journal rows as `explain` and `resolve` print them (``--json``)."""
-    return [
-        {
-            "attempt_id": j.attempt_id,
-            "state": j.state,
-            "quarantine_ref": j.quarantine_ref,
-            "purge_after_ms": j.purge_after_ms,
-        }
-        for j in journal
-    ]
+    return [_members(j, _JOURNAL_MEMBERS) for j in journal]
+
+
+# The members of each row in the `--json` output, in their order (the schemas pin them).
+_RUN_MEMBERS = (
+    "id",
+    "status",
+    "version",
+    "execution_owner",
+    "execution_origin",
+    "error_code",
+    "created_at_ms",
+)
+_ATTEMPT_MEMBERS = ("id", "attempt", "status", "executor_type", "pid", "exit_code", "error_code")
+_JOURNAL_MEMBERS = ("attempt_id", "state", "quarantine_ref", "purge_after_ms")
+
+
+def _members(row: object, names: Sequence[str]) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in names}
 
 
 def iso_time(at_ms: int) -> str:
@@ -417,11 +365,6 @@ def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
     return Explanation(run, attempts, steps, journal_of(conn, attempts))
 
 
-def place_each(owner: str, events: Iterable[EventRow]) -> Iterator[Step]:
-    """Each event of ``events`` (in sequence order) on its machine, one at a time (pure)."""
-    return map(_Placer(owner), events)
-
-
 class _Placer:
     """Places one event after another on the Run and Attempt machines of a run whose owner is
     ``owner``: it holds only the machines' current states and a per-run memo."""
@@ -430,16 +373,9 @@ class _Placer:
         self.owner = owner
         self.run_state: str | None = None
         self.attempt_state: dict[str, str] = {}
-        # A run's events repeat a few types and edges, so each type's machine and each edge's
-        # trigger is looked up once per run (issue 29).
-        self.moves: dict[str, tuple[str | None, str | None]] = {}
+        # A run's events repeat a few edges, so each edge's trigger is looked up once per run
+        # (issue 29).
         self.triggers: dict[tuple[str, str, str, bool, bool, str | None, bool], str | None] = {}
-
-    def move_of(self, event_type: str) -> tuple[str | None, str | None]:
-        moved = self.moves.get(event_type)
-        if moved is None:
-            moved = self.moves[event_type] = _moves(event_type)
-        return moved
 
     def row_of(
         self,
@@ -448,29 +384,32 @@ class _Placer:
         actor: tuple[str, str | None],
         dedupe_key: str | None,
     ) -> Row:
-        if self.owner == "legacy":
-            return _legacy_row(decision, payload, actor, dedupe_key)
-        return _row(decision, payload, actor)
+        """The event's row: recorded in its `decision` key, else inferred, else none."""
+        legacy = self.owner == "legacy"
+        if decision is not None and isinstance(decision.get("row"), str):
+            record = decision.get("record")
+            default = ADR0448 if legacy else ADR0068
+            return (record if isinstance(record, str) else default), str(decision["row"]), True
+        return _legacy_row(payload, actor, dedupe_key) if legacy else _row(payload, actor)
 
     def quiet(self, columns: EventColumns, payload: Any) -> Quiet | None:
         """The event as a :class:`Quiet` when it moves no state and records no decision, no
         resolution and no row (what its Step would say); None otherwise."""
-        if not isinstance(payload, dict) or self.move_of(columns[3])[0] is not None:
+        if not isinstance(payload, dict) or _moves(columns[3])[0] is not None:
             return None
-        if isinstance(payload.get(DECISION_KEY), dict):
-            return None
-        if isinstance(payload.get(RESOLUTION_KEY), dict):
+        if any(isinstance(payload.get(k), dict) for k in (DECISION_KEY, RESOLUTION_KEY)):
             return None
         actor = (columns[5], columns[6])
         if self.row_of(None, payload, actor, columns[4])[1] is not None:
             return None
         attempt_id = columns[7] or _text(payload.get("attempt_id"))
-        sequence, event_type, at_ms = columns[2], columns[3], columns[9]
-        return Quiet(sequence, at_ms, event_type, actor[0], actor[1], attempt_id, payload)
+        event_type = columns[3]
+        # What the Step of an event that moves and records nothing would say.
+        return Quiet(columns[2], columns[9], event_type, *actor, attempt_id, payload, event_type)
 
     def __call__(self, e: EventRow) -> Step:
         payload: dict[str, Any] = e.payload if isinstance(e.payload, dict) else {}
-        machine, to_state = self.move_of(e.type)
+        machine, to_state = _moves(e.type)
         attempt_id = e.attempt_id or _text(payload.get("attempt_id"))
         source: str | None = None
         dest: str | None = None
@@ -495,7 +434,23 @@ class _Placer:
         record, row, recorded = self.row_of(decision, payload, actor, e.dedupe_key)
         trigger: str | None = None
         if machine is not None and source is not None and dest is not None:
-            trigger = self.trigger(machine, source, dest, decision, resolution, actor, record, row)
+            adr0068 = (
+                self.owner == "runtime"
+                and resolution is None
+                and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
+            )
+            legacy = self.owner == "legacy" and resolution is None and record == ADR0448
+            edge_row = row
+            if legacy and machine == "run" and row is not None:
+                edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
+            receipt = actor == RECEIPT_ACTOR
+            key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
+            if key not in self.triggers:
+                self.triggers[key] = edge_trigger(
+                    SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
+                    legacy=legacy,
+                )  # fmt: skip
+            trigger = self.triggers[key]
         return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -517,41 +472,14 @@ class _Placer:
             payload=payload,
         )
 
-    def trigger(
-        self,
-        machine: str,
-        source: str,
-        dest: str,
-        decision: Mapping[str, Any] | None,
-        resolution: Mapping[str, Any] | None,
-        actor: tuple[str, str | None],
-        record: str | None,
-        row: str | None,
-    ) -> str | None:
-        owner = self.owner
-        adr0068 = (
-            owner == "runtime"
-            and resolution is None
-            and (actor in (RECONCILER_ACTOR, RECEIPT_ACTOR) or decision is not None)
-        )
-        legacy = owner == "legacy" and resolution is None and record == ADR0448
-        edge_row = row
-        if legacy and machine == "run" and row is not None:
-            edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
-        receipt = actor == RECEIPT_ACTOR
-        key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
-        if key not in self.triggers:
-            self.triggers[key] = edge_trigger(
-                SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
-                legacy=legacy,
-            )  # fmt: skip
-        return self.triggers[key]
-
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# A run's events repeat a few types, so each type's machine is looked up once (issue 29); the
+# cache is bounded.
+@functools.lru_cache(maxsize=256)
 def _moves(event_type: str) -> tuple[str | None, str | None]:
     """``run.lost`` -> ("run", "lost"); an event that names no state -> (None, None)."""
     machine, _, state = event_type.partition(".")
@@ -564,20 +492,8 @@ def _moves(event_type: str) -> tuple[str | None, str | None]:
 Row = tuple[str | None, str | None, bool]  # (record, row, recorded in a `decision` key)
 
 
-def _recorded(decision: Mapping[str, Any] | None, default: str) -> Row | None:
-    if decision is not None and isinstance(decision.get("row"), str):
-        record = decision.get("record")
-        return (record if isinstance(record, str) else default), str(decision["row"]), True
-    return None
-
-
-def _row(
-    decision: Mapping[str, Any] | None, payload: Mapping[str, Any], actor: tuple[str, str | None]
-) -> Row:
-    """The ADR-0068 row of a runtime run's event: recorded, else inferred, else none."""
-    recorded = _recorded(decision, ADR0068)
-    if recorded is not None:
-        return recorded
+def _row(payload: Mapping[str, Any], actor: tuple[str, str | None]) -> Row:
+    """The ADR-0068 row a runtime run's event that records none is inferred as, or none."""
     code = payload.get("error_code")
     if isinstance(code, str) and code in ROW_BY_ERROR_CODE and actor == RECONCILER_ACTOR:
         return ADR0068, ROW_BY_ERROR_CODE[code], False
@@ -591,15 +507,9 @@ def _row(
 
 
 def _legacy_row(
-    decision: Mapping[str, Any] | None,
-    payload: Mapping[str, Any],
-    actor: tuple[str, str | None],
-    dedupe_key: str | None,
+    payload: Mapping[str, Any], actor: tuple[str, str | None], dedupe_key: str | None
 ) -> Row:
-    """The ADR-0448 row of a legacy run's event: recorded, else inferred, else none."""
-    recorded = _recorded(decision, ADR0448)
-    if recorded is not None:
-        return recorded
+    """The ADR-0448 row a legacy run's event that records none is inferred as, or none."""
     code = payload.get("error_code")
     if actor == LEGACY_RECONCILER_ACTOR:
         if isinstance(code, str) and code in LEGACY_ROW_MAPS.by_error_code:

@@ -41,7 +41,11 @@ def explain_run(
     if run.status not in ACTIVE_RUN:
         return found
     if run.execution_owner == "legacy":
-        return dataclasses.replace(found, now=_legacy_now(conn, run, origins))
+        # ADR-0448's row for this run now, with the origins `startup` would enable.
+        from reconciler._shadow_entry import ORIGINS_ENV, parse_origins
+
+        chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
+        return dataclasses.replace(found, now=legacy_now(conn, run, frozenset(chosen.enabled)))
     if run.execution_owner != "runtime":
         return found
     now = None
@@ -75,14 +79,6 @@ def _with_decision(found: Explanation, db: str) -> Explanation:
         "stop": stop_command(processes),
     }
     return dataclasses.replace(found, processes=processes, decide=decide)
-
-
-def _legacy_now(conn: sqlite3.Connection, run: Any, origins: str | None) -> dict[str, Any]:
-    """ADR-0448's row for this run now, with the origins `startup` would enable."""
-    from reconciler._shadow_entry import ORIGINS_ENV, parse_origins
-
-    chosen = parse_origins(origins if origins is not None else os.environ.get(ORIGINS_ENV))
-    return legacy_now(conn, run, frozenset(chosen.enabled))
 
 
 def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:

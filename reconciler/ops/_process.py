@@ -24,26 +24,25 @@ from reconciler.node import (
 )
 from storage import AttemptRow
 
-__all__ = ["process_view", "stop_command"]
-
 
 def _stat_now(provider: ProcessProvider, pid: int) -> dict[str, Any]:
     """`/proc/<pid>/stat` now: whether a process holds the pid, its group, ticks and state."""
     try:
         text = provider.read_stat(pid)
     except Exception:  # spec 03: any provider error is "unknown", never "gone"
-        return {"exists": None, "pgid": None, "start_ticks": None, "state": None}
+        return _stat(None)
     if text is None:
-        return {"exists": False, "pgid": None, "start_ticks": None, "state": None}
+        return _stat(False)
     snap = parse_proc_stat(text, pid)
     if snap is None:  # a stat line we cannot read: something is there, we cannot say what
-        return {"exists": True, "pgid": None, "start_ticks": None, "state": None}
-    return {
-        "exists": True,
-        "pgid": snap.pgrp,
-        "start_ticks": snap.start_ticks,
-        "state": snap.state,
-    }
+        return _stat(True)
+    return _stat(True, snap.pgrp, snap.start_ticks, snap.state)
+
+
+def _stat(
+    exists: bool | None, pgid: int | None = None, ticks: str | None = None, state: str | None = None
+) -> dict[str, Any]:
+    return {"exists": exists, "pgid": pgid, "start_ticks": ticks, "state": state}
 
 
 def process_view(

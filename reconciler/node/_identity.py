@@ -16,10 +16,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
+from reconciler.node._receipt import MAX_SAFE_INTEGER, _reject_constant
+
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
 MAX_HANDLE_ID_UNITS: Final = 255
-MAX_SAFE_INTEGER: Final = 2**53 - 1  # JavaScript's Number.isSafeInteger bound, as the real one
 
 # ASCII classes with fullmatch: Python's `\d` would also accept non-ASCII digits.
 _BOOT_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -99,14 +100,6 @@ def format_handle(h: ProcessHandle) -> str:
     error = _handle_error(h)
     if error is not None:
         raise ValueError(error)
-    handle = _encode_handle(h)
-    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
-        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
-    return handle
-
-
-def _encode_handle(h: ProcessHandle) -> str:
-    """The canonical text of fields :func:`_handle_error` has accepted (no length bound)."""
     payload = {
         "v": 1,
         "h": h.handle_id,
@@ -117,7 +110,10 @@ def _encode_handle(h: ProcessHandle) -> str:
     }
     text = _HANDLE_JSON(payload)
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
-    return HANDLE_PREFIX + encoded
+    handle = HANDLE_PREFIX + encoded
+    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
+        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
+    return handle
 
 
 # What JavaScript's String.prototype.trim() removes (WhiteSpace and LineTerminator): QingLong's
@@ -128,12 +124,9 @@ _JS_TRIM: Final = (
 )
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(name)  # NaN / Infinity are not JSON (JSON.parse refuses them)
-
-
-# One decoder for every handle (json.loads with an option builds one per call), and
-# base64url's two letters as base64's (what base64.urlsafe_b64decode translates).
+# One decoder for every handle (json.loads with an option builds one per call; NaN / Infinity
+# are refused, as JSON.parse refuses them), and base64url's two letters as base64's (what
+# base64.urlsafe_b64decode translates).
 _HANDLE_PAYLOAD = json.JSONDecoder(parse_constant=_reject_constant).decode
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
@@ -434,6 +427,10 @@ def capture_handle(
     platform: str = sys.platform,
 ) -> str:
     """Build the handle of a just-spawned process; raises CaptureFailed (spec 03 "Capture")."""
+    # Imported here: only the launcher makes handles, and the start-up pass must not pay for
+    # `uuid` at import.
+    import uuid
+
     if not platform.startswith("linux"):
         raise CaptureFailed("this platform cannot prove a durable process identity")
     if not _positive_safe_int(pid):
@@ -451,7 +448,7 @@ def capture_handle(
     try:
         return format_handle(
             ProcessHandle(
-                handle_id if handle_id is not None else _uuid4(),
+                handle_id if handle_id is not None else str(uuid.uuid4()),
                 boot,
                 pid,
                 snapshot.pgrp,
@@ -460,11 +457,3 @@ def capture_handle(
         )
     except ValueError as error:
         raise CaptureFailed(str(error)) from error
-
-
-def _uuid4() -> str:
-    # Imported here: only the launcher makes handles, and the start-up pass must not pay for
-    # `uuid` at import.
-    import uuid
-
-    return str(uuid.uuid4())

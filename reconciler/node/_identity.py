@@ -73,33 +73,26 @@ def _positive_safe_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SAFE_INTEGER
 
 
-def _handle_error(h: ProcessHandle) -> str | None:
-    hid = h.handle_id
-    if not isinstance(hid, str) or not hid or "\0" in hid:
-        return "handle id must be a non-empty string without NUL"
-    # An ASCII id holds no surrogate: the per-character scan is only for the rest.
-    if not hid.isascii() and any("\ud800" <= c <= "\udfff" for c in hid):
-        return "handle id must not contain lone surrogates"
-    # The real bound is JavaScript's string length: UTF-16 code units, not code points.
-    if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
-        return "handle id is longer than 255 UTF-16 code units"
-    if not isinstance(h.boot_id, str) or _BOOT_ID.fullmatch(h.boot_id) is None:
-        return "boot id must match [A-Za-z0-9-]{1,64}"
-    if not _positive_safe_int(h.pid):
-        return "pid must be a positive integer"
-    if not _positive_safe_int(h.pgid):
-        return "process group id must be a positive integer"
-    ticks = h.start_ticks
-    if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
-        return "start ticks must be a decimal string >= 1 of at most 32 digits"
-    return None
-
-
 def format_handle(h: ProcessHandle) -> str:
     """`ql3lp1.` + base64url-nopad of the compact JSON {v,h,b,p,g,s}; raises ValueError."""
-    error = _handle_error(h)
-    if error is not None:
-        raise ValueError(error)
+    hid = h.handle_id
+    if not isinstance(hid, str) or not hid or "\0" in hid:
+        raise ValueError("handle id must be a non-empty string without NUL")
+    # An ASCII id holds no surrogate: the per-character scan is only for the rest.
+    if not hid.isascii() and any("\ud800" <= c <= "\udfff" for c in hid):
+        raise ValueError("handle id must not contain lone surrogates")
+    # The real bound is JavaScript's string length: UTF-16 code units, not code points.
+    if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
+        raise ValueError("handle id is longer than 255 UTF-16 code units")
+    if not isinstance(h.boot_id, str) or _BOOT_ID.fullmatch(h.boot_id) is None:
+        raise ValueError("boot id must match [A-Za-z0-9-]{1,64}")
+    if not _positive_safe_int(h.pid):
+        raise ValueError("pid must be a positive integer")
+    if not _positive_safe_int(h.pgid):
+        raise ValueError("process group id must be a positive integer")
+    ticks = h.start_ticks
+    if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
+        raise ValueError("start ticks must be a decimal string >= 1 of at most 32 digits")
     payload = {
         "v": 1,
         "h": h.handle_id,

@@ -24,9 +24,7 @@ One timestamp, taken before transaction 1, is the journal's `registered_at_ms`, 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import os
 import secrets
 import signal
@@ -40,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_lock, unlink_own_lock
 from reconciler.node._clock import Clock, SystemClock
 from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
-from reconciler.node._receipt import validate_id
+from reconciler.node._receipt import token_sha256_hex, validate_id
 from reconciler.node._receipt_store import (
     ReceiptExists,
     ReceiptRootError,
@@ -82,8 +80,8 @@ class Launched:
 
 def new_token() -> tuple[str, str]:
     """(token, sha256 hex): 256 random bits, base64url without padding (spec 03)."""
-    token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
-    return token, hashlib.sha256(token.encode("utf-8")).hexdigest()
+    token = secrets.token_urlsafe(32)
+    return token, token_sha256_hex(token)
 
 
 def launch(

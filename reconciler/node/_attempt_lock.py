@@ -202,7 +202,7 @@ def remove_lock(root: str, attempt_id: str) -> bool:
                 now = os.stat(name, dir_fd=shard, follow_symlinks=False)
             except FileNotFoundError:
                 return False
-            if (now.st_dev, now.st_ino) != (here.st_dev, here.st_ino):
+            if not os.path.samestat(now, here):
                 return False  # replaced meanwhile: not the file we locked
             os.unlink(name, dir_fd=shard)
             with contextlib.suppress(OSError):
@@ -221,5 +221,5 @@ def unlink_own_lock(fd: int, path: str) -> None:
     with contextlib.suppress(OSError):
         here = os.fstat(fd)
         now = os.lstat(path)
-        if (now.st_dev, now.st_ino) == (here.st_dev, here.st_ino):
+        if os.path.samestat(now, here):
             os.unlink(path)

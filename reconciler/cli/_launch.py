@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import IO, Any
 
 from reconciler.cli._text import shell_word
@@ -106,11 +105,11 @@ def launch_command(argv: list[str]) -> int:
     if args.json:
         print_json(launched.as_dict())
     else:
-        sys.stdout.write(
+        print(
             f"launched run {clean(launched.run_id)} attempt {clean(launched.attempt_id)} "
-            f"pid {launched.pid}\n"
+            f"pid {launched.pid}",
+            flush=True,
         )
-        sys.stdout.flush()
     if not args.wait:
         # The wrapper lives on in its own session and is re-parented when we exit; we never
         # reap it. Marking the Popen finished stops its finalizer from tracking it as a child

@@ -42,10 +42,6 @@ from reconciler.node._receipt_layout import _require_id, lock_name, lock_path, s
 ABSENT: Final = "absent"
 FREE: Final = "free"
 HELD: Final = "held"
-# The reason's advice: where a reconciler sees the wrapper's PID as the launcher saw it.
-WHERE_TO_RUN: Final = "run qlfsm where QingLong runs (docker exec), not the host"
-HELD_REASON: Final = "attempt_lock_held"
-UNUSABLE_REASON: Final = "attempt_lock_unusable"
 
 _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Never O_CREAT: a probe creates nothing. O_NONBLOCK: a FIFO planted there must not hang it.
@@ -80,12 +76,13 @@ def lock_evidence(evidence: Evidence, lock: str) -> Evidence:
     from reconciler.node._identity import Evidence  # here: the wrapper imports this module
 
     if lock == HELD:
+        # The advice: where a reconciler sees the wrapper's PID as the launcher saw it.
         reason = (
-            f"{HELD_REASON}:{evidence.reason}:its wrapper lives in another PID namespace; "
-            f"{WHERE_TO_RUN}"
+            f"attempt_lock_held:{evidence.reason}:its wrapper lives in another PID namespace; "
+            "run qlfsm where QingLong runs (docker exec), not the host"
         )
     else:
-        reason = f"{UNUSABLE_REASON}:{lock.partition(':')[2]}:{evidence.reason}"
+        reason = f"attempt_lock_unusable:{lock.partition(':')[2]}:{evidence.reason}"
     return Evidence("unknown", reason, evidence.pid)
 
 
@@ -199,15 +196,13 @@ def remove_lock(root: str, attempt_id: str) -> bool:
                 raise OSError(errno.EEXIST, f"{lock_path(root, attempt_id)!r} is not a lock file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    return False  # its wrapper lives: never removed
-                raise
+            except BlockingIOError:  # EWOULDBLOCK / EAGAIN
+                return False  # its wrapper lives: never removed
             try:
                 now = os.stat(name, dir_fd=shard, follow_symlinks=False)
             except FileNotFoundError:
                 return False
-            if (now.st_dev, now.st_ino) != (here.st_dev, here.st_ino):
+            if not os.path.samestat(now, here):
                 return False  # replaced meanwhile: not the file we locked
             os.unlink(name, dir_fd=shard)
             with contextlib.suppress(OSError):
@@ -226,5 +221,5 @@ def unlink_own_lock(fd: int, path: str) -> None:
     with contextlib.suppress(OSError):
         here = os.fstat(fd)
         now = os.lstat(path)
-        if (now.st_dev, now.st_ino) == (here.st_dev, here.st_ino):
+        if os.path.samestat(now, here):
             os.unlink(path)

@@ -15,21 +15,6 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
-def kernel_now_ms() -> int | None:
-    """The wall time as the kernel keeps it, read from ``/proc/stat`` (btime) and
-    ``/proc/uptime`` without any libc time call: a clock that a process-local override
-    (`faketime`, an LD_PRELOAD) cannot move. Whole seconds of btime make it up to a second
-    early. None off Linux or when either file cannot be read (D-16)."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
-        with open("/proc/uptime", "rb") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return int((btime + uptime) * 1000)
-
-
 def witness_ms(clock: object) -> int | None:
     """A second reading of the wall time from another source than ``clock.now_ms()``, when the
     clock offers one (``SystemClock``: the kernel's; ``FakeClock``: what a test sets), else
@@ -44,7 +29,18 @@ class SystemClock:
         return int(time.time() * 1000)
 
     def witness_ms(self) -> int | None:
-        return kernel_now_ms()
+        """The wall time as the kernel keeps it, read from ``/proc/stat`` (btime) and
+        ``/proc/uptime`` without any libc time call: a clock that a process-local override
+        (`faketime`, an LD_PRELOAD) cannot move. Whole seconds of btime make it up to a second
+        early. None off Linux or when either file cannot be read (D-16)."""
+        try:
+            with open("/proc/stat", "rb") as f:
+                btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+            with open("/proc/uptime", "rb") as f:
+                uptime = float(f.read().split()[0])
+        except (OSError, ValueError, IndexError, StopIteration):
+            return None
+        return int((btime + uptime) * 1000)
 
     def monotonic(self) -> float:
         return time.monotonic()

@@ -16,10 +16,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
+from reconciler.node._receipt import MAX_SAFE_INTEGER, _reject_constant
+
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
 MAX_HANDLE_ID_UNITS: Final = 255
-MAX_SAFE_INTEGER: Final = 2**53 - 1  # JavaScript's Number.isSafeInteger bound, as the real one
 
 # ASCII classes with fullmatch: Python's `\d` would also accept non-ASCII digits.
 _BOOT_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -72,41 +73,26 @@ def _positive_safe_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SAFE_INTEGER
 
 
-def _handle_error(h: ProcessHandle) -> str | None:
-    hid = h.handle_id
-    if not isinstance(hid, str) or not hid or "\0" in hid:
-        return "handle id must be a non-empty string without NUL"
-    # An ASCII id holds no surrogate: the per-character scan is only for the rest.
-    if not hid.isascii() and any("\ud800" <= c <= "\udfff" for c in hid):
-        return "handle id must not contain lone surrogates"
-    # The real bound is JavaScript's string length: UTF-16 code units, not code points.
-    if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
-        return "handle id is longer than 255 UTF-16 code units"
-    if not isinstance(h.boot_id, str) or _BOOT_ID.fullmatch(h.boot_id) is None:
-        return "boot id must match [A-Za-z0-9-]{1,64}"
-    if not _positive_safe_int(h.pid):
-        return "pid must be a positive integer"
-    if not _positive_safe_int(h.pgid):
-        return "process group id must be a positive integer"
-    ticks = h.start_ticks
-    if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
-        return "start ticks must be a decimal string >= 1 of at most 32 digits"
-    return None
-
-
 def format_handle(h: ProcessHandle) -> str:
     """`ql3lp1.` + base64url-nopad of the compact JSON {v,h,b,p,g,s}; raises ValueError."""
-    error = _handle_error(h)
-    if error is not None:
-        raise ValueError(error)
-    handle = _encode_handle(h)
-    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
-        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
-    return handle
-
-
-def _encode_handle(h: ProcessHandle) -> str:
-    """The canonical text of fields :func:`_handle_error` has accepted (no length bound)."""
+    hid = h.handle_id
+    if not isinstance(hid, str) or not hid or "\0" in hid:
+        raise ValueError("handle id must be a non-empty string without NUL")
+    # An ASCII id holds no surrogate: the per-character scan is only for the rest.
+    if not hid.isascii() and any("\ud800" <= c <= "\udfff" for c in hid):
+        raise ValueError("handle id must not contain lone surrogates")
+    # The real bound is JavaScript's string length: UTF-16 code units, not code points.
+    if len(hid.encode("utf-16-le")) // 2 > MAX_HANDLE_ID_UNITS:
+        raise ValueError("handle id is longer than 255 UTF-16 code units")
+    if not isinstance(h.boot_id, str) or _BOOT_ID.fullmatch(h.boot_id) is None:
+        raise ValueError("boot id must match [A-Za-z0-9-]{1,64}")
+    if not _positive_safe_int(h.pid):
+        raise ValueError("pid must be a positive integer")
+    if not _positive_safe_int(h.pgid):
+        raise ValueError("process group id must be a positive integer")
+    ticks = h.start_ticks
+    if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
+        raise ValueError("start ticks must be a decimal string >= 1 of at most 32 digits")
     payload = {
         "v": 1,
         "h": h.handle_id,
@@ -117,7 +103,10 @@ def _encode_handle(h: ProcessHandle) -> str:
     }
     text = _HANDLE_JSON(payload)
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
-    return HANDLE_PREFIX + encoded
+    handle = HANDLE_PREFIX + encoded
+    if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
+        raise ValueError(f"handle is longer than {MAX_HANDLE_BYTES} bytes")
+    return handle
 
 
 # What JavaScript's String.prototype.trim() removes (WhiteSpace and LineTerminator): QingLong's
@@ -128,12 +117,9 @@ _JS_TRIM: Final = (
 )
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(name)  # NaN / Infinity are not JSON (JSON.parse refuses them)
-
-
-# One decoder for every handle (json.loads with an option builds one per call), and
-# base64url's two letters as base64's (what base64.urlsafe_b64decode translates).
+# One decoder for every handle (json.loads with an option builds one per call; NaN / Infinity
+# are refused, as JSON.parse refuses them), and base64url's two letters as base64's (what
+# base64.urlsafe_b64decode translates).
 _HANDLE_PAYLOAD = json.JSONDecoder(parse_constant=_reject_constant).decode
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
@@ -434,6 +420,10 @@ def capture_handle(
     platform: str = sys.platform,
 ) -> str:
     """Build the handle of a just-spawned process; raises CaptureFailed (spec 03 "Capture")."""
+    # Imported here: only the launcher makes handles, and the start-up pass must not pay for
+    # `uuid` at import.
+    import uuid
+
     if not platform.startswith("linux"):
         raise CaptureFailed("this platform cannot prove a durable process identity")
     if not _positive_safe_int(pid):
@@ -451,7 +441,7 @@ def capture_handle(
     try:
         return format_handle(
             ProcessHandle(
-                handle_id if handle_id is not None else _uuid4(),
+                handle_id if handle_id is not None else str(uuid.uuid4()),
                 boot,
                 pid,
                 snapshot.pgrp,
@@ -460,11 +450,3 @@ def capture_handle(
         )
     except ValueError as error:
         raise CaptureFailed(str(error)) from error
-
-
-def _uuid4() -> str:
-    # Imported here: only the launcher makes handles, and the start-up pass must not pay for
-    # `uuid` at import.
-    import uuid
-
-    return str(uuid.uuid4())

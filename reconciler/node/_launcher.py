@@ -24,9 +24,7 @@ One timestamp, taken before transaction 1, is the journal's `registered_at_ms`, 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import os
 import secrets
 import signal
@@ -34,13 +32,13 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass, fields
+from typing import IO, TYPE_CHECKING, Any
 
 from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_lock, unlink_own_lock
 from reconciler.node._clock import Clock, SystemClock
 from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
-from reconciler.node._receipt import validate_id
+from reconciler.node._receipt import token_sha256_hex, validate_id
 from reconciler.node._receipt_store import (
     ReceiptExists,
     ReceiptRootError,
@@ -52,7 +50,7 @@ from reconciler.node._receipt_store import (
 )
 
 if TYPE_CHECKING:
-    from storage import Actor, AttemptRow, Repository, RunRow
+    from storage import Change
 
 ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 LAUNCHER = ("executor", "local-launcher")
@@ -77,45 +75,13 @@ class Launched:
 
     def as_dict(self) -> dict[str, Any]:
         # No token, command or environment (spec 04 "Summary" rule, applied here too).
-        return {
-            "run_id": self.run_id,
-            "attempt_id": self.attempt_id,
-            "pid": self.pid,
-            "handle": self.handle,
-            "started_at_ms": self.started_at_ms,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "process"}
 
 
 def new_token() -> tuple[str, str]:
     """(token, sha256 hex): 256 random bits, base64url without padding (spec 03)."""
-    token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
-    return token, hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def wrapper_environment(
-    base: Mapping[str, str],
-    *,
-    run_id: str,
-    attempt_id: str,
-    token: str,
-    started_at_ms: int,
-    root: str,
-    lock_fd: int | None = None,
-) -> dict[str, str]:
-    """The wrapper's environment: the user's, minus QL3_RECEIPT_*/QL3_LAUNCH_*, plus ours."""
-    env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
-    env.update(
-        QL3_RECEIPT_RUN_ID=run_id,
-        QL3_RECEIPT_ATTEMPT_ID=attempt_id,
-        QL3_RECEIPT_CALLBACK_SEQUENCE="1",
-        QL3_RECEIPT_CALLBACK_TOKEN=token,
-        QL3_RECEIPT_STARTED_AT_MS=str(started_at_ms),
-        QL3_RECEIPT_TARGET=receipt_path(root, attempt_id),
-        QL3_RECEIPT_TEMPORARY=temp_path(root, attempt_id),
-    )
-    if lock_fd is not None:
-        env["QL3_LAUNCH_LOCK_FD"] = str(lock_fd)  # D-17: the wrapper keeps it locked
-    return env
+    token = secrets.token_urlsafe(32)
+    return token, token_sha256_hex(token)
 
 
 def launch(
@@ -132,9 +98,14 @@ def launch(
     """Launch ``command`` for the prepared Run ``run_id``; see the module docstring."""
     from storage import (
         Actor,
+        AttemptChange,
+        Expect,
         RegistrationConflict,
         Repository,
+        RunChange,
+        in_transaction,
         journal_get,
+        journal_register,
     )
 
     provider = provider if provider is not None else ProcProvider()
@@ -192,45 +163,9 @@ def launch(
         lock_fd = hold_lock(root, att.id)
     except LockUnavailable as exc:
         raise LaunchRefused(f"{exc.strerror}; nothing was changed") from exc
-    lock = _Lock(root, att.id, lock_fd)
-    try:
-        return _launch_locked(
-            conn, root, run, att, command, provider, clock, env, log, lock, repo, actor
-        )
-    finally:
-        lock.close()
-
-
-def _launch_locked(
-    conn: sqlite3.Connection,
-    root: str,
-    run: RunRow,
-    att: AttemptRow,
-    command: Sequence[str],
-    provider: ProcessProvider,
-    clock: Clock,
-    env: Mapping[str, str] | None,
-    log: IO[bytes] | int | None,
-    lock: _Lock,
-    repo: Repository,
-    actor: Actor,
-) -> Launched:
-    from storage import (
-        AttemptChange,
-        Expect,
-        RegistrationConflict,
-        RunChange,
-        in_transaction,
-        journal_register,
-    )
-
-    run_id = run.id
-    token, token_hash = new_token()
-    # One timestamp for the journal registration, the Attempt's start and the receipt.
-    started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
 
     def prepare(c: sqlite3.Connection) -> int:
-        changes: list[Any] = []
+        changes: list[Change] = []
         if run.status == "queued":
             changes.append(RunChange("dispatch", dedupe_key=f"local-launch:{att.id}:dispatching"))
         changes.append(
@@ -252,89 +187,111 @@ def _launch_locked(
         journal_register(c, att.id, run_id, started)
         return done.version
 
-    try:
-        version = in_transaction(conn, prepare)
-    except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
+    def failed(exc: BaseException, code: str, what: str) -> LaunchFailed:
+        """A launch that failed after committing `starting` (D-3b): the lock given up, the
+        Attempt and Run marked failed with ``code`` (best effort), so it never blocks a
+        start-up; the LaunchFailed to raise, saying ``what`` went wrong. An interrupt is marked
+        the same way and then goes on."""
         lock.discard()
-        raise LaunchRefused(f"{exc}; nothing was changed") from exc
-    except BaseException:
-        lock.discard()  # nothing committed: no lock file left behind
-        raise
-    try:
-        wrapper_env = wrapper_environment(
-            os.environ if env is None else env,
-            run_id=run_id,
-            attempt_id=att.id,
-            token=token,
-            started_at_ms=started,
-            root=root,
-            lock_fd=lock.fd,
-        )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
-            env=wrapper_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL if log is None else log,
-            stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
-            close_fds=True,
-            # D-17: the wrapper gets a descriptor of the same locked open file description.
-            pass_fds=() if lock.fd is None else (lock.fd,),
-            start_new_session=True,  # its own session and process group: it outlives us
-        )
-    except BaseException as exc:
-        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
-        what = f"cannot start the wrapper ({_why(exc)})"
-        failed = _Starting(conn, run_id, att.id, version, clock)
-        raise _launch_failed(exc, lock, failed, "LAUNCH_SPAWN_FAILED", what) from exc
-    lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
-    try:
-        handle = capture_handle(proc.pid, provider)
-        finish = max(clock.now_ms(), started)
-        run_changes: list[Any] = [
-            AttemptChange(
-                att.id,
-                "run",
-                set={"executor_handle": handle, "pid": proc.pid, "started_at_ms": started},
-                dedupe_key=f"local-launch:{att.id}:running",
+        if _mark_failed(conn, run_id, att.id, version, clock, code):
+            marked = f"run {run_id} was marked failed, so it does not block the next start-up"
+        else:
+            marked = (
+                f"run {run_id} could NOT be marked failed and blocks start-up until it is "
+                f"settled (inspect it with `qlfsm inspect --run {run_id}`)"
             )
-        ]
-        run_changes.append(
-            RunChange(
-                "start",
-                set={} if run.started_at_ms is not None else {"started_at_ms": started},
-                dedupe_key=f"local-launch:{att.id}:run-running",
+        if not isinstance(exc, Exception):
+            raise exc
+        return LaunchFailed(f"{what}; {marked}")
+
+    lock = _Lock(root, att.id, lock_fd)
+    try:
+        token, token_hash = new_token()
+        # One timestamp for the journal registration, the Attempt's start and the receipt.
+        started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
+        try:
+            version = in_transaction(conn, prepare)
+        except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
+            lock.discard()
+            raise LaunchRefused(f"{exc}; nothing was changed") from exc
+        except BaseException:
+            lock.discard()  # nothing committed: no lock file left behind
+            raise
+        try:
+            base = os.environ if env is None else env
+            wrapper_env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
+            wrapper_env.update(
+                QL3_RECEIPT_RUN_ID=run_id,
+                QL3_RECEIPT_ATTEMPT_ID=att.id,
+                QL3_RECEIPT_CALLBACK_SEQUENCE="1",
+                QL3_RECEIPT_CALLBACK_TOKEN=token,
+                QL3_RECEIPT_STARTED_AT_MS=str(started),
+                QL3_RECEIPT_TARGET=receipt_path(root, att.id),
+                QL3_RECEIPT_TEMPORARY=temp_path(root, att.id),
+                QL3_LAUNCH_LOCK_FD=str(lock_fd),  # D-17: the wrapper keeps it locked
             )
-        )
-        repo.advance(
-            run_id,
-            version,
-            run_changes,
-            actor=actor,
-            at_ms=finish,
-            expect=Expect(
-                attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
-            ),
-        )
-    except BaseException as exc:
-        # spec 03 "Capture": the launch fails and the spawned group is stopped.
-        _stop_group(proc)
-        what = (
-            f"launched process could not be recorded ({_why(exc)}); the process group was stopped"
-        )
-        failed = _Starting(conn, run_id, att.id, version, clock)
-        raise _launch_failed(exc, lock, failed, "LAUNCH_CAPTURE_FAILED", what) from exc
-    return Launched(run_id, att.id, proc.pid, handle, started, proc)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
+                env=wrapper_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL if log is None else log,
+                stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
+                close_fds=True,
+                # D-17: the wrapper gets a descriptor of the same locked open file description.
+                pass_fds=(lock_fd,),
+                start_new_session=True,  # its own session and process group: it outlives us
+            )
+        except BaseException as exc:
+            # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
+            what = f"cannot start the wrapper ({_why(exc)})"
+            raise failed(exc, "LAUNCH_SPAWN_FAILED", what) from exc
+        lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
+        try:
+            handle = capture_handle(proc.pid, provider)
+            finish = max(clock.now_ms(), started)
+            run_changes: list[Change] = [
+                AttemptChange(
+                    att.id,
+                    "run",
+                    set={"executor_handle": handle, "pid": proc.pid, "started_at_ms": started},
+                    dedupe_key=f"local-launch:{att.id}:running",
+                ),
+                RunChange(
+                    "start",
+                    set={} if run.started_at_ms is not None else {"started_at_ms": started},
+                    dedupe_key=f"local-launch:{att.id}:run-running",
+                ),
+            ]
+            repo.advance(
+                run_id,
+                version,
+                run_changes,
+                actor=actor,
+                at_ms=finish,
+                expect=Expect(
+                    attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
+                ),
+            )
+        except BaseException as exc:
+            # spec 03 "Capture": the launch fails and the spawned group is stopped.
+            _stop_group(proc)
+            what = (
+                f"launched process could not be recorded ({_why(exc)}); the process group was "
+                "stopped"
+            )
+            raise failed(exc, "LAUNCH_CAPTURE_FAILED", what) from exc
+        return Launched(run_id, att.id, proc.pid, handle, started, proc)
+    finally:
+        lock.close()
 
 
+@dataclass(slots=True)
 class _Lock:
     """The launcher's descriptor of the Attempt lock (D-17), closed exactly once."""
 
-    __slots__ = ("attempt_id", "fd", "root")
-
-    def __init__(self, root: str, attempt_id: str, fd: int) -> None:
-        self.root = root
-        self.attempt_id = attempt_id
-        self.fd: int | None = fd
+    root: str
+    attempt_id: str
+    fd: int | None
 
     def close(self) -> None:
         """The wrapper holds it now (its own descriptor of the same open file description)."""
@@ -366,39 +323,6 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 def _why(exc: BaseException) -> str:
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return " ".join(f"{type(exc).__name__}: {text}".split())[:300]
-
-
-class _Starting(NamedTuple):
-    """A launch committed `starting` (its Run at ``version``): what marking it failed needs."""
-
-    conn: sqlite3.Connection
-    run_id: str
-    attempt_id: str
-    version: int
-    clock: Clock
-
-
-def _launch_failed(
-    exc: BaseException, lock: _Lock, failed: _Starting, code: str, what: str
-) -> LaunchFailed:
-    """A launch that failed after committing `starting` (D-3b): the lock given up, the Attempt
-    and Run marked failed with ``code`` (best effort), so it never blocks a start-up; the
-    LaunchFailed to raise, saying ``what`` went wrong. An interrupt is marked the same way and
-    then goes on."""
-    lock.discard()
-    marked = _mark_failed(*failed, code)
-    if not isinstance(exc, Exception):
-        raise exc
-    return LaunchFailed(f"{what}; {_marked(marked, failed.run_id)}")
-
-
-def _marked(marked: bool, run_id: str) -> str:
-    if marked:
-        return f"run {run_id} was marked failed, so it does not block the next start-up"
-    return (
-        f"run {run_id} could NOT be marked failed and blocks start-up until it is settled "
-        f"(inspect it with `qlfsm inspect --run {run_id}`)"
-    )
 
 
 def _mark_failed(

@@ -34,17 +34,6 @@ LOCK_FD_VARIABLE = "QL3_LAUNCH_LOCK_FD"
 
 
 class _Settings:
-    __slots__ = (
-        "attempt_id",
-        "lock_fd",
-        "run_id",
-        "sequence",
-        "started",
-        "target",
-        "temporary",
-        "token",
-    )
-
     def __init__(self, env: Mapping[str, str]) -> None:
         def required(name: str) -> str:
             value = env.get(name, "")
@@ -165,16 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One line, no token: the exit status below is the command's regardless.
         print(f"qlfsm wrapper: receipt not published: {problem}", file=sys.stderr)
     if settings.lock_fd is not None:
-        _drop_lock_file(settings)
+        # The lock file's name goes (the lock goes with the process), only after the receipt's
+        # publication: a pass that then finds no lock reads the receipt first (ADR-0068 §2 order).
+        path = os.path.join(os.path.dirname(settings.target), lock_name(settings.attempt_id))
+        unlink_own_lock(settings.lock_fd, path)
     return status
-
-
-def _drop_lock_file(settings: _Settings) -> None:
-    """Unlink the lock file's name (the lock goes with the process), only after the receipt's
-    publication: a pass that then finds no lock reads the receipt first (ADR-0068 §2 order)."""
-    assert settings.lock_fd is not None
-    path = os.path.join(os.path.dirname(settings.target), lock_name(settings.attempt_id))
-    unlink_own_lock(settings.lock_fd, path)
 
 
 if __name__ == "__main__":

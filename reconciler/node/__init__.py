@@ -33,12 +33,10 @@ from reconciler.node._receipt import (
     validate_id,
 )
 from reconciler.node._receipt_fs import write_durably
-from reconciler.node._receipt_store import (
+from reconciler.node._receipt_layout import (
     MAX_QUARANTINE_SLOTS,
-    FileReceiptStore,
     Found,
     Invalid,
-    MemoryReceiptStore,
     Missing,
     QuarantineNotDone,
     ReadResult,
@@ -51,6 +49,7 @@ from reconciler.node._receipt_store import (
     quarantine_ref,
     receipt_path,
 )
+from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
 from reconciler.node._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 
 __all__ = [

@@ -41,15 +41,9 @@ from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_loc
 from reconciler.node._clock import Clock, SystemClock
 from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
 from reconciler.node._receipt import validate_id
-from reconciler.node._receipt_store import (
-    ReceiptExists,
-    ReceiptRootError,
-    lock_path,
-    prepare_receipt_dirs,
-    receipt_path,
-    temp_path,
-    validate_receipt_root,
-)
+from reconciler.node._receipt_fs import prepare_receipt_dirs
+from reconciler.node._receipt_layout import ReceiptExists, lock_path, receipt_path, temp_path
+from reconciler.node._root_check import ReceiptRootError, validate_receipt_root
 
 if TYPE_CHECKING:
     from storage import Actor, AttemptRow, Repository, RunRow

@@ -12,16 +12,19 @@ from reconciler.node._receipt_layout import (
     _CREATE_TEMP,
     _OPEN_DIR,
     ReceiptExists,
-    ReceiptRootError,
     Unusable,
     _require_id,
     receipt_name,
     shard_path,
-    validate_receipt_root,
 )
-from reconciler.node._root_check import check_dir_fd, private_dir
-from reconciler.node._root_check import root_error as root_error
-from reconciler.node._root_check import what_is as _what_is
+from reconciler.node._root_check import (
+    ReceiptRootError,
+    private_dir,
+    refuse_loose,
+    root_error,
+    validate_receipt_root,
+    what_is,
+)
 
 
 def _fsync_dir_best_effort(dir_fd: int) -> None:
@@ -103,27 +106,20 @@ def _not_a_dir(error: OSError) -> bool:
 def _open_dirs_in(dir_fd: int, names: list[str], *, create: bool) -> int | None:
     """An O_NOFOLLOW descriptor of ``dir_fd``/names[0]/names[1]/..., each a real directory
     (created 0700 when ``create``); None when one is missing and not ``create``."""
-    current = dir_fd
-    try:
-        for name in names:
+    current = os.dup(dir_fd)
+    for name in names:
+        try:
             if create:
                 private_dir(name, dir_fd=current)
-            try:
-                opened = os.open(name, _OPEN_DIR, dir_fd=current)
-            except FileNotFoundError:
-                if create:
-                    raise
-                if current != dir_fd:
-                    os.close(current)
-                return None
-            if current != dir_fd:
-                os.close(current)
-            current = opened
-    except BaseException:
-        if current != dir_fd:
+            opened = os.open(name, _OPEN_DIR, dir_fd=current)
+        except FileNotFoundError:
+            if create:
+                raise
+            return None
+        finally:
             os.close(current)
-        raise
-    return current if current != dir_fd else os.dup(dir_fd)
+        current = opened
+    return current
 
 
 def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
@@ -156,14 +152,14 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
         ) from None
     try:
         # D-16: a root another user can write is refused before the launch commits anything.
-        check_dir_fd("root", root, root_fd)
+        refuse_loose("root", root, os.fstat(root_fd))
         try:
             private_dir(shard, dir_fd=root_fd)
             shard_fd = os.open(shard, _OPEN_DIR, dir_fd=root_fd)
         except OSError as error:
             if _not_a_dir(error):
                 raise ReceiptRootError(
-                    f"receipt shard {shard_at!r} is {_what_is(shard_at)}, not a directory: move "
+                    f"receipt shard {shard_at!r} is {what_is(shard_at)}, not a directory: move "
                     "it out of the receipt root (the launcher creates the shards)"
                 ) from None
             raise ReceiptRootError(
@@ -171,7 +167,7 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
                 "root writable"
             ) from None
         try:
-            check_dir_fd("shard", shard_at, shard_fd)
+            refuse_loose("shard", shard_at, os.fstat(shard_fd))
             os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
         except FileNotFoundError:
             return

@@ -15,9 +15,6 @@ from reconciler.node._receipt import (
     decode_receipt,
     validate_id,
 )
-from reconciler.node._root_check import MAX_ROOT_BYTES as MAX_ROOT_BYTES
-from reconciler.node._root_check import ReceiptRootError as ReceiptRootError
-from reconciler.node._root_check import validate_receipt_root as validate_receipt_root
 
 QUARANTINE_DIR: Final = ".quarantine"
 # Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in
@@ -92,19 +89,14 @@ def directory_at(problem: object) -> str | None:
     return None
 
 
-def directory_fix(path: str) -> str:
-    """The one line that says what to do about a directory at the receipt path ``path``."""
-    return (
-        f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
-        "path, and a receipt is a file, so it can be neither read nor quarantined"
-    )
-
-
 class DirectoryAtReceipt(ValueError):
     """A directory stands where a receipt file would be (D-16); the message says the fix."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(directory_fix(path))
+        super().__init__(
+            f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
+            "path, and a receipt is a file, so it can be neither read nor quarantined"
+        )
         self.path = path
 
 
@@ -148,10 +140,9 @@ def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
         import secrets  # here: only a publication needs a nonce, never the start-up pass
 
         nonce_hex = secrets.token_hex(16)
-    nonce = nonce_hex
-    if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
+    if len(nonce_hex) != 32 or any(c not in "0123456789abcdef" for c in nonce_hex):
         raise ValueError("temp nonce must be 32 lower-case hex digits")
-    return f".{_require_id(attempt_id)}.{nonce}.tmp"
+    return f".{_require_id(attempt_id)}.{nonce_hex}.tmp"
 
 
 def temp_path(root: str, attempt_id: str, nonce_hex: str | None = None) -> str:
@@ -192,6 +183,21 @@ def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
     return attempt_id, slot
 
 
+def first_slot(attempt_id: str, previous_ref: str | None) -> int:
+    """Where the search for the Attempt's quarantine target starts (D-3c): the slot of
+    ``previous_ref`` (the journal row's) when it names one of this Attempt's, else 1."""
+    parsed = parse_quarantine_ref(previous_ref) if previous_ref is not None else None
+    return parsed[1] if parsed is not None and parsed[0] == attempt_id else 1
+
+
+def own_ref(attempt_id: str, ref: str) -> str:
+    """``ref`` when it is a quarantine name of Attempt ``attempt_id``, else ValueError."""
+    parsed = parse_quarantine_ref(ref)
+    if parsed is None or parsed[0] != attempt_id:
+        raise ValueError(f"{ref!r} is not a quarantine name of Attempt {attempt_id}")
+    return ref
+
+
 class ReceiptStore(Protocol):
     """The port the reconciler reads receipts through.
 
@@ -224,8 +230,6 @@ class ReceiptStore(Protocol):
     def holds_quarantine(self, ref: str) -> bool: ...
 
     def delete(self, attempt_id: str) -> None: ...
-
-    def quarantine_ref(self, attempt_id: str) -> str: ...
 
     def lock_state(self, attempt_id: str) -> str:
         """The Attempt lock (D-17): `absent`, `free`, `held`, or `unusable:<why>`. Never

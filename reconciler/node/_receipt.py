@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 SCHEMA_VERSION: Final = 1
@@ -76,6 +76,10 @@ class Receipt:
         )
 
 
+# Each JSON key (spec 03 order) to its Receipt field: the dataclass declares them in that order.
+_FIELD_NAMES: Final = dict(zip(RECEIPT_KEYS, (f.name for f in fields(Receipt)), strict=True))
+
+
 def validate_id(value: object) -> bool:
     """True when `value` is a portable execution ID (runId / attemptId rule of spec 03)."""
     return isinstance(value, str) and _ID.fullmatch(value) is not None
@@ -114,35 +118,17 @@ def _field_error(fields: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _as_fields(receipt: Receipt) -> dict[str, Any]:
-    return {
-        "schemaVersion": receipt.schema_version,
-        "runId": receipt.run_id,
-        "attemptId": receipt.attempt_id,
-        "callbackSequence": receipt.callback_sequence,
-        "token": receipt.token,
-        "startedAtMs": receipt.started_at_ms,
-        "finishedAtMs": receipt.finished_at_ms,
-        "exitCode": receipt.exit_code,
-    }
-
-
-def _serialize(fields: Mapping[str, Any]) -> bytes:
-    # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
-    # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
-    ordered = {key: fields[key] for key in RECEIPT_KEYS}
-    return json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-
-
 def encode_receipt(receipt: Receipt) -> bytes:
     """The canonical bytes of `receipt`; raises InvalidReceipt if a field breaks spec 03."""
     if not isinstance(receipt, Receipt):
         raise InvalidReceipt("not_a_receipt")
-    fields = _as_fields(receipt)
-    reason = _field_error(fields)
+    values = {key: getattr(receipt, name) for key, name in _FIELD_NAMES.items()}
+    reason = _field_error(values)
     if reason is not None:
         raise InvalidReceipt(reason)
-    data = _serialize(fields)
+    # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
+    # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
+    data = json.dumps(values, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     if len(data) > MAX_RECEIPT_BYTES:  # unreachable with bounded fields; kept as the spec's rule
         raise InvalidReceipt("too_large")
     return data
@@ -239,16 +225,7 @@ def decode_receipt(data: bytes) -> Receipt:
     reason = _field_error(parsed)
     if reason is not None:
         raise InvalidReceipt(reason)
-    return Receipt(
-        schema_version=parsed["schemaVersion"],
-        run_id=parsed["runId"],
-        attempt_id=parsed["attemptId"],
-        callback_sequence=parsed["callbackSequence"],
-        token=parsed["token"],
-        started_at_ms=parsed["startedAtMs"],
-        finished_at_ms=parsed["finishedAtMs"],
-        exit_code=parsed["exitCode"],
-    )
+    return Receipt(**{name: parsed[key] for key, name in _FIELD_NAMES.items()})
 
 
 def token_sha256_hex(token: str) -> str:
@@ -298,10 +275,9 @@ def authenticate_receipt(
         or re.fullmatch(_HEX64, callback_token_hash) is None
     ):
         return "token_hash_invalid"
-    import hashlib  # here, not at import: most passes never authenticate a receipt (OpenSSL)
     import hmac
 
-    actual = hashlib.sha256(receipt.token.encode("utf-8")).digest()
-    if not hmac.compare_digest(actual, bytes.fromhex(callback_token_hash)):
+    # Both sides are 64 lower-case hex digits here: a constant-time compare of the strings.
+    if not hmac.compare_digest(token_sha256_hex(receipt.token), callback_token_hash):
         return "token_mismatch"
     return None

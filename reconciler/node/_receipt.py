@@ -85,35 +85,32 @@ def validate_id(value: object) -> bool:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
-def _is_int(value: object) -> bool:
+def _int_in(value: object, low: int, high: int) -> bool:
     # bool is a subclass of int in Python; JSON `true` is never an integer here.
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _field_error(fields: Mapping[str, Any]) -> str | None:
     """The first schema rule `fields` (keyed by JSON names) breaks, or None."""
-    version = fields["schemaVersion"]
-    if not _is_int(version) or version != SCHEMA_VERSION:
+    if not _int_in(fields["schemaVersion"], SCHEMA_VERSION, SCHEMA_VERSION):
         return "bad_schema_version"
     if not validate_id(fields["runId"]):
         return "bad_run_id"
     if not validate_id(fields["attemptId"]):
         return "bad_attempt_id"
-    sequence = fields["callbackSequence"]
-    if not _is_int(sequence) or not 1 <= sequence <= MAX_SAFE_INTEGER:
+    if not _int_in(fields["callbackSequence"], 1, MAX_SAFE_INTEGER):
         return "bad_callback_sequence"
     token = fields["token"]
     if not isinstance(token, str) or re.fullmatch(_TOKEN, token) is None:
         return "bad_token"
     started, finished = fields["startedAtMs"], fields["finishedAtMs"]
-    if not _is_int(started) or not 0 <= started <= MAX_SAFE_INTEGER:
+    if not _int_in(started, 0, MAX_SAFE_INTEGER):
         return "bad_started_at_ms"
-    if not _is_int(finished) or not 0 <= finished <= MAX_SAFE_INTEGER:
+    if not _int_in(finished, 0, MAX_SAFE_INTEGER):
         return "bad_finished_at_ms"
     if finished < started:
         return "finished_before_started"
-    code = fields["exitCode"]
-    if not _is_int(code) or not 0 <= code <= 255:
+    if not _int_in(fields["exitCode"], 0, 255):
         return "bad_exit_code"
     return None
 
@@ -261,9 +258,8 @@ def authenticate_receipt(
     if receipt.attempt_id != attempt_id:
         return "attempt_id_mismatch"
     terminal = attempt_status in TERMINAL_STATUSES or run_status in TERMINAL_STATUSES
-    allowed = {attempt_callback_sequence + 1}
-    if terminal:
-        allowed.add(attempt_callback_sequence)
+    sequence = attempt_callback_sequence
+    allowed = {sequence, sequence + 1} if terminal else {sequence + 1}
     if receipt.callback_sequence not in allowed:
         return "callback_sequence_mismatch"
     if receipt.started_at_ms < attempt_created_at_ms:

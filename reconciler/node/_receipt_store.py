@@ -66,6 +66,10 @@ from reconciler.node._root_check import (
 
 # "No receipt": a value without fields, one for every read that finds none.
 _MISSING = Missing()
+# What a MemoryReceiptStore's `put_state` plants: a non-file at the receipt's name, or a shard
+# that is not a directory (with the reason its read answers).
+_PLANTED_FILES = ("symlink", "fifo", "directory")
+_PLANTED_SHARDS = {"shard_symlink": "shard_is_symlink", "shard_file": "shard_not_directory"}
 
 
 class FileReceiptStore:
@@ -131,8 +135,7 @@ class FileReceiptStore:
             try:
                 mode = os.fstat(fd).st_mode
                 if stat.S_ISDIR(mode):
-                    path = receipt_path(self.root, attempt_id)
-                    return Invalid(f"{DIRECTORY_PROBLEM}{path}")
+                    return Invalid(DIRECTORY_PROBLEM + receipt_path(self.root, attempt_id))
                 if not stat.S_ISREG(mode):
                     return Invalid("not_regular_file")
                 with open(fd, "rb", closefd=False) as file:
@@ -186,11 +189,9 @@ class FileReceiptStore:
             shard_fd = self._open_shard_for_move(root_fd, attempt_id)
             if shard_fd is not None:
                 try:
-                    source = os.stat(
-                        receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False
-                    )
-                except FileNotFoundError:
-                    source = None
+                    with contextlib.suppress(FileNotFoundError):
+                        name = receipt_name(attempt_id)
+                        source = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
                 finally:
                     os.close(shard_fd)
             try:
@@ -447,7 +448,7 @@ class MemoryReceiptStore:
         self.files[_require_id(attempt_id)] = bytes(data)
 
     def put_state(self, attempt_id: str, kind: str) -> None:
-        if kind not in ("symlink", "fifo", "directory", "shard_symlink", "shard_file"):
+        if kind not in _PLANTED_FILES and kind not in _PLANTED_SHARDS:
             raise ValueError(f"unknown special state {kind!r}")
         self.special[_require_id(attempt_id)] = kind
 
@@ -469,9 +470,8 @@ class MemoryReceiptStore:
                 self.root,
             )
         kind = self.special.get(attempt_id)
-        if kind in ("shard_symlink", "shard_file"):
-            reason = "shard_is_symlink" if kind == "shard_symlink" else "shard_not_directory"
-            return Unusable(reason, shard_path(self.root, attempt_id))
+        if kind in _PLANTED_SHARDS:
+            return Unusable(_PLANTED_SHARDS[kind], shard_path(self.root, attempt_id))
         if kind is not None:
             return Invalid("symlink" if kind == "symlink" else "not_regular_file")
         data = self.files.get(attempt_id)
@@ -497,11 +497,7 @@ class MemoryReceiptStore:
 
     def quarantine(self, attempt_id: str, ref: str | None = None) -> str:
         ref = own_ref(attempt_id, self.quarantine_target(attempt_id) if ref is None else ref)
-        moving = attempt_id in self.files or self.special.get(attempt_id) in (
-            "symlink",
-            "fifo",
-            "directory",
-        )
+        moving = attempt_id in self.files or self.special.get(attempt_id) in _PLANTED_FILES
         if not moving:
             if ref not in self.quarantined:
                 raise QuarantineNotDone(f"the receipt vanished before it could be moved to {ref}")

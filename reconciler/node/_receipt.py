@@ -136,12 +136,11 @@ class _DuplicateKey(Exception):
 
 
 def _pairs_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of duplicate keys silently (spec 03): detect them here.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey
-        result[key] = value
+    # json.loads keeps the last of duplicate keys silently (spec 03): a key seen twice makes
+    # the object smaller than its list of pairs.
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _DuplicateKey
     return result
 
 

@@ -27,9 +27,8 @@ from reconciler.node._receipt_fs import (
     _fsync_dir_best_effort,
     _not_a_dir,
     _open_dirs_in,
-    _open_or_make_dir,
     _unusable,
-    publish_bytes_in,
+    publish_bytes_at,
 )
 from reconciler.node._receipt_layout import (
     _OPEN_DIR,
@@ -54,7 +53,7 @@ from reconciler.node._receipt_layout import (
     receipt_name,
     receipt_path,
     shard_path,
-    temp_name,
+    temp_path,
 )
 from reconciler.node._root_check import (
     ReceiptRootError,
@@ -148,14 +147,10 @@ class FileReceiptStore:
 
     def publish(self, receipt: Receipt) -> None:
         data = encode_receipt(receipt)
-        attempt_id = receipt.attempt_id
         os.makedirs(os.path.dirname(self.root), exist_ok=True)
         private_dir(self.root)
-        dir_fd = _open_or_make_dir(shard_path(self.root, attempt_id))
-        try:
-            publish_bytes_in(dir_fd, receipt_name(attempt_id), temp_name(attempt_id), data)
-        finally:
-            os.close(dir_fd)
+        target = receipt_path(self.root, receipt.attempt_id)
+        publish_bytes_at(target, temp_path(self.root, receipt.attempt_id), data)
 
     def _quarantine_root(self) -> int:
         root_fd = self._open_root()

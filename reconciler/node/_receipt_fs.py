@@ -33,13 +33,6 @@ def _fsync_dir_best_effort(dir_fd: int) -> None:
         os.fsync(dir_fd)
 
 
-def _open_or_make_dir(path: str) -> int:
-    """An O_NOFOLLOW descriptor of directory `path`, creating it 0700 (whatever the umask,
-    D-16) if it is missing."""
-    private_dir(path)
-    return os.open(path, _OPEN_DIR)
-
-
 def write_durably(fd: int, data: bytes) -> None:
     """Every byte of ``data`` to the new file ``fd``, fsync, then ``fd`` closed (whatever
     happens)."""
@@ -52,40 +45,32 @@ def write_durably(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
-def publish_bytes_in(dir_fd: int, final_name: str, temporary_name: str, data: bytes) -> None:
-    """Publish `data` once as `final_name` in the directory `dir_fd` (spec 03 "Publish once").
-
-    Exclusive 0600 temp file, fsync, hard link to the final name (an existing receipt is kept:
-    ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
-    """
-    fd = os.open(temporary_name, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
-    try:
-        write_durably(fd, data)
-        try:
-            os.link(
-                temporary_name,
-                final_name,
-                src_dir_fd=dir_fd,
-                dst_dir_fd=dir_fd,
-                follow_symlinks=False,
-            )
-        except FileExistsError:
-            raise ReceiptExists(final_name.removesuffix(".json")) from None
-    finally:
-        # A leftover temp is harmless: readers only ever open the final name.
-        with contextlib.suppress(OSError):
-            os.unlink(temporary_name, dir_fd=dir_fd)
-    _fsync_dir_best_effort(dir_fd)
-
-
 def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
-    """`publish_bytes_in` for two absolute paths in one directory (the wrapper's env form)."""
+    """Publish `data` once at `target` (spec 03 "Publish once"); both paths are absolute and in
+    one directory, created 0700 (whatever the umask, D-16) if it is missing.
+
+    Exclusive 0600 temp file `temporary`, fsync, hard link to `target` (an existing receipt is
+    kept: ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
+    """
     directory = os.path.dirname(target)
     if not os.path.isabs(target) or os.path.dirname(temporary) != directory:
         raise ValueError("receipt target and temporary must be absolute paths in one directory")
-    dir_fd = _open_or_make_dir(directory)
+    final, temp = os.path.basename(target), os.path.basename(temporary)
+    private_dir(directory)
+    dir_fd = os.open(directory, _OPEN_DIR)
     try:
-        publish_bytes_in(dir_fd, os.path.basename(target), os.path.basename(temporary), data)
+        fd = os.open(temp, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
+        try:
+            write_durably(fd, data)
+            try:
+                os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                raise ReceiptExists(final.removesuffix(".json")) from None
+        finally:
+            # A leftover temp is harmless: readers only ever open the final name.
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+        _fsync_dir_best_effort(dir_fd)
     finally:
         os.close(dir_fd)
 

@@ -136,16 +136,15 @@ def check_shard_dir(root: str, shard: str) -> None:
         refuse_loose("shard", path, st)
 
 
-def private_dir(path: str, *, dir_fd: int | None = None) -> bool:
+def private_dir(path: str, *, dir_fd: int | None = None) -> None:
     """``mkdir(path, 0700)``, then the mode set to 0700 exactly, whatever the umask (a umask of
-    0777 would otherwise leave a directory nobody can use). False when it already existed."""
+    0777 would otherwise leave a directory nobody can use). An existing entry is left as is."""
     try:
         os.mkdir(path, 0o700, dir_fd=dir_fd)
     except FileExistsError:
-        return False
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.fchmod(fd, 0o700)
     finally:
         os.close(fd)
-    return True

@@ -1,4 +1,4 @@
-"""The receipt file store (spec 03 "Receipt file store"): a port, the real store and a fake.
+"""The receipt file store (spec 03 "Receipt file store") and its in-memory fake for tests.
 
 Paths are computed only from a validated Attempt ID; the store never lists or scans a directory.
 Neither the root, the shard directory nor the receipt is followed when it is a symbolic link.

@@ -120,7 +120,8 @@ class FileReceiptStore:
         shard = self._open_shard(attempt_id)
         if not isinstance(shard, int):
             return shard
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, shard)
             try:
                 fd = os.open(receipt_name(attempt_id), _OPEN_RECEIPT, dir_fd=shard)
             except FileNotFoundError:
@@ -131,18 +132,14 @@ class FileReceiptStore:
                 if error.errno in (errno.ENXIO, errno.ENOTDIR):  # a socket, or worse
                     return Invalid("not_regular_file")
                 raise
-            try:
-                mode = os.fstat(fd).st_mode
-                if stat.S_ISDIR(mode):
-                    return Invalid(DIRECTORY_PROBLEM + receipt_path(self.root, attempt_id))
-                if not stat.S_ISREG(mode):
-                    return Invalid("not_regular_file")
-                with open(fd, "rb", closefd=False) as file:
-                    data = file.read(MAX_RECEIPT_BYTES + 1)
-            finally:
-                os.close(fd)
-        finally:
-            os.close(shard)
+            opened.callback(os.close, fd)
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                return Invalid(DIRECTORY_PROBLEM + receipt_path(self.root, attempt_id))
+            if not stat.S_ISREG(mode):
+                return Invalid("not_regular_file")
+            with open(fd, "rb", closefd=False) as file:
+                data = file.read(MAX_RECEIPT_BYTES + 1)
         return _judge(attempt_id, data)
 
     def publish(self, receipt: Receipt) -> None:
@@ -179,16 +176,15 @@ class FileReceiptStore:
         lists a directory (at most MAX_QUARANTINE_SLOTS names are looked up)."""
         start = first_slot(attempt_id, previous_ref)
         root_fd = self._quarantine_root()
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             source: os.stat_result | None = None
             shard_fd = self._open_shard_for_move(root_fd, attempt_id)
             if shard_fd is not None:
-                try:
-                    with contextlib.suppress(FileNotFoundError):
-                        name = receipt_name(attempt_id)
-                        source = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
-                finally:
-                    os.close(shard_fd)
+                opened.callback(os.close, shard_fd)
+                with contextlib.suppress(FileNotFoundError):
+                    name = receipt_name(attempt_id)
+                    source = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
             except OSError as error:
@@ -196,11 +192,9 @@ class FileReceiptStore:
                     f"{QUARANTINE_DIR} under {self.root!r} is not a real directory "
                     f"({error.strerror}); nothing was moved"
                 ) from error
-        finally:
-            os.close(root_fd)
-        if q_fd is None:
-            return quarantine_ref(attempt_id, start)
-        try:
+            if q_fd is None:
+                return quarantine_ref(attempt_id, start)
+            opened.callback(os.close, q_fd)
             for slot in range(start, MAX_QUARANTINE_SLOTS + 1):
                 ref = quarantine_ref(attempt_id, slot)
                 try:
@@ -212,8 +206,6 @@ class FileReceiptStore:
                     return ref
                 if source is not None and _same_inode(held, source):
                     return ref
-        finally:
-            os.close(q_fd)
         raise QuarantineNotDone(
             f"all {MAX_QUARANTINE_SLOTS} quarantine slots of Attempt {attempt_id} are taken; "
             "purge old copies from the quarantine, nothing was moved"
@@ -232,7 +224,8 @@ class FileReceiptStore:
         ref = own_ref(attempt_id, self.quarantine_target(attempt_id) if ref is None else ref)
         name, slot_name = receipt_name(attempt_id), ref.rsplit("/", 1)[1]
         root_fd = self._quarantine_root()
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=True)
             except OSError as error:
@@ -241,19 +234,13 @@ class FileReceiptStore:
                     "nothing was moved"
                 ) from error
             assert q_fd is not None
-            try:
-                shard_fd = self._open_shard_for_move(root_fd, attempt_id)
-                if shard_fd is None:
-                    _require_copy(q_fd, slot_name, ref)  # nothing left to move
-                    return ref
-                try:
-                    self._link_then_unlink(shard_fd, name, q_fd, slot_name, ref)
-                finally:
-                    os.close(shard_fd)
-            finally:
-                os.close(q_fd)
-        finally:
-            os.close(root_fd)
+            opened.callback(os.close, q_fd)
+            shard_fd = self._open_shard_for_move(root_fd, attempt_id)
+            if shard_fd is None:
+                _require_copy(q_fd, slot_name, ref)  # nothing left to move
+                return ref
+            opened.callback(os.close, shard_fd)
+            self._link_then_unlink(shard_fd, name, q_fd, slot_name, ref)
         return ref
 
     @staticmethod
@@ -348,7 +335,8 @@ class FileReceiptStore:
                 errno.ENOTDIR,
                 f"receipt root {self.root!r} is not a real directory; nothing was purged",
             )
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
             except OSError as error:
@@ -359,12 +347,10 @@ class FileReceiptStore:
                         "directory; nothing was purged",
                     ) from error
                 raise
-        finally:
-            os.close(root_fd)
-        if q_fd is None:
-            return 0
-        removed = 0
-        try:
+            if q_fd is None:
+                return 0
+            opened.callback(os.close, q_fd)
+            removed = 0
             for slot in range(1, last + 1):
                 name = quarantine_ref(attempt_id, slot).rsplit("/", 1)[1]
                 try:
@@ -382,8 +368,6 @@ class FileReceiptStore:
                 removed += 1
             if removed:
                 _fsync_dir_best_effort(q_fd)
-        finally:
-            os.close(q_fd)
         return removed
 
 

@@ -135,7 +135,8 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
         raise ReceiptRootError(
             f"cannot open receipt root {root!r} ({error.strerror}): make it a readable directory"
         ) from None
-    try:
+    with contextlib.ExitStack() as opened:
+        opened.callback(os.close, root_fd)
         # D-16: a root another user can write is refused before the launch commits anything.
         refuse_loose("root", root, os.fstat(root_fd))
         try:
@@ -151,13 +152,10 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
                 f"cannot create receipt shard {shard_at!r} ({error.strerror}): make the receipt "
                 "root writable"
             ) from None
+        opened.callback(os.close, shard_fd)
+        refuse_loose("shard", shard_at, os.fstat(shard_fd))
         try:
-            refuse_loose("shard", shard_at, os.fstat(shard_fd))
             os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
         except FileNotFoundError:
             return
-        finally:
-            os.close(shard_fd)
         raise ReceiptExists(attempt_id)
-    finally:
-        os.close(root_fd)

@@ -68,12 +68,9 @@ class Receipt:
 
     def __repr__(self) -> str:
         # The token is a capability: it must never reach a log through a repr (spec 03).
-        return (
-            f"Receipt(schema_version={self.schema_version!r}, run_id={self.run_id!r}, "
-            f"attempt_id={self.attempt_id!r}, callback_sequence={self.callback_sequence!r}, "
-            f"token=<redacted>, started_at_ms={self.started_at_ms!r}, "
-            f"finished_at_ms={self.finished_at_ms!r}, exit_code={self.exit_code!r})"
-        )
+        shown = {f.name: repr(getattr(self, f.name)) for f in fields(self)}
+        shown["token"] = "<redacted>"
+        return f"Receipt({', '.join(f'{name}={value}' for name, value in shown.items())})"
 
 
 # Each JSON key (spec 03 order) to its Receipt field: the dataclass declares them in that order.

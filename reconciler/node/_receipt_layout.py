@@ -165,22 +165,19 @@ def quarantine_ref(attempt_id: str, slot: int = 1) -> str:
 def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
     """(attempt id, slot) of a name made by :func:`quarantine_ref`, else None."""
     parts = ref.split("/") if isinstance(ref, str) else []
-    if len(parts) != 3 or parts[0] != QUARANTINE_DIR or not parts[2].endswith(".json"):
+    if len(parts) != 3:
         return None
-    stem = parts[2].removesuffix(".json")
-    attempt_id, plus, number = stem.partition("+")
-    slot = 1
-    if plus:
-        # Short ASCII digits without a leading zero: a hostile journal value ("²", 5000 digits)
-        # must not reach int(), and each slot has exactly one name.
-        if not (number.isascii() and number.isdigit()) or len(number) > 4 or number[0] == "0":
-            return None
-        slot = int(number)
-        if slot < 2:
-            return None
-    if not validate_id(attempt_id) or parts[1] != attempt_id[:2] or slot > MAX_QUARANTINE_SLOTS:
+    attempt_id, plus, number = parts[2].removesuffix(".json").partition("+")
+    # Short ASCII digits: a hostile journal value ("²", 5000 digits) must not reach int().
+    if plus and not (number.isascii() and number.isdigit() and len(number) <= 4):
         return None
-    return attempt_id, slot
+    slot = int(number) if plus else 1
+    try:
+        canonical = quarantine_ref(attempt_id, slot)
+    except ValueError:  # not a portable execution ID, or no such slot
+        return None
+    # Each slot has exactly one name: "+1", "+02" or another shard is none of them.
+    return (attempt_id, slot) if canonical == ref else None
 
 
 def first_slot(attempt_id: str, previous_ref: str | None) -> int:

@@ -444,10 +444,8 @@ class MemoryReceiptStore:
         if self.root_state == "missing":
             return RootMissing()
         if self.root_state != "directory":
-            return Unusable(
-                f"root_{'is_symlink' if self.root_state == 'symlink' else 'not_directory'}",
-                self.root,
-            )
+            symlink = self.root_state == "symlink"
+            return Unusable("root_is_symlink" if symlink else "root_not_directory", self.root)
         kind = self.special.get(attempt_id)
         if kind in _PLANTED_SHARDS:
             return Unusable(_PLANTED_SHARDS[kind], shard_path(self.root, attempt_id))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 
 from reconciler.node._receipt_layout import (
     _CREATE_TEMP,
@@ -76,11 +75,7 @@ def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
 
 
 def _unusable(kind: str, path: str) -> Unusable:
-    try:
-        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:
-        is_link = False
-    return Unusable(f"{kind}_is_symlink" if is_link else f"{kind}_not_directory", path)
+    return Unusable(f"{kind}_is_symlink" if os.path.islink(path) else f"{kind}_not_directory", path)
 
 
 def _not_a_dir(error: OSError) -> bool:

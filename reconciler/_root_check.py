@@ -77,16 +77,16 @@ def root_error(root: str) -> str:
     )
 
 
-def loose_error(kind: str, path: str, st: os.stat_result) -> str | None:
-    """None when the directory ``path`` (``st``: its lstat) is safe to trust (D-16): not
-    writable by group or others, owned by the user running qlfsm or by root. Otherwise the
-    one-line error naming it, its mode and owner, and the command that fixes it."""
+def refuse_loose(kind: str, path: str, st: os.stat_result) -> None:
+    """ReceiptRootError unless the directory ``path`` (``st``: its stat) is safe to trust
+    (D-16): not writable by group or others, owned by the user running qlfsm or by root. The
+    one-line error names it, its mode and owner, and the command that fixes it."""
     mode = stat.S_IMODE(st.st_mode)
     me = os.geteuid()
     loose = bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
     foreign = st.st_uid not in (me, 0)
     if not loose and not foreign:
-        return None
+        return
     word = shell_word(path)
     problems, fixes = [], []
     if loose:
@@ -96,7 +96,7 @@ def loose_error(kind: str, path: str, st: os.stat_result) -> str | None:
     if foreign:
         problems.append(f"owned by uid {st.st_uid}, not by the user running qlfsm (uid {me})")
         fixes.insert(0, f"chown {me} {word}")
-    return (
+    raise ReceiptRootError(
         f"receipt {kind} {path!r} (mode {mode:04o}, owner uid {st.st_uid}) is "
         f"{' and '.join(problems)}: another local user could delete or plant receipts; fix it "
         f"with `{' && '.join(fixes)}`"
@@ -120,17 +120,8 @@ def check_root_dir(root: str) -> bool:
         ) from None
     if not stat.S_ISDIR(st.st_mode):
         raise ReceiptRootError(root_error(root))
-    problem = loose_error("root", root, st)
-    if problem is not None:
-        raise ReceiptRootError(problem)
+    refuse_loose("root", root, st)
     return True
-
-
-def check_dir_fd(kind: str, path: str, fd: int) -> None:
-    """ReceiptRootError when the open directory ``fd`` (at ``path``) is not safe to trust."""
-    problem = loose_error(kind, path, os.fstat(fd))
-    if problem is not None:
-        raise ReceiptRootError(problem)
 
 
 def check_shard_dir(root: str, shard: str) -> None:
@@ -142,21 +133,18 @@ def check_shard_dir(root: str, shard: str) -> None:
     except OSError:
         return
     if stat.S_ISDIR(st.st_mode):
-        problem = loose_error("shard", path, st)
-        if problem is not None:
-            raise ReceiptRootError(problem)
+        refuse_loose("shard", path, st)
 
 
-def private_dir(path: str, *, dir_fd: int | None = None) -> bool:
+def private_dir(path: str, *, dir_fd: int | None = None) -> None:
     """``mkdir(path, 0700)``, then the mode set to 0700 exactly, whatever the umask (a umask of
-    0777 would otherwise leave a directory nobody can use). False when it already existed."""
+    0777 would otherwise leave a directory nobody can use). An existing entry is left as is."""
     try:
         os.mkdir(path, 0o700, dir_fd=dir_fd)
     except FileExistsError:
-        return False
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.fchmod(fd, 0o700)
     finally:
         os.close(fd)
-    return True

@@ -589,7 +589,7 @@ def _unreadable_attempt(conn: Any, attempt_id: str) -> None:
 def test_a_missing_root_beside_a_launched_attempt_raises_naming_it_past_an_unreadable_run(
     repo: Repository, conn: Any, tmp_path: Path, launched: str
 ) -> None:
-    from reconciler.node._receipt_store import ReceiptRootError
+    from reconciler.node import ReceiptRootError
 
     table = FakeProcessTable()
     candidate(repo, table, 1, alive=False)

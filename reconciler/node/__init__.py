@@ -34,12 +34,10 @@ from reconciler.node._receipt import (
     validate_id,
 )
 from reconciler.node._receipt_fs import write_durably
-from reconciler.node._receipt_store import (
+from reconciler.node._receipt_layout import (
     MAX_QUARANTINE_SLOTS,
-    FileReceiptStore,
     Found,
     Invalid,
-    MemoryReceiptStore,
     Missing,
     QuarantineNotDone,
     ReadResult,
@@ -52,6 +50,7 @@ from reconciler.node._receipt_store import (
     quarantine_ref,
     receipt_path,
 )
+from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
 
 __all__ = [
     "MAX_QUARANTINE_SLOTS",

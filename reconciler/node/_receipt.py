@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 SCHEMA_VERSION: Final = 1
@@ -68,12 +68,13 @@ class Receipt:
 
     def __repr__(self) -> str:
         # The token is a capability: it must never reach a log through a repr (spec 03).
-        return (
-            f"Receipt(schema_version={self.schema_version!r}, run_id={self.run_id!r}, "
-            f"attempt_id={self.attempt_id!r}, callback_sequence={self.callback_sequence!r}, "
-            f"token=<redacted>, started_at_ms={self.started_at_ms!r}, "
-            f"finished_at_ms={self.finished_at_ms!r}, exit_code={self.exit_code!r})"
-        )
+        shown = {f.name: repr(getattr(self, f.name)) for f in fields(self)}
+        shown["token"] = "<redacted>"
+        return f"Receipt({', '.join(f'{name}={value}' for name, value in shown.items())})"
+
+
+# Each JSON key (spec 03 order) to its Receipt field: the dataclass declares them in that order.
+_FIELD_NAMES: Final = dict(zip(RECEIPT_KEYS, (f.name for f in fields(Receipt)), strict=True))
 
 
 def validate_id(value: object) -> bool:
@@ -81,68 +82,47 @@ def validate_id(value: object) -> bool:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
-def _is_int(value: object) -> bool:
+def _int_in(value: object, low: int, high: int) -> bool:
     # bool is a subclass of int in Python; JSON `true` is never an integer here.
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _field_error(fields: Mapping[str, Any]) -> str | None:
     """The first schema rule `fields` (keyed by JSON names) breaks, or None."""
-    version = fields["schemaVersion"]
-    if not _is_int(version) or version != SCHEMA_VERSION:
+    if not _int_in(fields["schemaVersion"], SCHEMA_VERSION, SCHEMA_VERSION):
         return "bad_schema_version"
     if not validate_id(fields["runId"]):
         return "bad_run_id"
     if not validate_id(fields["attemptId"]):
         return "bad_attempt_id"
-    sequence = fields["callbackSequence"]
-    if not _is_int(sequence) or not 1 <= sequence <= MAX_SAFE_INTEGER:
+    if not _int_in(fields["callbackSequence"], 1, MAX_SAFE_INTEGER):
         return "bad_callback_sequence"
     token = fields["token"]
     if not isinstance(token, str) or re.fullmatch(_TOKEN, token) is None:
         return "bad_token"
     started, finished = fields["startedAtMs"], fields["finishedAtMs"]
-    if not _is_int(started) or not 0 <= started <= MAX_SAFE_INTEGER:
+    if not _int_in(started, 0, MAX_SAFE_INTEGER):
         return "bad_started_at_ms"
-    if not _is_int(finished) or not 0 <= finished <= MAX_SAFE_INTEGER:
+    if not _int_in(finished, 0, MAX_SAFE_INTEGER):
         return "bad_finished_at_ms"
     if finished < started:
         return "finished_before_started"
-    code = fields["exitCode"]
-    if not _is_int(code) or not 0 <= code <= 255:
+    if not _int_in(fields["exitCode"], 0, 255):
         return "bad_exit_code"
     return None
-
-
-def _as_fields(receipt: Receipt) -> dict[str, Any]:
-    return {
-        "schemaVersion": receipt.schema_version,
-        "runId": receipt.run_id,
-        "attemptId": receipt.attempt_id,
-        "callbackSequence": receipt.callback_sequence,
-        "token": receipt.token,
-        "startedAtMs": receipt.started_at_ms,
-        "finishedAtMs": receipt.finished_at_ms,
-        "exitCode": receipt.exit_code,
-    }
-
-
-def _serialize(fields: Mapping[str, Any]) -> bytes:
-    # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
-    # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
-    ordered = {key: fields[key] for key in RECEIPT_KEYS}
-    return json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def encode_receipt(receipt: Receipt) -> bytes:
     """The canonical bytes of `receipt`; raises InvalidReceipt if a field breaks spec 03."""
     if not isinstance(receipt, Receipt):
         raise InvalidReceipt("not_a_receipt")
-    fields = _as_fields(receipt)
-    reason = _field_error(fields)
+    values = {key: getattr(receipt, name) for key, name in _FIELD_NAMES.items()}
+    reason = _field_error(values)
     if reason is not None:
         raise InvalidReceipt(reason)
-    data = _serialize(fields)
+    # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
+    # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
+    data = json.dumps(values, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     if len(data) > MAX_RECEIPT_BYTES:  # unreachable with bounded fields; kept as the spec's rule
         raise InvalidReceipt("too_large")
     return data
@@ -153,12 +133,11 @@ class _DuplicateKey(Exception):
 
 
 def _pairs_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of duplicate keys silently (spec 03): detect them here.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey
-        result[key] = value
+    # json.loads keeps the last of duplicate keys silently (spec 03): a key seen twice makes
+    # the object smaller than its list of pairs.
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _DuplicateKey
     return result
 
 
@@ -239,16 +218,7 @@ def decode_receipt(data: bytes) -> Receipt:
     reason = _field_error(parsed)
     if reason is not None:
         raise InvalidReceipt(reason)
-    return Receipt(
-        schema_version=parsed["schemaVersion"],
-        run_id=parsed["runId"],
-        attempt_id=parsed["attemptId"],
-        callback_sequence=parsed["callbackSequence"],
-        token=parsed["token"],
-        started_at_ms=parsed["startedAtMs"],
-        finished_at_ms=parsed["finishedAtMs"],
-        exit_code=parsed["exitCode"],
-    )
+    return Receipt(**{name: parsed[key] for key, name in _FIELD_NAMES.items()})
 
 
 def token_sha256_hex(token: str) -> str:
@@ -284,9 +254,8 @@ def authenticate_receipt(
     if receipt.attempt_id != attempt_id:
         return "attempt_id_mismatch"
     terminal = attempt_status in TERMINAL_STATUSES or run_status in TERMINAL_STATUSES
-    allowed = {attempt_callback_sequence + 1}
-    if terminal:
-        allowed.add(attempt_callback_sequence)
+    sequence = attempt_callback_sequence
+    allowed = {sequence, sequence + 1} if terminal else {sequence + 1}
     if receipt.callback_sequence not in allowed:
         return "callback_sequence_mismatch"
     if receipt.started_at_ms < attempt_created_at_ms:
@@ -298,10 +267,9 @@ def authenticate_receipt(
         or re.fullmatch(_HEX64, callback_token_hash) is None
     ):
         return "token_hash_invalid"
-    import hashlib  # here, not at import: most passes never authenticate a receipt (OpenSSL)
     import hmac
 
-    actual = hashlib.sha256(receipt.token.encode("utf-8")).digest()
-    if not hmac.compare_digest(actual, bytes.fromhex(callback_token_hash)):
+    # Both sides are 64 lower-case hex digits here: a constant-time compare of the strings.
+    if not hmac.compare_digest(token_sha256_hex(receipt.token), callback_token_hash):
         return "token_mismatch"
     return None

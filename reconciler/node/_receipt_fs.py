@@ -6,21 +6,23 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 
-from reconciler._root_check import check_dir_fd, private_dir
+from reconciler._root_check import (
+    ReceiptRootError,
+    private_dir,
+    refuse_loose,
+    validate_receipt_root,
+    what_is,
+)
 from reconciler._root_check import root_error as root_error
-from reconciler._root_check import what_is as _what_is
 from reconciler.node._receipt_layout import (
     _CREATE_TEMP,
     _OPEN_DIR,
     ReceiptExists,
-    ReceiptRootError,
     Unusable,
     _require_id,
     receipt_name,
     shard_path,
-    validate_receipt_root,
 )
 
 
@@ -28,13 +30,6 @@ def _fsync_dir_best_effort(dir_fd: int) -> None:
     # Some filesystems cannot fsync a directory; restart safety does not depend on it.
     with contextlib.suppress(OSError):
         os.fsync(dir_fd)
-
-
-def _open_or_make_dir(path: str) -> int:
-    """An O_NOFOLLOW descriptor of directory `path`, creating it 0700 (whatever the umask,
-    D-16) if it is missing."""
-    private_dir(path)
-    return os.open(path, _OPEN_DIR)
 
 
 def write_durably(fd: int, data: bytes) -> None:
@@ -49,50 +44,38 @@ def write_durably(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
-def publish_bytes_in(dir_fd: int, final_name: str, temporary_name: str, data: bytes) -> None:
-    """Publish `data` once as `final_name` in the directory `dir_fd` (spec 03 "Publish once").
-
-    Exclusive 0600 temp file, fsync, hard link to the final name (an existing receipt is kept:
-    ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
-    """
-    fd = os.open(temporary_name, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
-    try:
-        write_durably(fd, data)
-        try:
-            os.link(
-                temporary_name,
-                final_name,
-                src_dir_fd=dir_fd,
-                dst_dir_fd=dir_fd,
-                follow_symlinks=False,
-            )
-        except FileExistsError:
-            raise ReceiptExists(final_name.removesuffix(".json")) from None
-    finally:
-        # A leftover temp is harmless: readers only ever open the final name.
-        with contextlib.suppress(OSError):
-            os.unlink(temporary_name, dir_fd=dir_fd)
-    _fsync_dir_best_effort(dir_fd)
-
-
 def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
-    """`publish_bytes_in` for two absolute paths in one directory (the wrapper's env form)."""
+    """Publish `data` once at `target` (spec 03 "Publish once"); both paths are absolute and in
+    one directory, created 0700 (whatever the umask, D-16) if it is missing.
+
+    Exclusive 0600 temp file `temporary`, fsync, hard link to `target` (an existing receipt is
+    kept: ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
+    """
     directory = os.path.dirname(target)
     if not os.path.isabs(target) or os.path.dirname(temporary) != directory:
         raise ValueError("receipt target and temporary must be absolute paths in one directory")
-    dir_fd = _open_or_make_dir(directory)
+    final, temp = os.path.basename(target), os.path.basename(temporary)
+    private_dir(directory)
+    dir_fd = os.open(directory, _OPEN_DIR)
     try:
-        publish_bytes_in(dir_fd, os.path.basename(target), os.path.basename(temporary), data)
+        fd = os.open(temp, _CREATE_TEMP, 0o600, dir_fd=dir_fd)
+        try:
+            write_durably(fd, data)
+            try:
+                os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                raise ReceiptExists(final.removesuffix(".json")) from None
+        finally:
+            # A leftover temp is harmless: readers only ever open the final name.
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+        _fsync_dir_best_effort(dir_fd)
     finally:
         os.close(dir_fd)
 
 
 def _unusable(kind: str, path: str) -> Unusable:
-    try:
-        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:
-        is_link = False
-    return Unusable(f"{kind}_is_symlink" if is_link else f"{kind}_not_directory", path)
+    return Unusable(f"{kind}_is_symlink" if os.path.islink(path) else f"{kind}_not_directory", path)
 
 
 def _not_a_dir(error: OSError) -> bool:
@@ -103,27 +86,20 @@ def _not_a_dir(error: OSError) -> bool:
 def _open_dirs_in(dir_fd: int, names: list[str], *, create: bool) -> int | None:
     """An O_NOFOLLOW descriptor of ``dir_fd``/names[0]/names[1]/..., each a real directory
     (created 0700 when ``create``); None when one is missing and not ``create``."""
-    current = dir_fd
-    try:
-        for name in names:
+    current = os.dup(dir_fd)
+    for name in names:
+        try:
             if create:
                 private_dir(name, dir_fd=current)
-            try:
-                opened = os.open(name, _OPEN_DIR, dir_fd=current)
-            except FileNotFoundError:
-                if create:
-                    raise
-                if current != dir_fd:
-                    os.close(current)
-                return None
-            if current != dir_fd:
-                os.close(current)
-            current = opened
-    except BaseException:
-        if current != dir_fd:
+            opened = os.open(name, _OPEN_DIR, dir_fd=current)
+        except FileNotFoundError:
+            if create:
+                raise
+            return None
+        finally:
             os.close(current)
-        raise
-    return current if current != dir_fd else os.dup(dir_fd)
+        current = opened
+    return current
 
 
 def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
@@ -154,29 +130,27 @@ def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
         raise ReceiptRootError(
             f"cannot open receipt root {root!r} ({error.strerror}): make it a readable directory"
         ) from None
-    try:
+    with contextlib.ExitStack() as opened:
+        opened.callback(os.close, root_fd)
         # D-16: a root another user can write is refused before the launch commits anything.
-        check_dir_fd("root", root, root_fd)
+        refuse_loose("root", root, os.fstat(root_fd))
         try:
             private_dir(shard, dir_fd=root_fd)
             shard_fd = os.open(shard, _OPEN_DIR, dir_fd=root_fd)
         except OSError as error:
             if _not_a_dir(error):
                 raise ReceiptRootError(
-                    f"receipt shard {shard_at!r} is {_what_is(shard_at)}, not a directory: move "
+                    f"receipt shard {shard_at!r} is {what_is(shard_at)}, not a directory: move "
                     "it out of the receipt root (the launcher creates the shards)"
                 ) from None
             raise ReceiptRootError(
                 f"cannot create receipt shard {shard_at!r} ({error.strerror}): make the receipt "
                 "root writable"
             ) from None
+        opened.callback(os.close, shard_fd)
+        refuse_loose("shard", shard_at, os.fstat(shard_fd))
         try:
-            check_dir_fd("shard", shard_at, shard_fd)
             os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
         except FileNotFoundError:
             return
-        finally:
-            os.close(shard_fd)
         raise ReceiptExists(attempt_id)
-    finally:
-        os.close(root_fd)

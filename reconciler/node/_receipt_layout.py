@@ -92,19 +92,14 @@ def directory_at(problem: object) -> str | None:
     return None
 
 
-def directory_fix(path: str) -> str:
-    """The one line that says what to do about a directory at the receipt path ``path``."""
-    return (
-        f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
-        "path, and a receipt is a file, so it can be neither read nor quarantined"
-    )
-
-
 class DirectoryAtReceipt(ValueError):
     """A directory stands where a receipt file would be (D-16); the message says the fix."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(directory_fix(path))
+        super().__init__(
+            f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
+            "path, and a receipt is a file, so it can be neither read nor quarantined"
+        )
         self.path = path
 
 
@@ -148,10 +143,9 @@ def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
         import secrets  # here: only a publication needs a nonce, never the start-up pass
 
         nonce_hex = secrets.token_hex(16)
-    nonce = nonce_hex
-    if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
+    if len(nonce_hex) != 32 or any(c not in "0123456789abcdef" for c in nonce_hex):
         raise ValueError("temp nonce must be 32 lower-case hex digits")
-    return f".{_require_id(attempt_id)}.{nonce}.tmp"
+    return f".{_require_id(attempt_id)}.{nonce_hex}.tmp"
 
 
 def temp_path(root: str, attempt_id: str, nonce_hex: str | None = None) -> str:
@@ -174,22 +168,34 @@ def quarantine_ref(attempt_id: str, slot: int = 1) -> str:
 def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
     """(attempt id, slot) of a name made by :func:`quarantine_ref`, else None."""
     parts = ref.split("/") if isinstance(ref, str) else []
-    if len(parts) != 3 or parts[0] != QUARANTINE_DIR or not parts[2].endswith(".json"):
+    if len(parts) != 3:
         return None
-    stem = parts[2].removesuffix(".json")
-    attempt_id, plus, number = stem.partition("+")
-    slot = 1
-    if plus:
-        # Short ASCII digits without a leading zero: a hostile journal value ("²", 5000 digits)
-        # must not reach int(), and each slot has exactly one name.
-        if not (number.isascii() and number.isdigit()) or len(number) > 4 or number[0] == "0":
-            return None
-        slot = int(number)
-        if slot < 2:
-            return None
-    if not validate_id(attempt_id) or parts[1] != attempt_id[:2] or slot > MAX_QUARANTINE_SLOTS:
+    attempt_id, plus, number = parts[2].removesuffix(".json").partition("+")
+    # Short ASCII digits: a hostile journal value ("²", 5000 digits) must not reach int().
+    if plus and not (number.isascii() and number.isdigit() and len(number) <= 4):
         return None
-    return attempt_id, slot
+    slot = int(number) if plus else 1
+    try:
+        canonical = quarantine_ref(attempt_id, slot)
+    except ValueError:  # not a portable execution ID, or no such slot
+        return None
+    # Each slot has exactly one name: "+1", "+02" or another shard is none of them.
+    return (attempt_id, slot) if canonical == ref else None
+
+
+def first_slot(attempt_id: str, previous_ref: str | None) -> int:
+    """Where the search for the Attempt's quarantine target starts (D-3c): the slot of
+    ``previous_ref`` (the journal row's) when it names one of this Attempt's, else 1."""
+    parsed = parse_quarantine_ref(previous_ref) if previous_ref is not None else None
+    return parsed[1] if parsed is not None and parsed[0] == attempt_id else 1
+
+
+def own_ref(attempt_id: str, ref: str) -> str:
+    """``ref`` when it is a quarantine name of Attempt ``attempt_id``, else ValueError."""
+    parsed = parse_quarantine_ref(ref)
+    if parsed is None or parsed[0] != attempt_id:
+        raise ValueError(f"{ref!r} is not a quarantine name of Attempt {attempt_id}")
+    return ref
 
 
 class ReceiptStore(Protocol):
@@ -224,8 +230,6 @@ class ReceiptStore(Protocol):
     def holds_quarantine(self, ref: str) -> bool: ...
 
     def delete(self, attempt_id: str) -> None: ...
-
-    def quarantine_ref(self, attempt_id: str) -> str: ...
 
     def lock_state(self, attempt_id: str) -> str:
         """The Attempt lock (D-17): `absent`, `free`, `held`, or `unusable:<why>`. Never

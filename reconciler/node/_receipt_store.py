@@ -1,4 +1,4 @@
-"""The receipt file store (spec 03 "Receipt file store"): a port, the real store and a fake.
+"""The receipt file store (spec 03 "Receipt file store") and its in-memory fake for tests.
 
 Paths are computed only from a validated Attempt ID; the store never lists or scans a directory.
 Neither the root, the shard directory nor the receipt is followed when it is a symbolic link.
@@ -10,8 +10,7 @@ journal. A missing root is :class:`RootMissing`, which only a `claimed` Attempt 
 receipt" (the launcher creates the root before any spawn).
 
 The layout (names, paths, results, the port) is in ``_receipt_layout.py``, the file
-operations in ``_receipt_fs.py``, the in-memory fake in ``_receipt_memory.py``; every name is
-re-exported here.
+operations in ``_receipt_fs.py``.
 """
 
 from __future__ import annotations
@@ -22,63 +21,54 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 
-from reconciler._root_check import check_root_dir, check_shard_dir, private_dir
-from reconciler.node._receipt import (
-    MAX_RECEIPT_BYTES,
-    Receipt,
-    encode_receipt,
-    validate_id,
+from reconciler._root_check import (
+    ReceiptRootError,
+    check_root_dir,
+    check_shard_dir,
+    private_dir,
+    validate_receipt_root,
 )
+from reconciler.node._attempt_lock import probe_lock, remove_lock
+from reconciler.node._receipt import MAX_RECEIPT_BYTES, Receipt, encode_receipt, validate_id
 from reconciler.node._receipt_fs import (
     _fsync_dir_best_effort,
     _not_a_dir,
     _open_dirs_in,
-    _open_or_make_dir,
     _unusable,
+    publish_bytes_at,
 )
-from reconciler.node._receipt_fs import prepare_receipt_dirs as prepare_receipt_dirs
-from reconciler.node._receipt_fs import publish_bytes_at as publish_bytes_at
-from reconciler.node._receipt_fs import publish_bytes_in as publish_bytes_in
-from reconciler.node._receipt_fs import root_error as root_error
 from reconciler.node._receipt_layout import (
     _OPEN_DIR,
     _OPEN_RECEIPT,
+    DIRECTORY_PROBLEM,
+    MAX_QUARANTINE_SLOTS,
+    QUARANTINE_DIR,
+    DirectoryAtReceipt,
+    Invalid,
+    Missing,
+    QuarantineNotDone,
+    ReadResult,
+    ReceiptExists,
+    RootMissing,
+    Unusable,
     _judge,
     _require_id,
+    first_slot,
+    own_ref,
+    parse_quarantine_ref,
+    quarantine_ref,
+    receipt_name,
+    receipt_path,
+    shard_path,
+    temp_path,
 )
-from reconciler.node._receipt_layout import DIRECTORY_PROBLEM as DIRECTORY_PROBLEM
-from reconciler.node._receipt_layout import MAX_QUARANTINE_SLOTS as MAX_QUARANTINE_SLOTS
-from reconciler.node._receipt_layout import MAX_ROOT_BYTES as MAX_ROOT_BYTES
-from reconciler.node._receipt_layout import QUARANTINE_DIR as QUARANTINE_DIR
-from reconciler.node._receipt_layout import DirectoryAtReceipt as DirectoryAtReceipt
-from reconciler.node._receipt_layout import Found as Found
-from reconciler.node._receipt_layout import Invalid as Invalid
-from reconciler.node._receipt_layout import Missing as Missing
-from reconciler.node._receipt_layout import QuarantineNotDone as QuarantineNotDone
-from reconciler.node._receipt_layout import ReadResult as ReadResult
-from reconciler.node._receipt_layout import ReceiptExists as ReceiptExists
-from reconciler.node._receipt_layout import ReceiptRootError as ReceiptRootError
-from reconciler.node._receipt_layout import ReceiptStore as ReceiptStore
-from reconciler.node._receipt_layout import RootMissing as RootMissing
-from reconciler.node._receipt_layout import Unusable as Unusable
-from reconciler.node._receipt_layout import directory_at as directory_at
-from reconciler.node._receipt_layout import directory_fix as directory_fix
-from reconciler.node._receipt_layout import lock_name as lock_name
-from reconciler.node._receipt_layout import lock_path as lock_path
-from reconciler.node._receipt_layout import parse_quarantine_ref as parse_quarantine_ref
-from reconciler.node._receipt_layout import quarantine_ref as quarantine_ref
-from reconciler.node._receipt_layout import receipt_name as receipt_name
-from reconciler.node._receipt_layout import receipt_path as receipt_path
-from reconciler.node._receipt_layout import shard_path as shard_path
-from reconciler.node._receipt_layout import temp_name as temp_name
-from reconciler.node._receipt_layout import temp_path as temp_path
-from reconciler.node._receipt_layout import validate_receipt_root as validate_receipt_root
-from reconciler.node._receipt_memory import MemoryReceiptStore as MemoryReceiptStore
 
 # "No receipt": a value without fields, one for every read that finds none.
 _MISSING = Missing()
-# The Attempt lock's probe, once imported (``FileReceiptStore.lock_state``).
-_LOCK_PROBE: dict[str, Callable[[str, str], str]] = {}
+# What a MemoryReceiptStore's `put_state` plants: a non-file at the receipt's name, or a shard
+# that is not a directory (with the reason its read answers).
+_PLANTED_FILES = ("symlink", "fifo", "directory")
+_PLANTED_SHARDS = {"shard_symlink": "shard_is_symlink", "shard_file": "shard_not_directory"}
 
 
 class FileReceiptStore:
@@ -86,9 +76,6 @@ class FileReceiptStore:
 
     def __init__(self, root: str) -> None:
         self.root = validate_receipt_root(root)
-
-    def quarantine_ref(self, attempt_id: str) -> str:
-        return quarantine_ref(attempt_id)
 
     def check_root(self) -> bool:
         """True: the root is a real directory; False: it does not exist; ReceiptRootError: it
@@ -133,7 +120,8 @@ class FileReceiptStore:
         shard = self._open_shard(attempt_id)
         if not isinstance(shard, int):
             return shard
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, shard)
             try:
                 fd = os.open(receipt_name(attempt_id), _OPEN_RECEIPT, dir_fd=shard)
             except FileNotFoundError:
@@ -144,30 +132,22 @@ class FileReceiptStore:
                 if error.errno in (errno.ENXIO, errno.ENOTDIR):  # a socket, or worse
                     return Invalid("not_regular_file")
                 raise
-            try:
-                mode = os.fstat(fd).st_mode
-                if stat.S_ISDIR(mode):
-                    path = receipt_path(self.root, attempt_id)
-                    return Invalid(f"{DIRECTORY_PROBLEM}{path}")
-                if not stat.S_ISREG(mode):
-                    return Invalid("not_regular_file")
-                data = _read_at_most(fd, MAX_RECEIPT_BYTES + 1)
-            finally:
-                os.close(fd)
-        finally:
-            os.close(shard)
+            opened.callback(os.close, fd)
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                return Invalid(DIRECTORY_PROBLEM + receipt_path(self.root, attempt_id))
+            if not stat.S_ISREG(mode):
+                return Invalid("not_regular_file")
+            with open(fd, "rb", closefd=False) as file:
+                data = file.read(MAX_RECEIPT_BYTES + 1)
         return _judge(attempt_id, data)
 
     def publish(self, receipt: Receipt) -> None:
         data = encode_receipt(receipt)
-        attempt_id = receipt.attempt_id
         os.makedirs(os.path.dirname(self.root), exist_ok=True)
         private_dir(self.root)
-        dir_fd = _open_or_make_dir(shard_path(self.root, attempt_id))
-        try:
-            publish_bytes_in(dir_fd, receipt_name(attempt_id), temp_name(attempt_id), data)
-        finally:
-            os.close(dir_fd)
+        target = receipt_path(self.root, receipt.attempt_id)
+        publish_bytes_at(target, temp_path(self.root, receipt.attempt_id), data)
 
     def _quarantine_root(self) -> int:
         root_fd = self._open_root()
@@ -194,23 +174,17 @@ class FileReceiptStore:
         slot of ``previous_ref`` (the journal row's) upward, the first slot that is free or
         already holds this very file (a move interrupted after its link). Never writes; never
         lists a directory (at most MAX_QUARANTINE_SLOTS names are looked up)."""
-        start = 1
-        parsed = parse_quarantine_ref(previous_ref) if previous_ref is not None else None
-        if parsed is not None and parsed[0] == attempt_id:
-            start = parsed[1]
+        start = first_slot(attempt_id, previous_ref)
         root_fd = self._quarantine_root()
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             source: os.stat_result | None = None
             shard_fd = self._open_shard_for_move(root_fd, attempt_id)
             if shard_fd is not None:
-                try:
-                    source = os.stat(
-                        receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False
-                    )
-                except FileNotFoundError:
-                    source = None
-                finally:
-                    os.close(shard_fd)
+                opened.callback(os.close, shard_fd)
+                with contextlib.suppress(FileNotFoundError):
+                    name = receipt_name(attempt_id)
+                    source = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
             except OSError as error:
@@ -218,11 +192,9 @@ class FileReceiptStore:
                     f"{QUARANTINE_DIR} under {self.root!r} is not a real directory "
                     f"({error.strerror}); nothing was moved"
                 ) from error
-        finally:
-            os.close(root_fd)
-        if q_fd is None:
-            return quarantine_ref(attempt_id, start)
-        try:
+            if q_fd is None:
+                return quarantine_ref(attempt_id, start)
+            opened.callback(os.close, q_fd)
             for slot in range(start, MAX_QUARANTINE_SLOTS + 1):
                 ref = quarantine_ref(attempt_id, slot)
                 try:
@@ -234,8 +206,6 @@ class FileReceiptStore:
                     return ref
                 if source is not None and _same_inode(held, source):
                     return ref
-        finally:
-            os.close(q_fd)
         raise QuarantineNotDone(
             f"all {MAX_QUARANTINE_SLOTS} quarantine slots of Attempt {attempt_id} are taken; "
             "purge old copies from the quarantine, nothing was moved"
@@ -251,14 +221,11 @@ class FileReceiptStore:
         be hard-linked (a directory). Any error after the link is a plain OSError: the copy
         exists, and the next pass finishes the move.
         """
-        if ref is None:
-            ref = self.quarantine_target(attempt_id)
-        parsed = parse_quarantine_ref(ref)
-        if parsed is None or parsed[0] != attempt_id:
-            raise ValueError(f"{ref!r} is not a quarantine name of Attempt {attempt_id}")
+        ref = own_ref(attempt_id, self.quarantine_target(attempt_id) if ref is None else ref)
         name, slot_name = receipt_name(attempt_id), ref.rsplit("/", 1)[1]
         root_fd = self._quarantine_root()
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=True)
             except OSError as error:
@@ -267,19 +234,13 @@ class FileReceiptStore:
                     "nothing was moved"
                 ) from error
             assert q_fd is not None
-            try:
-                shard_fd = self._open_shard_for_move(root_fd, attempt_id)
-                if shard_fd is None:
-                    _require_copy(q_fd, slot_name, ref)  # nothing left to move
-                    return ref
-                try:
-                    self._link_then_unlink(shard_fd, name, q_fd, slot_name, ref)
-                finally:
-                    os.close(shard_fd)
-            finally:
-                os.close(q_fd)
-        finally:
-            os.close(root_fd)
+            opened.callback(os.close, q_fd)
+            shard_fd = self._open_shard_for_move(root_fd, attempt_id)
+            if shard_fd is None:
+                _require_copy(q_fd, slot_name, ref)  # nothing left to move
+                return ref
+            opened.callback(os.close, shard_fd)
+            self._link_then_unlink(shard_fd, name, q_fd, slot_name, ref)
         return ref
 
     @staticmethod
@@ -328,17 +289,10 @@ class FileReceiptStore:
 
     def lock_state(self, attempt_id: str) -> str:
         """The Attempt lock at its exact path (D-17): ``_attempt_lock.probe_lock``."""
-        probe = _LOCK_PROBE.get("probe_lock")
-        if probe is None:  # imported on first use, then kept: it is asked per candidate
-            from reconciler.node._attempt_lock import probe_lock
-
-            probe = _LOCK_PROBE["probe_lock"] = probe_lock
-        return probe(self.root, attempt_id)
+        return probe_lock(self.root, attempt_id)
 
     def remove_lock(self, attempt_id: str) -> bool:
         """Unlink the Attempt's lock file unless it is held (D-17): ``_attempt_lock``."""
-        from reconciler.node._attempt_lock import remove_lock
-
         return remove_lock(self.root, attempt_id)
 
     def remove_receipt(self, attempt_id: str) -> bool:
@@ -381,7 +335,8 @@ class FileReceiptStore:
                 errno.ENOTDIR,
                 f"receipt root {self.root!r} is not a real directory; nothing was purged",
             )
-        try:
+        with contextlib.ExitStack() as opened:
+            opened.callback(os.close, root_fd)
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
             except OSError as error:
@@ -392,12 +347,10 @@ class FileReceiptStore:
                         "directory; nothing was purged",
                     ) from error
                 raise
-        finally:
-            os.close(root_fd)
-        if q_fd is None:
-            return 0
-        removed = 0
-        try:
+            if q_fd is None:
+                return 0
+            opened.callback(os.close, q_fd)
+            removed = 0
             for slot in range(1, last + 1):
                 name = quarantine_ref(attempt_id, slot).rsplit("/", 1)[1]
                 try:
@@ -415,8 +368,6 @@ class FileReceiptStore:
                 removed += 1
             if removed:
                 _fsync_dir_best_effort(q_fd)
-        finally:
-            os.close(q_fd)
         return removed
 
 
@@ -435,13 +386,121 @@ def _same_inode(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    remaining = limit
-    while remaining > 0:
-        chunk = os.read(fd, remaining)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+class MemoryReceiptStore:
+    """An in-memory ReceiptStore for tests: the same rules, raw bytes per Attempt.
+
+    `put_raw` plants arbitrary content (a zero-length file, garbage, a receipt for another
+    Attempt); `put_state` plants a non-file ("symlink", "fifo", "directory") or a shard that is
+    not a directory ("shard_symlink", "shard_file"); `root_state` is "directory", "missing",
+    "file" or "symlink"; `leftover_temps` counts temps a crashed publisher left (they are never
+    read). `on_read` runs before each read, so a test can publish "at any moment", e.g. between
+    the two reads around the grace. `quarantined` maps each quarantine name to the bytes moved
+    there (a non-file is kept as ``b""``). `locks` plants Attempt locks (D-17).
+    """
+
+    root = "memory:"
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.quarantined: dict[str, bytes] = {}
+        self.special: dict[str, str] = {}
+        self.leftover_temps: dict[str, int] = {}
+        self.reads: list[str] = []
+        self.on_read: list[Callable[[str], None]] = []
+        self.root_state = "directory"
+        self.locks: dict[str, str] = {}  # the Attempt locks (D-17)
+
+    def check_root(self) -> bool:
+        if self.root_state == "missing":
+            return False
+        if self.root_state != "directory":
+            raise ReceiptRootError(
+                f"receipt root {self.root!r} is a {self.root_state}, not a directory: point the "
+                "receipt root at the launcher's receipt directory"
+            )
+        return True
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None:
+        """Memory has no permissions (D-16 is the file store's)."""
+
+    def put_raw(self, attempt_id: str, data: bytes) -> None:
+        self.files[_require_id(attempt_id)] = bytes(data)
+
+    def put_state(self, attempt_id: str, kind: str) -> None:
+        if kind not in _PLANTED_FILES and kind not in _PLANTED_SHARDS:
+            raise ValueError(f"unknown special state {kind!r}")
+        self.special[_require_id(attempt_id)] = kind
+
+    def leave_temp(self, attempt_id: str) -> None:
+        """A publisher crashed after writing its temp and before linking it."""
+        key = _require_id(attempt_id)
+        self.leftover_temps[key] = self.leftover_temps.get(key, 0) + 1
+
+    def read(self, attempt_id: str) -> ReadResult:
+        _require_id(attempt_id)
+        self.reads.append(attempt_id)
+        for hook in list(self.on_read):
+            hook(attempt_id)
+        if self.root_state == "missing":
+            return RootMissing()
+        if self.root_state != "directory":
+            symlink = self.root_state == "symlink"
+            return Unusable("root_is_symlink" if symlink else "root_not_directory", self.root)
+        kind = self.special.get(attempt_id)
+        if kind in _PLANTED_SHARDS:
+            return Unusable(_PLANTED_SHARDS[kind], shard_path(self.root, attempt_id))
+        if kind is not None:
+            return Invalid("symlink" if kind == "symlink" else "not_regular_file")
+        data = self.files.get(attempt_id)
+        if data is None:
+            return Missing()
+        return _judge(attempt_id, data[: MAX_RECEIPT_BYTES + 1])
+
+    def publish(self, receipt: Receipt) -> None:
+        data = encode_receipt(receipt)
+        if receipt.attempt_id in self.files or receipt.attempt_id in self.special:
+            raise ReceiptExists(receipt.attempt_id)
+        self.files[receipt.attempt_id] = data
+
+    def quarantine_target(self, attempt_id: str, previous_ref: str | None = None) -> str:
+        start = first_slot(attempt_id, previous_ref)
+        moving = attempt_id in self.files or attempt_id in self.special
+        for slot in range(start, MAX_QUARANTINE_SLOTS + 1):
+            ref = quarantine_ref(attempt_id, slot)
+            if ref not in self.quarantined:
+                # Free; with nothing left to move, the latest copy's name (as the file store).
+                return ref if moving or slot == start else quarantine_ref(attempt_id, slot - 1)
+        raise QuarantineNotDone(f"all quarantine slots of Attempt {attempt_id} are taken")
+
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str:
+        ref = own_ref(attempt_id, self.quarantine_target(attempt_id) if ref is None else ref)
+        moving = attempt_id in self.files or self.special.get(attempt_id) in _PLANTED_FILES
+        if not moving:
+            if ref not in self.quarantined:
+                raise QuarantineNotDone(f"the receipt vanished before it could be moved to {ref}")
+            return ref
+        if self.root_state != "directory" or self.special.get(attempt_id, "").startswith("shard"):
+            raise QuarantineNotDone("the receipt root or shard is not a directory")
+        if ref in self.quarantined:
+            raise QuarantineNotDone(f"quarantine slot {ref} holds another file")
+        self.quarantined[ref] = self.files.pop(attempt_id, b"")
+        self.special.pop(attempt_id, None)
+        return ref
+
+    def holds_quarantine(self, ref: str) -> bool:
+        return ref in self.quarantined if parse_quarantine_ref(ref) is not None else True
+
+    def delete(self, attempt_id: str) -> None:
+        _require_id(attempt_id)
+        self.files.pop(attempt_id, None)
+
+    def lock_state(self, attempt_id: str) -> str:
+        """`locks` maps an Attempt to `free`, `held` or `unusable:<why>`; else `absent`."""
+        _require_id(attempt_id)
+        return self.locks.get(attempt_id, "absent")
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        if self.lock_state(attempt_id) != "free":
+            return False
+        del self.locks[attempt_id]
+        return True

@@ -54,7 +54,7 @@ each guard's outcome to them, through the same callbacks and conditions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
@@ -150,50 +150,50 @@ class _Model:
 
 def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) -> None:
     """Raise MachineDefinitionError on the first problem of a decision table."""
+    for problem in _problems(table, predicates):
+        raise MachineDefinitionError(table.name, problem)
 
-    def bad(problem: str) -> MachineDefinitionError:
-        return MachineDefinitionError(table.name, problem)
 
+def _problems(table: DecisionTable, predicates: Mapping[str, Predicate]) -> Iterator[str]:
+    # In the order they are checked: only the first is ever asked for.
     evidence = set(table.evidence)
     if not table.evidence or len(evidence) != len(table.evidence):
-        raise bad("evidence states must be given, each once")
+        yield "evidence states must be given, each once"
     if evidence & set(table.decisions):
-        raise bad(f"states both evidence and decision: {sorted(evidence & set(table.decisions))}")
+        yield f"states both evidence and decision: {sorted(evidence & set(table.decisions))}"
     ids = [r.row for r in table.rows]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
-        raise bad(f"row ids declared twice: {twice}")
+        yield f"row ids declared twice: {twice}"
     states = evidence | set(table.decisions)
     seen: set[tuple[str, str]] = set()
     for r in table.rows:
         if not r.cases:
-            raise bad(f"row {r.row} applies nowhere")
+            yield f"row {r.row} applies nowhere"
         for c in r.cases:
             where = f"row {r.row} in {c.state!r}"
             if c.state not in evidence:
-                raise bad(f"{where}: {c.state!r} is not an evidence state")
+                yield f"{where}: {c.state!r} is not an evidence state"
             if c.then not in states:
-                raise bad(f"{where}: unknown state {c.then!r}")
+                yield f"{where}: unknown state {c.then!r}"
             if c.guard not in predicates:
-                raise bad(f"{where}: unknown guard {c.guard!r}")
+                yield f"{where}: unknown guard {c.guard!r}"
             if (c.state, c.guard) in seen:
-                raise bad(f"{where}: guard {c.guard!r} is tried twice in {c.state!r}")
+                yield f"{where}: guard {c.guard!r} is tried twice in {c.state!r}"
             seen.add((c.state, c.guard))
             if c.then in evidence and (c.reason or c.write or c.trigger):
-                raise bad(f"{where}: a step to more evidence decides nothing")
+                yield f"{where}: a step to more evidence decides nothing"
     sources = {c.state for r in table.rows if not r.on_exception for c in r.cases}
     idle = [s for s in table.evidence if s not in sources]
     if idle:
-        raise bad(f"evidence states no row decides from: {idle}")
+        yield f"evidence states no row decides from: {idle}"
     if table.observes and set(table.observes) != evidence:
-        raise bad(
-            f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
-        )
+        yield f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
     # Reachable from the initial state, and acyclic: evidence is only ever added.
     reached = reachable(drawn_spec(table))
     unreachable = [s for s in (*table.evidence, *table.decisions) if s not in reached]
     if unreachable:
-        raise bad(f"unreachable states {unreachable}")
+        yield f"unreachable states {unreachable}"
     order = {s: i for i, s in enumerate(table.evidence)}
     back = sorted(
         f"{c.state} -> {c.then}"
@@ -202,7 +202,7 @@ def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) ->
         if c.then in order and order[c.then] <= order[c.state]
     )
     if back:
-        raise bad(f"evidence must only be added, in the declared order: {back}")
+        yield f"evidence must only be added, in the declared order: {back}"
 
 
 def drawn_spec(table: DecisionTable) -> MachineSpec:

@@ -12,7 +12,7 @@ elsewhere (``fsm/_draw.py`` makes text; ``reconciler.diagrams`` runs `dot`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import MappingProxyType, SimpleNamespace
 from typing import Any, NamedTuple
@@ -43,38 +43,36 @@ def validate_spec(
     """The checks `transitions` does not do, for every machine: MachineDefinitionError on the
     first problem. ``guards``: the machine's guards (None: guard names are not looked up);
     ``rules``: a family's extra rules (each yields its problems as text)."""
+    for problem in _problems(spec, guards, rules):
+        raise MachineDefinitionError(spec.name, problem)
+
+
+def _problems(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None, rules: Sequence[Rule]
+) -> Iterator[str]:
+    # In the order they are checked: only the first is ever asked for.
     states = set(spec.states)
     if len(states) != len(spec.states):
-        raise MachineDefinitionError(spec.name, "a state is declared twice")
+        yield "a state is declared twice"
     if spec.initial not in states:
-        raise MachineDefinitionError(spec.name, f"initial state {spec.initial!r} is unknown")
+        yield f"initial state {spec.initial!r} is unknown"
     if not spec.terminal <= states:
-        unknown = sorted(spec.terminal - states)
-        raise MachineDefinitionError(spec.name, f"unknown terminal states {unknown}")
+        yield f"unknown terminal states {sorted(spec.terminal - states)}"
     for e in spec.edges:
         for s in (e.source, e.dest):
             if s not in states:
-                raise MachineDefinitionError(
-                    spec.name, f"edge {show_edge(e)} names unknown state {s!r}"
-                )
+                yield f"edge {show_edge(e)} names unknown state {s!r}"
         if e.source in spec.terminal:
-            raise MachineDefinitionError(
-                spec.name, f"edge {show_edge(e)} leaves terminal {e.source!r}"
-            )
+            yield f"edge {show_edge(e)} leaves terminal {e.source!r}"
         if guards is not None and e.guard is not None and e.guard not in guards:
-            raise MachineDefinitionError(
-                spec.name, f"edge {show_edge(e)} has unknown guard {e.guard!r}"
-            )
+            yield f"edge {show_edge(e)} has unknown guard {e.guard!r}"
     # A family's own rules come before the general structure checks: its words for a problem
     # both would find (one unguarded edge per pair before "declared twice") are its own.
     for rule in rules:
-        for problem in rule(spec):
-            raise MachineDefinitionError(spec.name, problem)
-    seen: set[tuple[str, str, str, str | None]] = set()
-    for e in spec.edges:
-        if (e.trigger, e.source, e.dest, e.guard) in seen:
-            raise MachineDefinitionError(spec.name, "an edge is declared twice")
-        seen.add((e.trigger, e.source, e.dest, e.guard))
+        yield from rule(spec)
+    keys = [(e.trigger, e.source, e.dest, e.guard) for e in spec.edges]
+    if len(set(keys)) != len(keys):
+        yield "an edge is declared twice"
     # One trigger, one source and one guard (or none) must lead to ONE place: otherwise
     # `transitions` silently takes whichever edge is listed first.
     dests: dict[tuple[str, str, str | None], set[str]] = {}
@@ -86,7 +84,7 @@ def validate_spec(
         if len(ds) > 1
     )
     if forks:
-        raise MachineDefinitionError(spec.name, f"ambiguous triggers: {'; '.join(forks)}")
+        yield f"ambiguous triggers: {'; '.join(forks)}"
     # A trigger shared by an unguarded and a guarded edge from one source would let the
     # unguarded one win silently: refuse the table instead.
     by_trigger_source: dict[tuple[str, str], set[bool]] = {}
@@ -94,15 +92,15 @@ def validate_spec(
         by_trigger_source.setdefault((e.trigger, e.source), set()).add(e.guard is None)
     mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
     if mixed:
-        raise MachineDefinitionError(spec.name, f"trigger mixes guarded and unguarded {mixed}")
+        yield f"trigger mixes guarded and unguarded {mixed}"
     reached = reachable(spec)
     unreachable = [s for s in spec.states if s not in reached]
     if unreachable:
-        raise MachineDefinitionError(spec.name, f"unreachable states {unreachable}")
+        yield f"unreachable states {unreachable}"
     sources = {e.source for e in spec.edges}
     dead = [s for s in spec.states if s not in spec.terminal and s not in sources]
     if dead:
-        raise MachineDefinitionError(spec.name, f"non-terminal dead ends {dead}")
+        yield f"non-terminal dead ends {dead}"
 
 
 def reachable(spec: MachineSpec) -> set[str]:

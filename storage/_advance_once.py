@@ -144,18 +144,9 @@ def advance_read(
             if attempt_id is not None and attempt_id not in by_id:
                 raise NotFound("attempt", attempt_id)
             event_type = f"run.{step.dest}"
+        dedupe = change.dedupe_key
         events.append(
-            insert_event(
-                c,
-                run_id,
-                sequence,
-                event_type,
-                actor,
-                attempt_id,
-                payload,
-                change.dedupe_key,
-                at_ms,
-            )
+            insert_event(c, run_id, sequence, event_type, actor, attempt_id, payload, dedupe, at_ms)
         )
         steps.append(step)
     for att_id, (dest, sets) in moved.items():

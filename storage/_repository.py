@@ -157,17 +157,9 @@ class Repository:
         def work(c: sqlite3.Connection) -> Advanced:
             task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
             insert_run(c, run_id, at_ms, 1, execution_owner, legacy_cron_id, task)
-            event_id = insert_event(
-                c,
-                run_id,
-                1,
-                "run.created",
-                actor,
-                None,
-                {"from_status": None, "to_status": "created", "version": 1},
-                f"run.created:{run_id}",
-                at_ms,
-            )
+            payload = {"from_status": None, "to_status": "created", "version": 1}
+            key = f"run.created:{run_id}"
+            event_id = insert_event(c, run_id, 1, "run.created", actor, None, payload, key, at_ms)
             return Advanced(run_id, 1, (), (event_id,))
 
         return in_transaction(self.conn, work)

@@ -54,16 +54,17 @@ each guard's outcome to them, through the same callbacks and conditions.
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
-from transitions.core import EventData, Machine, MachineError
+from transitions.core import EventData, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._observe import LISTENERS, Listener
+from ._machine import reachable, transitions_machine
+from ._observe import LISTENERS, Listener, named, remembered, reporting, told
 from ._spec import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
@@ -149,60 +150,50 @@ class _Model:
 
 def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) -> None:
     """Raise MachineDefinitionError on the first problem of a decision table."""
+    for problem in _problems(table, predicates):
+        raise MachineDefinitionError(table.name, problem)
 
-    def bad(problem: str) -> MachineDefinitionError:
-        return MachineDefinitionError(table.name, problem)
 
+def _problems(table: DecisionTable, predicates: Mapping[str, Predicate]) -> Iterator[str]:
+    # In the order they are checked: only the first is ever asked for.
     evidence = set(table.evidence)
     if not table.evidence or len(evidence) != len(table.evidence):
-        raise bad("evidence states must be given, each once")
+        yield "evidence states must be given, each once"
     if evidence & set(table.decisions):
-        raise bad(f"states both evidence and decision: {sorted(evidence & set(table.decisions))}")
+        yield f"states both evidence and decision: {sorted(evidence & set(table.decisions))}"
     ids = [r.row for r in table.rows]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
-        raise bad(f"row ids declared twice: {twice}")
+        yield f"row ids declared twice: {twice}"
     states = evidence | set(table.decisions)
     seen: set[tuple[str, str]] = set()
     for r in table.rows:
         if not r.cases:
-            raise bad(f"row {r.row} applies nowhere")
+            yield f"row {r.row} applies nowhere"
         for c in r.cases:
             where = f"row {r.row} in {c.state!r}"
             if c.state not in evidence:
-                raise bad(f"{where}: {c.state!r} is not an evidence state")
+                yield f"{where}: {c.state!r} is not an evidence state"
             if c.then not in states:
-                raise bad(f"{where}: unknown state {c.then!r}")
+                yield f"{where}: unknown state {c.then!r}"
             if c.guard not in predicates:
-                raise bad(f"{where}: unknown guard {c.guard!r}")
+                yield f"{where}: unknown guard {c.guard!r}"
             if (c.state, c.guard) in seen:
-                raise bad(f"{where}: guard {c.guard!r} is tried twice in {c.state!r}")
+                yield f"{where}: guard {c.guard!r} is tried twice in {c.state!r}"
             seen.add((c.state, c.guard))
             if c.then in evidence and (c.reason or c.write or c.trigger):
-                raise bad(f"{where}: a step to more evidence decides nothing")
+                yield f"{where}: a step to more evidence decides nothing"
     sources = {c.state for r in table.rows if not r.on_exception for c in r.cases}
     idle = [s for s in table.evidence if s not in sources]
     if idle:
-        raise bad(f"evidence states no row decides from: {idle}")
-    # Reachable from the initial state, and acyclic: evidence is only ever added.
-    nexts: dict[str, set[str]] = {}
-    for r in table.rows:
-        for c in r.cases:
-            nexts.setdefault(c.state, set()).add(c.then)
-    reached = {table.evidence[0]}
-    todo = deque([table.evidence[0]])
-    while todo:
-        for n in nexts.get(todo.popleft(), ()):
-            if n not in reached:
-                reached.add(n)
-                todo.append(n)
+        yield f"evidence states no row decides from: {idle}"
     if table.observes and set(table.observes) != evidence:
-        raise bad(
-            f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
-        )
+        yield f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
+    # Reachable from the initial state, and acyclic: evidence is only ever added.
+    reached = reachable(drawn_spec(table))
     unreachable = [s for s in (*table.evidence, *table.decisions) if s not in reached]
     if unreachable:
-        raise bad(f"unreachable states {unreachable}")
+        yield f"unreachable states {unreachable}"
     order = {s: i for i, s in enumerate(table.evidence)}
     back = sorted(
         f"{c.state} -> {c.then}"
@@ -211,7 +202,7 @@ def validate_table(table: DecisionTable, predicates: Mapping[str, Predicate]) ->
         if c.then in order and order[c.then] <= order[c.state]
     )
     if back:
-        raise bad(f"evidence must only be added, in the declared order: {back}")
+        yield f"evidence must only be added, in the declared order: {back}"
 
 
 def drawn_spec(table: DecisionTable) -> MachineSpec:
@@ -283,8 +274,8 @@ class DecisionEngine:
                 condition = _condition(case.guard, self.predicates[case.guard])
                 after = [_record(taken)]
                 if self._reports:
-                    condition = self._reporting_condition(case.guard, condition)
-                    after.append(self._report_case(taken))
+                    condition = reporting(table.name, case.guard, condition, self.listeners)
+                    after.append(told(self.listeners, self._case_report(taken)))
                 transitions.append(
                     {
                         "trigger": event,
@@ -294,41 +285,14 @@ class DecisionEngine:
                         "after": after,
                     }
                 )
-        machine = Machine(
-            model=None,
-            states=[*table.evidence, *table.decisions],
-            initial=table.evidence[0],
-            transitions=transitions,
-            auto_transitions=False,
-            ignore_invalid_triggers=False,
-            send_event=True,
-        )
+        states = (*table.evidence, *table.decisions)
+        machine = transitions_machine(states, table.evidence[0], transitions)
         self._events = dict(machine.events)
 
-    def _audience(self) -> tuple[Listener, ...]:
-        return (*self.listeners, *LISTENERS)
-
-    def _reporting_condition(
-        self, name: str, condition: Callable[[EventData], bool]
-    ) -> Callable[[EventData], bool]:
-        # The guard's outcome, as tried.
-        def reporting(event: EventData) -> bool:
-            held = condition(event)
-            for listener in self._audience():
-                listener.guard(self.table.name, name, held)
-            return held
-
-        reporting.__name__ = name
-        reporting.__qualname__ = name
-        return reporting
-
-    def _report_case(self, taken: Taken) -> Callable[[EventData], None]:
-        def after(event: EventData) -> None:
-            case = taken.case
-            for listener in self._audience():
-                listener.case(self.table.name, taken.row.row, case.state, case.then, case.guard)
-
-        return after
+    def _case_report(self, taken: Taken) -> Callable[[Listener], None]:
+        row, case = taken
+        name = self.table.name
+        return lambda listener: listener.case(name, row.row, case.state, case.then, case.guard)
 
     def forget(self) -> None:
         """Empty the cache of choices."""
@@ -349,16 +313,10 @@ class DecisionEngine:
         one); GuardRefused when the facts satisfy no row there (the facts contradict
         themselves, or the table misses a case). Remembered by (event, state, facts).
         """
-        key = (event, state, facts)
-        try:
-            found = self._chosen.get(key)
-        except TypeError:  # unhashable facts: chosen every time
-            return self._choose(state, facts, event)
-        if found is None:
-            found = self._choose(state, facts, event)
-            if len(self._chosen) < self._memo_max and not self._reports:
-                self._chosen[key] = found
-        return found
+        compute = partial(self._choose, state, facts, event)
+        return remembered(
+            self._chosen, (event, state, facts), self._memo_max, self._reports, compute
+        )
 
     def _choose(self, state: str, facts: object, event: str) -> Taken:
         if state not in self.table.evidence:
@@ -476,10 +434,7 @@ def _condition(name: str, predicate: Predicate) -> Callable[[EventData], bool]:
     def condition(event: EventData) -> bool:
         return predicate(event.kwargs.get("facts"))
 
-    # transitions names a condition by its callable: keep the guard's name.
-    condition.__name__ = name
-    condition.__qualname__ = name
-    return condition
+    return named(name, condition)
 
 
 def _record(taken: Taken) -> Callable[[EventData], None]:

@@ -12,14 +12,15 @@ elsewhere (``fsm/_draw.py`` makes text; ``reconciler.diagrams`` runs `dot`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, NamedTuple
 
 from transitions.core import EventData, Machine, MachineError
 
 from ._errors import GuardRefused, IllegalTransition, MachineDefinitionError
-from ._observe import LISTENERS, Listener
+from ._observe import LISTENERS, Listener, named, remembered, reporting, told
 from ._spec import Edge, MachineSpec
 
 # A guard: a pure predicate over the evidence handed to ``plan``/``fire`` (no I/O).
@@ -42,38 +43,36 @@ def validate_spec(
     """The checks `transitions` does not do, for every machine: MachineDefinitionError on the
     first problem. ``guards``: the machine's guards (None: guard names are not looked up);
     ``rules``: a family's extra rules (each yields its problems as text)."""
+    for problem in _problems(spec, guards, rules):
+        raise MachineDefinitionError(spec.name, problem)
+
+
+def _problems(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None, rules: Sequence[Rule]
+) -> Iterator[str]:
+    # In the order they are checked: only the first is ever asked for.
     states = set(spec.states)
     if len(states) != len(spec.states):
-        raise MachineDefinitionError(spec.name, "a state is declared twice")
+        yield "a state is declared twice"
     if spec.initial not in states:
-        raise MachineDefinitionError(spec.name, f"initial state {spec.initial!r} is unknown")
+        yield f"initial state {spec.initial!r} is unknown"
     if not spec.terminal <= states:
-        unknown = sorted(spec.terminal - states)
-        raise MachineDefinitionError(spec.name, f"unknown terminal states {unknown}")
+        yield f"unknown terminal states {sorted(spec.terminal - states)}"
     for e in spec.edges:
         for s in (e.source, e.dest):
             if s not in states:
-                raise MachineDefinitionError(
-                    spec.name, f"edge {show_edge(e)} names unknown state {s!r}"
-                )
+                yield f"edge {show_edge(e)} names unknown state {s!r}"
         if e.source in spec.terminal:
-            raise MachineDefinitionError(
-                spec.name, f"edge {show_edge(e)} leaves terminal {e.source!r}"
-            )
+            yield f"edge {show_edge(e)} leaves terminal {e.source!r}"
         if guards is not None and e.guard is not None and e.guard not in guards:
-            raise MachineDefinitionError(
-                spec.name, f"edge {show_edge(e)} has unknown guard {e.guard!r}"
-            )
+            yield f"edge {show_edge(e)} has unknown guard {e.guard!r}"
     # A family's own rules come before the general structure checks: its words for a problem
     # both would find (one unguarded edge per pair before "declared twice") are its own.
     for rule in rules:
-        for problem in rule(spec):
-            raise MachineDefinitionError(spec.name, problem)
-    seen: set[tuple[str, str, str, str | None]] = set()
-    for e in spec.edges:
-        if (e.trigger, e.source, e.dest, e.guard) in seen:
-            raise MachineDefinitionError(spec.name, "an edge is declared twice")
-        seen.add((e.trigger, e.source, e.dest, e.guard))
+        yield from rule(spec)
+    keys = [(e.trigger, e.source, e.dest, e.guard) for e in spec.edges]
+    if len(set(keys)) != len(keys):
+        yield "an edge is declared twice"
     # One trigger, one source and one guard (or none) must lead to ONE place: otherwise
     # `transitions` silently takes whichever edge is listed first.
     dests: dict[tuple[str, str, str | None], set[str]] = {}
@@ -85,7 +84,7 @@ def validate_spec(
         if len(ds) > 1
     )
     if forks:
-        raise MachineDefinitionError(spec.name, f"ambiguous triggers: {'; '.join(forks)}")
+        yield f"ambiguous triggers: {'; '.join(forks)}"
     # A trigger shared by an unguarded and a guarded edge from one source would let the
     # unguarded one win silently: refuse the table instead.
     by_trigger_source: dict[tuple[str, str], set[bool]] = {}
@@ -93,15 +92,15 @@ def validate_spec(
         by_trigger_source.setdefault((e.trigger, e.source), set()).add(e.guard is None)
     mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
     if mixed:
-        raise MachineDefinitionError(spec.name, f"trigger mixes guarded and unguarded {mixed}")
+        yield f"trigger mixes guarded and unguarded {mixed}"
     reached = reachable(spec)
     unreachable = [s for s in spec.states if s not in reached]
     if unreachable:
-        raise MachineDefinitionError(spec.name, f"unreachable states {unreachable}")
+        yield f"unreachable states {unreachable}"
     sources = {e.source for e in spec.edges}
     dead = [s for s in spec.states if s not in spec.terminal and s not in sources]
     if dead:
-        raise MachineDefinitionError(spec.name, f"non-terminal dead ends {dead}")
+        yield f"non-terminal dead ends {dead}"
 
 
 def reachable(spec: MachineSpec) -> set[str]:
@@ -143,10 +142,23 @@ def _condition(name: str, predicate: Guard) -> Callable[[EventData], bool]:
     def condition(event: EventData) -> bool:
         return bool(predicate(event.kwargs.get("evidence")))
 
-    # transitions labels a condition with the callable's name: keep the guard's.
-    condition.__name__ = name
-    condition.__qualname__ = name
-    return condition
+    return named(name, condition)
+
+
+def transitions_machine(
+    states: Sequence[str], initial: str, transitions: list[dict[str, Any]]
+) -> Machine:
+    """The `transitions` machine of a validated table: no model, no automatic triggers, an
+    unknown trigger an error, every callback given the event."""
+    return Machine(
+        model=None,
+        states=list(states),
+        initial=initial,
+        transitions=transitions,
+        auto_transitions=False,
+        ignore_invalid_triggers=False,
+        send_event=True,
+    )
 
 
 class Step(NamedTuple):
@@ -162,10 +174,6 @@ class Step(NamedTuple):
 # Bound on the distinct (state, trigger, evidence) plans a machine keeps: a pass sees a few
 # evidence shapes; unusual facts (an error text, a receipt problem) only add entries up to here.
 PLAN_MEMO_MAX = 4096
-
-
-class _Scratch:
-    state: str
 
 
 class Lifecycle:
@@ -202,52 +210,25 @@ class Lifecycle:
         self._reports = bool(self.listeners or LISTENERS)
         if self._reports:
             config = self._reporting(config)
-        self._machine = Machine(
-            model=None,
-            states=list(spec.states),
-            initial=spec.initial,
-            transitions=config,
-            auto_transitions=False,
-            ignore_invalid_triggers=False,
-            send_event=True,
-        )
+        self._machine = transitions_machine(spec.states, spec.initial, config)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
-    def _audience(self) -> tuple[Listener, ...]:
-        return (*self.listeners, *LISTENERS)
-
     def _reporting(self, config: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for e, item in zip(self.spec.edges, config, strict=True):
             item = dict(item)
-            item["after"] = [self._report_edge(e)]
+            item["after"] = [told(self.listeners, self._edge_report(e))]
             if e.guard is not None:
-                item["conditions"] = [self._report_guard(e.guard, item["conditions"][0])]
+                condition = item["conditions"][0]
+                item["conditions"] = [reporting(self.name, e.guard, condition, self.listeners)]
             out.append(item)
         return out
 
-    def _report_edge(self, e: Edge) -> Callable[[EventData], None]:
-        def after(event: EventData) -> None:
-            for listener in self._audience():
-                listener.edge(self.name, e.source, e.trigger, e.dest, e.guard)
-
-        return after
-
-    def _report_guard(
-        self, guard: str, condition: Callable[[EventData], bool]
-    ) -> Callable[[EventData], bool]:
-        def reporting(event: EventData) -> bool:
-            held = bool(condition(event))
-            for listener in self._audience():
-                listener.guard(self.name, guard, held)
-            return held
-
-        reporting.__name__ = guard
-        reporting.__qualname__ = guard
-        return reporting
+    def _edge_report(self, e: Edge) -> Callable[[Listener], None]:
+        return lambda listener: listener.edge(self.name, e.source, e.trigger, e.dest, e.guard)
 
     def is_legal(self, source: str, dest: str) -> bool:
         """Is ``source -> dest`` an edge of this machine (any trigger, any guard)?"""
@@ -287,23 +268,17 @@ class Lifecycle:
         """
         # A plan is a pure function of (state, trigger, evidence) when the evidence is frozen
         # and hashable: kept, bounded, unless someone listens (a kept plan would not report).
-        key: tuple[str, str, object] | None = (state, trigger, evidence)
-        try:
-            found = self._planned.get(key)  # type: ignore[arg-type]
-        except TypeError:
-            key, found = None, None
-        if found is not None:
-            return found
+        compute = partial(self._plan, state, trigger, evidence)
+        return remembered(
+            self._planned, (state, trigger, evidence), PLAN_MEMO_MAX, self._reports, compute
+        )
+
+    def _plan(self, state: str, trigger: str, evidence: object) -> Step:
         if state not in self.spec.states:
             raise IllegalTransition(self.name, state, trigger)
         # A scratch model is fired through the machine's own Event (so `transitions` decides)
         # but never registered with it.
-        scratch = _Scratch()
-        scratch.state = state
-        step = self._fire_on(scratch, state, trigger, evidence)
-        if key is not None and len(self._planned) < PLAN_MEMO_MAX and not self._reports:
-            self._planned[key] = step
-        return step
+        return self._fire_on(SimpleNamespace(state=state), state, trigger, evidence)
 
     def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
         """Fire on a model already attached with :meth:`attach` (after its commit)."""

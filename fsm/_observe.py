@@ -1,16 +1,18 @@
 """Who listens while the machines decide: a registry the machine builders consult.
 
-Pure: a list and a protocol, no I/O. Empty on every product path, and then nothing changes:
-the builders (``Lifecycle``, ``DecisionEngine``) add their reporting callbacks to the
-`transitions` machine only when a listener is registered at BUILD time, so a machine built
-with nobody listening is exactly the machine it always was. ``fsm.listen`` registers one and
+Pure: a list, a protocol, the reporting callbacks and the bounded memo, no I/O. Empty on
+every product path, and then nothing changes: the builders (``Lifecycle``,
+``DecisionEngine``) add their reporting callbacks to the `transitions` machine only when a
+listener is registered at BUILD time, so a machine built with nobody listening is exactly the
+machine it always was. ``fsm.listen`` registers one and
 rebuilds the cached machines; while anyone listens the memos of plans and decisions are not
 filled (a memo hit would decide without the machine, so without its callbacks).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 
 class Listener(Protocol):
@@ -28,3 +30,59 @@ class Listener(Protocol):
 
 # Read by the builders at build time and by the reporting callbacks when they run.
 LISTENERS: list[Listener] = []
+
+
+_C = TypeVar("_C", bound=Callable[..., Any])
+
+
+def named(name: str, fn: _C) -> _C:
+    """``fn``, named ``name``: `transitions` labels a condition by its callable's name."""
+    fn.__name__ = name
+    fn.__qualname__ = name
+    return fn
+
+
+def reporting(
+    machine: str, name: str, condition: Callable[[Any], bool], own: Sequence[Listener]
+) -> Callable[[Any], bool]:
+    """``condition`` (the guard ``name``) that also tells ``own`` and every registered
+    listener whether it held, as tried."""
+
+    def report(event: Any) -> bool:
+        held = condition(event)
+        for listener in (*own, *LISTENERS):
+            listener.guard(machine, name, held)
+        return held
+
+    return named(name, report)
+
+
+def told(own: Sequence[Listener], tell: Callable[[Listener], None]) -> Callable[[Any], None]:
+    """An ``after`` callback that tells ``own`` and every registered listener what was taken."""
+
+    def after(event: Any) -> None:
+        for listener in (*own, *LISTENERS):
+            tell(listener)
+
+    return after
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def remembered(
+    memo: dict[_K, _V], key: _K, bound: int, reports: bool, compute: Callable[[], _V]
+) -> _V:
+    """``memo[key]``, else ``compute()``, kept while ``memo`` holds fewer than ``bound``
+    answers and nobody listens (a kept answer would decide without the machine's callbacks).
+    An unhashable key is computed every time."""
+    try:
+        found = memo.get(key)
+    except TypeError:
+        return compute()
+    if found is None:
+        found = compute()
+        if len(memo) < bound and not reports:
+            memo[key] = found
+    return found

@@ -284,22 +284,18 @@ def coverage_doc(
                     "taken": taken,
                 }
             )
-        cases = []
-        if table is not None:
-            # One case per (row, state, decision): several guards of one row may lead to one
-            # place; which of them held is in the guards' counts.
-            seen: set[tuple[str, str, str]] = set()
-            for r in table.rows:
-                for c in r.cases:
-                    if (r.row, c.state, c.then) in seen:
-                        continue
-                    seen.add((r.row, c.state, c.then))
-                    taken = sum(
-                        n
-                        for (m, row, state, then, _), n in rec.cases.items()
-                        if (m, row, state, then) == (name, r.row, c.state, c.then)
-                    )
-                    cases.append({"row": r.row, "state": c.state, "then": c.then, "taken": taken})
+        # One case per (row, state, decision): several guards of one row may lead to one place;
+        # which of them held is in the guards' counts.
+        rows = table.rows if table is not None else ()
+        places = dict.fromkeys((r.row, c.state, c.then) for r in rows for c in r.cases)
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for (m, row, state, then, _), n in rec.cases.items():
+            if m == name:
+                counts[(row, state, then)] += n
+        cases = [
+            {"row": row, "state": state, "then": then, "taken": counts[(row, state, then)]}
+            for row, state, then in places
+        ]
         names = sorted({e.guard for e in spec.edges if e.guard is not None})
         guards = [
             {"name": g, "true": rec.guards[(name, g, True)], "false": rec.guards[(name, g, False)]}

@@ -19,7 +19,14 @@ from ._candidates import (
     run_with_attempts,
 )
 from ._changes import (
+    ACTORS,
     MAX_COUNTER,
+    Actor,
+    Advanced,
+    AttemptChange,
+    Change,
+    Expect,
+    RunChange,
     next_counter,
 )
 from ._connection import (
@@ -97,14 +104,7 @@ from ._operator import (
     runs_page,
 )
 from ._repository import (
-    ACTORS,
-    Actor,
-    Advanced,
-    AttemptChange,
-    Change,
-    Expect,
     Repository,
-    RunChange,
 )
 from ._rows import (
     AttemptRow,

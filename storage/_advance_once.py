@@ -75,8 +75,8 @@ def advance_read(
     from fsm.qinglong import ATTEMPT_TERMINAL, RUN_TERMINAL, attempt_machine, run_machine
 
     _check_actor(actor)
+    run = check_read(run, attempts, run_id, expected_version, expect)
     by_id = {a.id: a for a in attempts}
-    run = _check_read(run, by_id, run_id, expected_version, expect)
     status, version, sequence = run.status, run.version, run.event_sequence
     run_sets: dict[str, object] = {}
     moved: dict[str, tuple[str, dict[str, object]]] = {}  # attempt id -> (status, sets)
@@ -146,18 +146,9 @@ def advance_read(
             if attempt_id is not None and attempt_id not in by_id:
                 raise NotFound("attempt", attempt_id)
             event_type = f"run.{step.dest}"
+        dedupe = change.dedupe_key
         events.append(
-            insert_event(
-                c,
-                run_id,
-                sequence,
-                event_type,
-                actor,
-                attempt_id,
-                payload,
-                change.dedupe_key,
-                at_ms,
-            )
+            insert_event(c, run_id, sequence, event_type, actor, attempt_id, payload, dedupe, at_ms)
         )
         steps.append(step)
     for att_id, (dest, sets) in moved.items():
@@ -175,22 +166,13 @@ def check_read(
 ) -> RunRow:
     """The re-read rows still hold what the decision used: the same checks, in the same order
     and with the same errors, as :func:`advance_in` makes on its own read."""
-    return _check_read(run, {a.id: a for a in attempts}, run_id, expected_version, expect)
-
-
-def _check_read(
-    run: RunRow | None,
-    by_id: Mapping[str, AttemptRow],
-    run_id: str,
-    expected_version: int,
-    expect: Expect | None,
-) -> RunRow:
     if run is None:
         raise NotFound("run", run_id)
     if run.version != expected_version:
         raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
     if expect is not None:
         _check_expected("run", run_id, run, expect.run)
+        by_id = {a.id: a for a in attempts}
         for expected_id, fields in expect.attempts.items():
             if expected_id not in by_id:
                 raise NotFound("attempt", expected_id)

@@ -7,7 +7,8 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TypeVar
 
 from ._errors import (
@@ -138,30 +139,20 @@ def lock_budget_from_env(environ: Mapping[str, str] | None = None) -> LockBudget
         ) from None
 
 
-class lock_budget:  # lower case: used as a function
+@contextmanager
+def lock_budget(conn: sqlite3.Connection, budget: LockBudget | None) -> Iterator[None]:
     """Charge every write transaction of ``conn`` to ``budget`` for the block; afterwards the
-    connection's own busy timeout is restored. ``None``: the unbudgeted bounded retry.
-
-    A class, not a ``contextlib.contextmanager``: this module is on the zero-candidate
-    start-up, which must not import ``contextlib`` (benchmarks/README.md "Exceptions")."""
-
-    __slots__ = ("before", "budget", "conn")
-
-    def __init__(self, conn: sqlite3.Connection, budget: LockBudget | None) -> None:
-        self.conn = conn if budget is not None and isinstance(conn, QlConnection) else None
-        self.budget = budget
-
-    def __enter__(self) -> None:
-        conn = self.conn
-        if conn is not None:
-            self.before = conn.lock_budget
-            conn.lock_budget = self.budget
-
-    def __exit__(self, *exc: object) -> None:
-        conn = self.conn
-        if conn is not None:
-            conn.lock_budget = self.before
-            _restore_timeout(conn)
+    connection's own busy timeout is restored. ``None``: the unbudgeted bounded retry."""
+    if budget is None or not isinstance(conn, QlConnection):
+        yield
+        return
+    before = conn.lock_budget
+    conn.lock_budget = budget
+    try:
+        yield
+    finally:
+        conn.lock_budget = before
+        _restore_timeout(conn)
 
 
 class QlConnection(sqlite3.Connection):

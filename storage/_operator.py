@@ -55,7 +55,7 @@ def runs_page(
             + " ORDER BY 1 LIMIT ?3"  # column 1: r.id
         )
     rows = conn.execute(sql, (status, after, limit + 1)).fetchall()
-    runs = [RunRow.of(r) for r in rows]
+    runs = [RunRow(*r) for r in rows]
     return runs[:limit], len(runs) > limit
 
 

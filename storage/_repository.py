@@ -15,15 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._advance_once import advance_in
-from ._changes import ACTORS as ACTORS
-from ._changes import NON_MOVING_EVENTS as NON_MOVING_EVENTS
-from ._changes import Actor as Actor
-from ._changes import Advanced as Advanced
-from ._changes import AttemptChange as AttemptChange
-from ._changes import Change as Change
-from ._changes import Expect as Expect
-from ._changes import RunChange as RunChange
 from ._changes import (
+    NON_MOVING_EVENTS,
+    Actor,
+    Advanced,
+    Change,
+    Expect,
+    RunChange,
     _check_actor,
     _check_time,
 )
@@ -64,21 +62,21 @@ class Repository:
     def get_run(self, run_id: str) -> RunRow | None:
         row = self.conn.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,))
         found = row.fetchone()
-        return RunRow.of(found) if found else None
+        return RunRow(*found) if found else None
 
     def get_attempt(self, attempt_id: str) -> AttemptRow | None:
         cur = self.conn.execute(
             f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ?', (attempt_id,)
         )
         found = cur.fetchone()
-        return AttemptRow.of(found) if found else None
+        return AttemptRow(*found) if found else None
 
     def attempts_of(self, run_id: str) -> list[AttemptRow]:
         cur = self.conn.execute(
             f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE run_id = ? ORDER BY attempt',
             (run_id,),
         )
-        return [AttemptRow.of(r) for r in cur]
+        return [AttemptRow(*r) for r in cur]
 
     def attempt_ids_of(self, run_ids: list[str]) -> list[str]:
         """The ids of every Attempt of these Runs, in one statement (a page's shards are
@@ -98,7 +96,7 @@ class Repository:
             f'SELECT {EVENT_COLUMNS} FROM "RunEvents" WHERE run_id = ? ORDER BY sequence',
             (run_id,),
         )
-        return [EventRow.of(r) for r in cur]
+        return [EventRow.of_columns(r) for r in cur]
 
     def events_page(self, run_id: str, *, after: int = 0, limit: int = 500) -> list[EventRow]:
         """At most ``limit`` of the run's events after sequence ``after``, in order: a keyset
@@ -157,17 +155,9 @@ class Repository:
         def work(c: sqlite3.Connection) -> Advanced:
             task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
             insert_run(c, run_id, at_ms, 1, execution_owner, legacy_cron_id, task)
-            event_id = insert_event(
-                c,
-                run_id,
-                1,
-                "run.created",
-                actor,
-                None,
-                {"from_status": None, "to_status": "created", "version": 1},
-                f"run.created:{run_id}",
-                at_ms,
-            )
+            payload = {"from_status": None, "to_status": "created", "version": 1}
+            key = f"run.created:{run_id}"
+            event_id = insert_event(c, run_id, 1, "run.created", actor, None, payload, key, at_ms)
             return Advanced(run_id, 1, (), (event_id,))
 
         return in_transaction(self.conn, work)

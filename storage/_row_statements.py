@@ -34,7 +34,7 @@ def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) ->
     found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
     if found is None:
         raise NotFound("run", run_id)
-    run = RunRow.of(found)
+    run = RunRow(*found)
     if run.version != expected_version:
         raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
     return run
@@ -47,7 +47,7 @@ def attempt_of_run(c: sqlite3.Connection, run_id: str, attempt_id: str) -> Attem
     ).fetchone()
     if found is None:
         raise NotFound("attempt", attempt_id)
-    return AttemptRow.of(found)
+    return AttemptRow(*found)
 
 
 def insert_run(

@@ -46,10 +46,6 @@ class RunRow:
     error_code: str | None
     error_summary: str | None
 
-    @classmethod
-    def of(cls, row: sqlite3.Row) -> RunRow:
-        return cls(**{k: row[k] for k in row.keys()})
-
 
 @dataclass(frozen=True, slots=True)
 class AttemptRow:
@@ -70,10 +66,6 @@ class AttemptRow:
     error_code: str | None
     error_summary: str | None
 
-    @classmethod
-    def of(cls, row: sqlite3.Row) -> AttemptRow:
-        return cls(**{k: row[k] for k in row.keys()})
-
 
 # One RunEvents row's columns as SQLite returns them, in ``EventRow``'s field order (the payload
 # is its JSON text): id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id,
@@ -93,12 +85,6 @@ class EventRow:
     attempt_id: str | None
     payload: dict[str, Any]
     created_at_ms: int
-
-    @classmethod
-    def of(cls, row: sqlite3.Row) -> EventRow:
-        values = {k: row[k] for k in row.keys()}
-        values["payload"] = json.loads(values["payload"])
-        return cls(**values)
 
     @classmethod
     def of_columns(cls, row: sqlite3.Row | EventColumns, payload: Any = None) -> EventRow:

@@ -328,69 +328,57 @@ def _legacy_row(name: str) -> Callable[[object], bool]:
 
 
 # --- spec 05 rows 2, 6, 7, 9, 10: the legacy writes' Run and Attempt edges -----------------
-
-
-def unique_terminal_attempt(facts: object) -> bool:
-    return _first_match_is(facts, "unique_terminal_attempt")  # row 2: repair
-
-
-def stopped_with_finished(facts: object) -> bool:
-    return _first_match_is(facts, "stopped_with_finished")  # row 6: cancel
-
-
-def unique_finished_evidence(facts: object) -> bool:
-    return _first_match_is(facts, "unique_finished_evidence")  # row 7: complete
-
-
-def no_spawn_evidence(facts: object) -> bool:
-    return _first_match_is(facts, "no_spawn_evidence")  # row 9: abandon
-
-
-def no_terminal_evidence(facts: object) -> bool:
-    return _first_match_is(facts, "no_terminal_evidence")  # row 10: mark lost
-
-
-def _by_name(*guards: Callable[[object], bool]) -> Mapping[str, Callable[[object], bool]]:
-    return MappingProxyType({fn.__name__: fn for fn in guards})
-
-
-LEGACY_EDGE_GUARDS = _by_name(
-    unique_terminal_attempt,
-    stopped_with_finished,
-    unique_finished_evidence,
-    no_spawn_evidence,
-    no_terminal_evidence,
+# Each is guarded by its row's guard (repair, cancel, complete, abandon, mark lost): the edges
+# a write fires and that row's legacy_shadow edge share the one function.
+LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {
+        name: _named(name, _legacy_row(name))
+        for name in (
+            "unique_terminal_attempt",
+            "stopped_with_finished",
+            "unique_finished_evidence",
+            "no_spawn_evidence",
+            "no_terminal_evidence",
+        )
+    }
 )
 
 
-PRIMARY_GUARDS = _by_name(
-    error_raised,
-    several_active_attempts,
-    run_gone,
-    not_runtime_owned,
-    status_changed,
-    attempt_missing_before_start,
-    no_active_attempt_otherwise,
-    latest_attempt_not_active,
-    one_active_latest_attempt,
-    trusted_receipt,
-    invalid_receipt,
-    quarantined_earlier,
-    claimed_not_local_process,
-    executor_not_local_process,
-    unstarted_claim,
-    handle_missing,
-    pid_invalid,
-    durable_identity_stored,
-    provider_unavailable,
-    identity_unknown,
-    handle_pid_mismatch,
-    exact_process_running,
-    trusted_not_running,
-    grace_elapsed,
-    receipt_still_missing,
-    changed_on_recheck,
-    not_running_after_grace,
+# The ADR-0068 guards by name: the decision machine's conditions and the guards of the Run and
+# Attempt edges its writes fire.
+PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {
+        fn.__name__: fn
+        for fn in (
+            error_raised,
+            several_active_attempts,
+            run_gone,
+            not_runtime_owned,
+            status_changed,
+            attempt_missing_before_start,
+            no_active_attempt_otherwise,
+            latest_attempt_not_active,
+            one_active_latest_attempt,
+            trusted_receipt,
+            invalid_receipt,
+            quarantined_earlier,
+            claimed_not_local_process,
+            executor_not_local_process,
+            unstarted_claim,
+            handle_missing,
+            pid_invalid,
+            durable_identity_stored,
+            provider_unavailable,
+            identity_unknown,
+            handle_pid_mismatch,
+            exact_process_running,
+            trusted_not_running,
+            grace_elapsed,
+            receipt_still_missing,
+            changed_on_recheck,
+            not_running_after_grace,
+        )
+    }
 )
 
 
@@ -411,18 +399,12 @@ GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     {**PRIMARY_GUARDS, **LEGACY_ROW_GUARDS, **LEGACY_STEP_GUARDS}
 )
 
-# The guards the Run and Attempt lifecycles are built with (fsm._qinglong).
-LIFECYCLE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {**PRIMARY_GUARDS, **LEGACY_EDGE_GUARDS}
-)
-
 
 __all__ = [
     "GUARDS",
     "LEGACY_EDGE_GUARDS",
     "LEGACY_GUARD_ROWS",
     "LEGACY_ROW_GUARDS",
-    "LIFECYCLE_GUARDS",
     "PRIMARY_GUARDS",
     "PrimaryFacts",
 ]

@@ -345,7 +345,7 @@ class LegacyEngine:
 
     def start(self) -> LegacyCore:
         """A candidate's core before anything was read: it asks for ``read_run``."""
-        return self.machine.start(LegacyFacts(run_present=False), _conclude)
+        return self.machine.start(LegacyFacts(run_present=False), _decision)
 
     def classify(self, f: LegacyFacts) -> LegacyDecision:
         """spec 05 "Per candidate": the first matching row wins (every fact gathered)."""
@@ -368,15 +368,12 @@ class LegacyEngine:
         return _decision(walk.decided)
 
 
-def _decision(step: Taken) -> LegacyDecision:
+def _decision(step: Taken, *facts_and_path: object) -> LegacyDecision:
+    # The case alone decides: a core's conclude is also given the facts and the path.
     row, case = step
     return LegacyDecision(
         row.row, case.then, case.guard, trigger=case.trigger or "", write=case.write
     )
-
-
-def _conclude(step: Taken, facts: LegacyFacts, path: tuple[str, ...]) -> LegacyDecision:
-    return _decision(step)
 
 
 @rebuilt_on_listen

@@ -223,15 +223,6 @@ class PrimaryCore(DecisionCore[PrimaryFacts, PrimaryDecision]):
     def __init__(self, page_status: str | None = None, /, **fields: Any) -> None:
         # ``fields``: every field of a core, as dataclasses.replace passes them for each step.
         if page_status is not None:
-            engine = primary_engine()
-            initial = engine.table.evidence[0]
-            fields = {
-                "engine": engine,
-                "facts": PrimaryFacts(page_status=page_status),
-                "conclude": _decision,
-                "state": initial,
-                "path": (),
-                "taken": None,
-                "answer": Need(initial, None),
-            }
+            start = primary_engine().start(PrimaryFacts(page_status=page_status), _decision)
+            fields = {f.name: getattr(start, f.name) for f in dataclasses.fields(start)}
         super().__init__(**fields)

@@ -24,6 +24,13 @@ from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 from reconciler._summary import before_any_candidate, empty_summary
+from reconciler.node import (
+    Clock,
+    FileReceiptStore,
+    ProcessProvider,
+    ProcProvider,
+    SystemClock,
+)
 from storage import (
     Busy,
     DatabaseMissing,
@@ -37,9 +44,8 @@ from storage import (
 )
 
 if TYPE_CHECKING:
-    # Annotations only: the pass, its machines and the node's ports are imported when there
-    # are candidates (spec 04 "Before any candidate"), not by the zero-candidate path.
-    from reconciler.node import Clock, FileReceiptStore, ProcessProvider
+    # Annotations only: the pass and its machines are imported when there are candidates
+    # (spec 04 "Before any candidate"), not by the zero-candidate path.
     from reconciler.primary import PrimaryReconciler, Probe
 
 
@@ -291,8 +297,6 @@ def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, An
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, inputs.dry_run)
-    from reconciler.node import FileReceiptStore
-
     check_schema(conn, path=db)
     pass_ = primary_reconciler(conn, FileReceiptStore(inputs.root), inputs)
     try:
@@ -309,7 +313,6 @@ def primary_reconciler(
     conn: sqlite3.Connection, store: FileReceiptStore, inputs: PassInputs
 ) -> PrimaryReconciler:
     """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages)."""
-    from reconciler.node import ProcProvider, SystemClock
     from reconciler.primary import PrimaryReconciler
 
     clock, provider, probe = inputs.ports

@@ -43,6 +43,7 @@ from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, 
 from reconciler._shadow_entry import failed, run_shadow
 from reconciler._shadow_run import shadow_with_cursor
 from reconciler._sweep import SweepResult, sweep
+from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
 from storage import LockBudget, check_schema, connect, lock_budget
 
 Notify = Callable[[str], None]
@@ -297,8 +298,6 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     try:
         check_schema(conn, path=db)
         with lock_budget(conn, lock):
-            from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
-
             store = FileReceiptStore(receipt_root)
             return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
     finally:

@@ -7,7 +7,6 @@ leave this module: the adapter turns each into the opaque ``legacy-log:`` id on 
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -233,6 +232,8 @@ MAX_SAFE_MS = MAX_COUNTER  # the same JavaScript safe integer as every counter (
 
 def legacy_log_id(log_path: str) -> str:
     """ADR-0448 §4: the opaque 36-character log artifact id of a raw 2.x log path."""
+    import hashlib  # here, not at import: the start-up pass never names a 2.x log
+
     return "legacy-log:" + hashlib.sha256(log_path.encode("utf-8")).hexdigest()[:25]
 
 

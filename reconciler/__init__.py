@@ -6,9 +6,9 @@ and the ADR-0448 bootstrap (switches, profile, fail-open, the audit record: ``ru
 The parts have their own public names: ``reconciler.node`` (receipts, process identity, the
 launcher), ``reconciler.primary`` (the ADR-0068 pass), ``reconciler.shadow`` (the ADR-0448
 pass), ``reconciler.ops`` (explain, resolve, sweep), ``reconciler.diagrams``. This package
-imports none of them but ``reconciler.node`` (the sweep's ports): a start-up with zero
-candidates loads neither the machines nor the passes (spec 04 "Before any candidate"); the
-application layer imports a pass when it has work for it.
+imports none of them: a start-up with zero candidates and an empty receipt journal loads
+neither the machines, the passes nor the node (spec 04 "Before any candidate"); the
+application layer imports a part when it has work for it.
 The command line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``).
 """
 

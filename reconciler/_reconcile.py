@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from reconciler._clock import Clock, SystemClock
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._escape import shell_word
 from reconciler._flight import single_flight
@@ -24,13 +25,6 @@ from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 from reconciler._summary import before_any_candidate, empty_summary
-from reconciler.node import (
-    Clock,
-    FileReceiptStore,
-    ProcessProvider,
-    ProcProvider,
-    SystemClock,
-)
 from storage import (
     Busy,
     DatabaseMissing,
@@ -45,7 +39,8 @@ from storage import (
 
 if TYPE_CHECKING:
     # Annotations only: the pass and its machines are imported when there are candidates
-    # (spec 04 "Before any candidate"), not by the zero-candidate path.
+    # (spec 04 "Before any candidate"), not by the zero-candidate path; so is the node.
+    from reconciler.node import FileReceiptStore, ProcessProvider
     from reconciler.primary import PrimaryReconciler, Probe
 
 
@@ -298,6 +293,8 @@ def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, An
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
         return _marked(summary, inputs.dry_run)
     check_schema(conn, path=db)
+    from reconciler.node import FileReceiptStore
+
     pass_ = primary_reconciler(conn, FileReceiptStore(inputs.root), inputs)
     try:
         summary = pass_.run_page(page)
@@ -313,6 +310,7 @@ def primary_reconciler(
     conn: sqlite3.Connection, store: FileReceiptStore, inputs: PassInputs
 ) -> PrimaryReconciler:
     """The ADR-0068 pass on ``conn`` (start-up's, or one of `drain`'s pages)."""
+    from reconciler.node import ProcProvider
     from reconciler.primary import PrimaryReconciler
 
     clock, provider, probe = inputs.ports

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import storage
+from reconciler._clock import SystemClock
 from reconciler._errors import FatalError, UsageError
 from reconciler._escape import shell_word
 from reconciler._first_boot import check_directory, create_database
@@ -42,8 +43,7 @@ from reconciler._reconcile import (
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_entry import failed, run_shadow
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler._sweep import SweepResult, sweep
-from reconciler.node import FileReceiptStore, ProcProvider, SystemClock
+from reconciler._sweep import SweepResult, sweep_files
 from storage import LockBudget, check_schema, connect, lock_budget
 
 Notify = Callable[[str], None]
@@ -298,8 +298,7 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     try:
         check_schema(conn, path=db)
         with lock_budget(conn, lock):
-            store = FileReceiptStore(receipt_root)
-            return sweep(conn, store, ProcProvider(), SystemClock()).as_dict()
+            return sweep_files(conn, receipt_root, SystemClock()).as_dict()
     finally:
         conn.close()
 

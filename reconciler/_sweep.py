@@ -30,17 +30,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Protocol, TypeVar
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from reconciler.node import (
-    Clock,
-    ProcessProvider,
-    inspect_handle,
-    parse_quarantine_ref,
-    validate_id,
-    witness_ms,
-)
+from reconciler._clock import Clock, witness_ms
+from reconciler._root_check import check_root_dir
 from storage import (
     FIRST,
     PendingRow,
@@ -52,6 +46,10 @@ from storage import (
     pending_page,
     quarantined_page,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: the node is imported when the journal has a row (:func:`sweep_files`).
+    from reconciler.node import ProcessProvider
 
 SWEEP_PAGE = 64
 SWEEP_MAX_PAGES = 16
@@ -158,16 +156,51 @@ def sweep(
     page: int = SWEEP_PAGE,
     max_pages: int = SWEEP_MAX_PAGES,
 ) -> SweepResult:
-    """One bounded pass (module docstring). A root that does not exist: nothing is read or
-    touched (state `root_missing`): its rows may name receipts under the right root, which a
-    wrong ``--receipt-root`` must not make look gone. ReceiptRootError for a root that is not
-    a real directory."""
+    """One bounded pass (module docstring) with the receipt store and process provider given. A
+    root that does not exist: nothing is read or touched (state `root_missing`): its rows may
+    name receipts under the right root, which a wrong ``--receipt-root`` must not make look
+    gone. ReceiptRootError for a root that is not a real directory."""
+    return _sweep(conn, store.check_root, lambda: (store, provider), clock, page, max_pages)
+
+
+def sweep_files(
+    conn: sqlite3.Connection,
+    root: str,
+    clock: Clock,
+    *,
+    page: int = SWEEP_PAGE,
+    max_pages: int = SWEEP_MAX_PAGES,
+) -> SweepResult:
+    """:func:`sweep` of the node's receipt root ``root`` (validated already) with the real
+    receipt store and /proc provider. They are built, and ``reconciler.node`` imported, when
+    the journal has a row: an empty journal needs neither (like a pass without candidates)."""
+
+    @cache
+    def ports() -> tuple[SweepStore, ProcessProvider]:
+        from reconciler.node import FileReceiptStore, ProcProvider
+
+        return FileReceiptStore(root), ProcProvider()
+
+    # The same check as FileReceiptStore.check_root, without building the store.
+    return _sweep(conn, partial(check_root_dir, root), ports, clock, page, max_pages)
+
+
+def _sweep(
+    conn: sqlite3.Connection,
+    check_root: Callable[[], bool],
+    ports: Callable[[], tuple[SweepStore, ProcessProvider]],
+    clock: Clock,
+    page: int,
+    max_pages: int,
+) -> SweepResult:
     result = SweepResult()
-    if not store.check_root():
+    if not check_root():
         result.state = "root_missing"
         return result
     # D-16: a shard another user may write is refused like such a root, before any removal.
-    store.check_shards(journal_shards(conn))
+    shards = journal_shards(conn)
+    if shards:
+        ports()[0].check_shards(shards)
     for row in foreign_state_rows(conn, MAX_ERRORS_SHOWN):
         # D-16 "the unusable journal row": no page reads such a row (neither state is its
         # own); named, never acted on.
@@ -175,14 +208,14 @@ def sweep(
                      "schema forbids")  # fmt: skip
     _pages(
         partial(pending_page, conn, limit=page),
-        partial(_one_pending, conn, store, provider, result=result),
+        partial(_one_pending, conn, ports, result=result),
         result,
         max_pages,
     )
     now_ms = _purge_now(clock, result)  # after the receipts: its warning follows theirs
     _pages(
         partial(quarantined_page, conn, now_ms, limit=page),
-        partial(_one_quarantined, conn, store, result=result),
+        partial(_one_quarantined, conn, ports, result=result),
         result,
         max_pages,
     )
@@ -229,11 +262,12 @@ def _pages(
 
 def _one_pending(
     conn: sqlite3.Connection,
-    store: SweepStore,
-    provider: ProcessProvider,
+    ports: Callable[[], tuple[SweepStore, ProcessProvider]],
     row: PendingRow,
     result: SweepResult,
 ) -> None:
+    from reconciler.node import inspect_handle
+
     counts = result.receipts
     counts.examined += 1
     if result._unusable(row.attempt_id, row.run_id, row.problem or _id_problem(row.attempt_id)):
@@ -241,6 +275,7 @@ def _one_pending(
     if row.attempt_status in _ACTIVE:
         counts.kept_active += 1  # its receipt is the ADR-0068 pass's evidence
         return
+    store, provider = ports()
     if row.executor_handle:
         evidence = inspect_handle(row.executor_handle, provider)
         if evidence.verdict == "running" or evidence.reason == "provider_unavailable":
@@ -263,7 +298,10 @@ def _one_pending(
 
 
 def _one_quarantined(
-    conn: sqlite3.Connection, store: SweepStore, row: QuarantinedRow, result: SweepResult
+    conn: sqlite3.Connection,
+    ports: Callable[[], tuple[SweepStore, ProcessProvider]],
+    row: QuarantinedRow,
+    result: SweepResult,
 ) -> None:
     counts = result.quarantine
     counts.examined += 1
@@ -274,6 +312,7 @@ def _one_quarantined(
         # It still blocks its candidate (D-3a): someone decides first (`qlfsm resolve`).
         counts.kept_active += 1
         return
+    store = ports()[0]
     try:
         counts.copies_purged += store.purge_quarantine(row.quarantine_ref)
     except (OSError, ValueError) as exc:
@@ -286,6 +325,8 @@ def _one_quarantined(
 
 
 def _id_problem(attempt_id: str) -> str | None:
+    from reconciler.node import validate_id
+
     # spec 03: a receipt path is made only of a validated Attempt id.
     return None if validate_id(attempt_id) else "has an id that is no receipt path"
 
@@ -294,6 +335,8 @@ def _ref_problem(row: QuarantinedRow) -> str | None:
     """Why ``row.quarantine_ref`` names no copy this row may purge (D-16 "the unusable journal
     row"), or None: only a name `quarantine_ref` makes of the row's OWN Attempt is ever turned
     into a path."""
+    from reconciler.node import parse_quarantine_ref
+
     ref = row.quarantine_ref
     parsed = parse_quarantine_ref(ref)
     if parsed is not None and parsed[0] == row.attempt_id:

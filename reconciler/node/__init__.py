@@ -4,9 +4,9 @@ identity (`ql3lp1` handles and the `/proc` probe), the launcher and the receipt 
 
 from __future__ import annotations
 
+from reconciler._clock import Clock, FakeClock, SystemClock, witness_ms
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 from reconciler.node._attempt_lock import lock_evidence, needs_lock
-from reconciler.node._clock import Clock, FakeClock, SystemClock, witness_ms
 from reconciler.node._identity import (
     CaptureFailed,
     Evidence,

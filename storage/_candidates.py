@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ._errors import BadRow
 from ._journal import JOURNAL_COLUMNS, JournalRow
-from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
+from ._rows import AttemptRow, RunRow, columns
 
 PRIMARY_PAGE = 256
 
@@ -220,8 +220,8 @@ def _kind(value: object) -> str:
 
 # --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
 
-_RUN_COLS = [c.strip() for c in RUN_COLUMNS.split(",")]
-_ATTEMPT_COLS = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
+_RUN_COLS = columns(RunRow)
+_ATTEMPT_COLS = columns(AttemptRow)
 # Where the Attempt's columns start and the journal's columns start in a row of the statement.
 _N = len(_RUN_COLS)
 _M = _N + len(_ATTEMPT_COLS)

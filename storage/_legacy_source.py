@@ -281,12 +281,8 @@ def _finish_ms(seconds: object) -> int | None:
 
 
 def _int(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
+    if isinstance(value, int):  # a bool too, as its int
         return int(value)
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):

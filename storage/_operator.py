@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from ._candidates import lenient
 from ._connection import in_transaction
-from ._rows import RUN_COLUMNS, RunRow
+from ._rows import RunRow, columns
 
 _Row = TypeVar("_Row")
 
@@ -61,7 +61,7 @@ def runs_page(
     return runs[:limit], len(runs) > limit
 
 
-_RUN_COLUMNS_R = ", ".join("r." + c.strip() for c in RUN_COLUMNS.split(","))
+_RUN_COLUMNS_R = ", ".join("r." + c for c in columns(RunRow))
 
 
 # --- the receipt journal, for `qlfsm sweep` ------------------------------------------------------
@@ -157,10 +157,8 @@ def _decode(data: bytes) -> str:
 
 
 def _not_utf8(value: object) -> bool:
-    return isinstance(value, str) and not value.isascii() and _has_surrogate(value)
-
-
-def _has_surrogate(value: str) -> bool:
+    if not isinstance(value, str) or value.isascii():
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

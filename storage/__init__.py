@@ -5,7 +5,6 @@ from __future__ import annotations
 from ._advance_once import (
     advance_in,
     advance_read,
-    check_read,
 )
 from ._candidates import (
     PRIMARY_CANDIDATES_SQL,
@@ -99,6 +98,7 @@ from ._operator import (
 from ._repository import (
     Repository,
 )
+from ._row_statements import check_read
 from ._rows import (
     AttemptRow,
     EventColumns,

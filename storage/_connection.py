@@ -68,7 +68,8 @@ def connect(
     # read_only (a dry run): SQLite opens the file for reading only, so not even the
     # checkpoint a closing connection may run can change a byte of it.
     mode = "ro" if read_only else ("rwc" if create else "rw")
-    uri = "file:" + _quote(os.path.abspath(path)) + f"?mode={mode}"
+    quoted = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    uri = f"file:{quoted}?mode={mode}"
     try:
         conn = sqlite3.connect(
             uri,
@@ -98,10 +99,6 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return kind
     return "special file"
-
-
-def _quote(path: str) -> str:
-    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
 class LockBudget:

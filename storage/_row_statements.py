@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ._changes import (
     Actor,
+    Expect,
+    _check_expected,
     _index_of,
     _set_clause,
     next_counter,
@@ -32,11 +34,30 @@ _PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
     found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    if found is None:
+    run = None if found is None else RunRow(*found)
+    return check_read(run, (), run_id, expected_version, None)
+
+
+def check_read(
+    run: RunRow | None,
+    attempts: Sequence[AttemptRow],
+    run_id: str,
+    expected_version: int,
+    expect: Expect | None,
+) -> RunRow:
+    """The re-read rows still hold what the decision used: the same checks, in the same order
+    and with the same errors, as :func:`advance_in` makes on its own read."""
+    if run is None:
         raise NotFound("run", run_id)
-    run = RunRow(*found)
     if run.version != expected_version:
         raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    if expect is not None:
+        _check_expected("run", run_id, run, expect.run)
+        by_id = {a.id: a for a in attempts}
+        for expected_id, fields in expect.attempts.items():
+            if expected_id not in by_id:
+                raise NotFound("attempt", expected_id)
+            _check_expected("attempt", expected_id, by_id[expected_id], fields)
     return run
 
 

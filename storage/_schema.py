@@ -69,11 +69,6 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
-def _is_applied(conn: sqlite3.Connection, table: str, migration_id: str) -> bool:
-    row = conn.execute(f'SELECT 1 FROM "{table}" WHERE migration_id = ?', (migration_id,))
-    return row.fetchone() is not None
-
-
 def init_schema(conn: sqlite3.Connection, *, path: str = "<db>", force: bool = False) -> list[str]:
     """Apply what is missing; return the migration ids applied now (empty: nothing to do).
 
@@ -129,7 +124,8 @@ def _init_schema(conn: sqlite3.Connection, path: str, force: bool = False) -> li
                 history: str = history,
                 extra: tuple[str, ...] = extra,
             ) -> bool:
-                if _is_applied(c, history, mig_id):
+                done = f'SELECT 1 FROM "{history}" WHERE migration_id = ?'
+                if c.execute(done, (mig_id,)).fetchone() is not None:
                     return False
                 creates = {_created_table(s) for s in stmts} - {None}
                 if history == "QingLong3SchemaMigrations" and creates & _tables(c):

@@ -81,9 +81,8 @@ def connect(
     except sqlite3.OperationalError as exc:
         raise database_error(path, exc) from exc
     conn.row_factory = sqlite3.Row
-    if isinstance(conn, QlConnection):
-        conn.path = path
-        conn.busy_timeout_s = busy_timeout_s
+    conn.path = path
+    conn.busy_timeout_s = busy_timeout_s
     return conn
 
 

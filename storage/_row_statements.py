@@ -14,8 +14,6 @@ from ._changes import (
     Actor,
     Expect,
     _check_expected,
-    _index_of,
-    _set_clause,
     next_counter,
 )
 from ._errors import Conflict, DuplicateEvent, NotFound, RowNotInserted
@@ -30,6 +28,16 @@ from ._rows import (
 # spec 02: the payload as compact, key-sorted JSON; one encoder for every event (json.dumps
 # with these options would build a new one per call).
 _PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
+def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[object]]:
+    """`col = ?` assignments and their parameters; status first, then columns sorted (the
+    column names come from the allow-lists of storage._changes, never from input)."""
+    order = sorted(columns)
+    if "status" in columns:
+        order.remove("status")
+        order.insert(0, "status")
+    return [f"{c} = ?" for c in order], [columns[c] for c in order]
 
 
 def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
@@ -193,7 +201,10 @@ def insert_event(
             ),
         )
     except sqlite3.IntegrityError as exc:
-        if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
+        hit = c.execute(
+            'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, dedupe_key)
+        ).fetchone()
+        if hit or "dedupe" in str(exc):
             raise DuplicateEvent(run_id, dedupe_key) from exc
         raise
     # spec 01: no Run change without its event. An INSERT that SQLite dropped without an

@@ -148,7 +148,9 @@ def lock_budget(conn: sqlite3.Connection, budget: LockBudget | None) -> Iterator
         yield
     finally:
         conn.lock_budget = before
-        _restore_timeout(conn)
+        if conn.current_timeout_s is not None:  # the driver's own timeout again
+            conn.execute(f"PRAGMA busy_timeout = {int(conn.busy_timeout_s * 1000)}")
+            conn.current_timeout_s = None
 
 
 class QlConnection(sqlite3.Connection):
@@ -169,12 +171,6 @@ def _fit_timeout(conn: QlConnection, budget: LockBudget) -> None:
     if current - left > _CLAMP_SLACK_S:
         conn.execute(f"PRAGMA busy_timeout = {int(left * 1000)}")
         conn.current_timeout_s = left
-
-
-def _restore_timeout(conn: QlConnection) -> None:
-    if conn.current_timeout_s is not None:
-        conn.execute(f"PRAGMA busy_timeout = {int(conn.busy_timeout_s * 1000)}")
-        conn.current_timeout_s = None
 
 
 def prepare_for_writes(conn: sqlite3.Connection) -> None:

@@ -5,21 +5,17 @@ from __future__ import annotations
 from ._advance_once import (
     advance_in,
     advance_read,
-    check_read,
-)
-from ._candidate_window import (
-    candidate_window,
-    last_candidate,
 )
 from ._candidates import (
     PRIMARY_CANDIDATES_SQL,
     PRIMARY_PAGE,
     PrimaryCandidate,
+    candidate_window,
+    last_candidate,
     primary_candidates,
     run_with_attempts,
 )
 from ._changes import (
-    ACTORS,
     MAX_COUNTER,
     Actor,
     Advanced,
@@ -39,7 +35,6 @@ from ._connection import (
     in_transaction,
     lock_budget,
     lock_budget_from_env,
-    prepare_for_writes,
     transaction,
     write_blocker,
 )
@@ -76,12 +71,9 @@ from ._journal import (
     journal_withdraw_quarantine,
 )
 from ._legacy_source import (
-    EVIDENCE_MAX,
-    LEGACY_PAGE_MAX,
     ActiveAttempt,
     LatestAttempt,
     LegacyCandidate,
-    Normalized,
     active_attempts,
     candidates_sql,
     instance_evidence,
@@ -106,6 +98,7 @@ from ._operator import (
 from ._repository import (
     Repository,
 )
+from ._row_statements import check_read
 from ._rows import (
     AttemptRow,
     EventColumns,
@@ -119,10 +112,7 @@ from ._schema import (
 )
 
 __all__ = [
-    "ACTORS",
-    "EVIDENCE_MAX",
     "FIRST",
-    "LEGACY_PAGE_MAX",
     "LOCK_BUDGET_ENV",
     "LOCK_BUDGET_S",
     "MAX_COUNTER",
@@ -154,7 +144,6 @@ __all__ = [
     "LatestAttempt",
     "LegacyCandidate",
     "LockBudget",
-    "Normalized",
     "NotAQingLongDatabase",
     "NotARegularFile",
     "NotFound",
@@ -199,7 +188,6 @@ __all__ = [
     "next_counter",
     "normalize_legacy",
     "pending_page",
-    "prepare_for_writes",
     "primary_candidates",
     "quarantined_page",
     "run_position",

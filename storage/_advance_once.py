@@ -22,13 +22,19 @@ from ._changes import (
     Change,
     Expect,
     _check_actor,
-    _check_expected,
     _check_fields,
     _check_time,
     next_counter,
 )
 from ._errors import Conflict, InvalidField, NotFound
-from ._row_statements import attempt_of_run, cas_attempt, cas_run, insert_event, run_for_update
+from ._row_statements import (
+    attempt_of_run,
+    cas_attempt,
+    cas_run,
+    check_read,
+    insert_event,
+    run_for_update,
+)
 from ._rows import AttemptRow, RunRow
 
 _UNSET: Mapping[str, object] = {}  # an Attempt no edge of the change set moved yet (read only)
@@ -155,26 +161,3 @@ def advance_read(
         cas_attempt(c, by_id[att_id], dest, sets)
     cas_run(c, run, status, version, sequence, run_sets)
     return Advanced(run_id, version, tuple(steps), tuple(events))
-
-
-def check_read(
-    run: RunRow | None,
-    attempts: Sequence[AttemptRow],
-    run_id: str,
-    expected_version: int,
-    expect: Expect | None,
-) -> RunRow:
-    """The re-read rows still hold what the decision used: the same checks, in the same order
-    and with the same errors, as :func:`advance_in` makes on its own read."""
-    if run is None:
-        raise NotFound("run", run_id)
-    if run.version != expected_version:
-        raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
-    if expect is not None:
-        _check_expected("run", run_id, run, expect.run)
-        by_id = {a.id: a for a in attempts}
-        for expected_id, fields in expect.attempts.items():
-            if expected_id not in by_id:
-                raise NotFound("attempt", expected_id)
-            _check_expected("attempt", expected_id, by_id[expected_id], fields)
-    return run

@@ -1,4 +1,12 @@
-"""The primary reconciler's bounded candidate query (spec 04 "Candidates")."""
+"""The primary reconciler's bounded candidate query (spec 04 "Candidates"), and its windows in
+Run id order for `qlfsm drain` (docs/decisions.md D-26): the same candidates, taken page after
+page by a keyset on ``Runs.id``.
+
+A window is ``(after, upto]`` in id order, each bound given as the ``rowid`` of the Run whose
+id bounds it (``None``: unbounded). Comparing with that row's own stored id, rather than a
+value carried through Python, keeps the order exact for an id the driver cannot give back as
+it is stored (text that is not UTF-8 comes back as bytes, which would compare as a blob).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,7 @@ from typing import NamedTuple
 
 from ._errors import BadRow
 from ._journal import JOURNAL_COLUMNS, JournalRow
-from ._rows import ATTEMPT_COLUMNS, RUN_COLUMNS, AttemptRow, RunRow
+from ._rows import AttemptRow, RunRow, columns
 
 PRIMARY_PAGE = 256
 
@@ -21,14 +29,15 @@ PRIMARY_PAGE = 256
 # ANALYZE's statistics say a status holds many Runs: every Run read, in id order, to find none
 # (issue 27 item 4; docs/decisions.md D-27). Each arm repeats the partial index's WHERE
 # verbatim, or SQLite would not consider that index for it.
-_CANDIDATE_ARM = (
+_COLUMNS = (
     "SELECT r.id, r.status, r.version, "
     '(SELECT COUNT(*) FROM "RunAttempts" a WHERE a.run_id = r.id '
-    "AND a.status IN ('claimed','starting','running')) AS active "
-    'FROM "Runs" r '
-    "WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running') "
-    "AND r.status = '{status}'"
+    "AND a.status IN ('claimed','starting','running')) AS active"
 )
+_WHERE = (
+    "FROM \"Runs\" r WHERE r.execution_owner = 'runtime' AND r.status IN ('dispatching','running')"
+)
+_CANDIDATE_ARM = f"{_COLUMNS} {_WHERE} AND r.status = '{{status}}'"
 PRIMARY_CANDIDATES_SQL = (
     _CANDIDATE_ARM.format(status="dispatching")
     + " UNION ALL "
@@ -72,6 +81,45 @@ def primary_candidates(
         rows = conn.execute(PRIMARY_CANDIDATES_SQL, (limit + 1,)).fetchall()
     found = [_candidate(r) for r in rows]
     return found[:limit], len(found) > limit
+
+
+# D-26: the WHERE and the order of start-up's query, plus the window's bounds.
+_SELECT = f"{_COLUMNS}, r.rowid {_WHERE}"
+_AFTER = ' AND r.id > (SELECT b.id FROM "Runs" b WHERE b.rowid = ?)'
+_UPTO = ' AND r.id <= (SELECT b.id FROM "Runs" b WHERE b.rowid = ?)'
+_ORDER = " ORDER BY r.id LIMIT ?"
+_LAST = f"SELECT r.rowid {_WHERE} ORDER BY r.id DESC LIMIT 1"
+
+
+def candidate_window(
+    conn: sqlite3.Connection,
+    after: int | None = None,
+    upto: int | None = None,
+    limit: int = PRIMARY_PAGE,
+) -> tuple[list[PrimaryCandidate], bool, int | None]:
+    """Up to ``limit`` candidates whose id is after the id of the Run with rowid ``after`` and
+    at most that of the Run with rowid ``upto`` (either ``None``: no bound), in id order;
+    whether more exist in the window (fetch limit + 1); and the rowid of the last one returned
+    (the next window's ``after``), ``None`` when none is. One statement."""
+    sql, args = _SELECT, []
+    if after is not None:
+        sql += _AFTER
+        args.append(after)
+    if upto is not None:
+        sql += _UPTO
+        args.append(upto)
+    with lenient(conn):
+        rows = conn.execute(sql + _ORDER, (*args, limit + 1)).fetchall()
+    page = rows[:limit]
+    last = page[-1][4] if page else None
+    return [_candidate(r[:4]) for r in page], len(rows) > limit, last
+
+
+def last_candidate(conn: sqlite3.Connection) -> int | None:
+    """The rowid of the candidate with the greatest id now (``None``: no candidate): where a
+    drain stops, so that Runs created while it runs cannot keep it going (D-26)."""
+    row = conn.execute(_LAST).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _candidate(r: sqlite3.Row) -> PrimaryCandidate:
@@ -172,8 +220,8 @@ def _kind(value: object) -> str:
 
 # --- one read of a candidate's Run and its Attempts (ADR-0068 §2 step 1) -----------------------
 
-_RUN_COLS = [c.strip() for c in RUN_COLUMNS.split(",")]
-_ATTEMPT_COLS = [c.strip() for c in ATTEMPT_COLUMNS.split(",")]
+_RUN_COLS = columns(RunRow)
+_ATTEMPT_COLS = columns(AttemptRow)
 # Where the Attempt's columns start and the journal's columns start in a row of the statement.
 _N = len(_RUN_COLS)
 _M = _N + len(_ATTEMPT_COLS)

@@ -3,10 +3,9 @@ the expectations re-checked inside the transaction, and the checks on them."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import Conflict, CounterExhausted, InvalidField
 
@@ -142,29 +141,12 @@ class Advanced:
     events: tuple[str, ...]
 
 
-def _index_of(exc: sqlite3.IntegrityError, c: sqlite3.Connection, run_id: str, key: str) -> str:
-    hit = c.execute(
-        'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, key)
-    ).fetchone()
-    return "dedupe" if hit else str(exc)
-
-
 def _check_actor(actor: Actor) -> None:
     if actor.type not in ACTORS:
         raise InvalidField(
             f"unknown actor type {actor.type!r}; use one of spec 01's actors: "
             + ", ".join(sorted(ACTORS))
         )
-
-
-def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[Any]]:
-    """`col = ?` assignments and their parameters; status first, then columns sorted (the
-    column names come from the allow-lists above, never from input)."""
-    order = sorted(columns)
-    if "status" in columns:
-        order.remove("status")
-        order.insert(0, "status")
-    return [f"{c} = ?" for c in order], [columns[c] for c in order]
 
 
 _UNREAD = object()  # what a row has not for a field it does not read

@@ -68,7 +68,8 @@ def connect(
     # read_only (a dry run): SQLite opens the file for reading only, so not even the
     # checkpoint a closing connection may run can change a byte of it.
     mode = "ro" if read_only else ("rwc" if create else "rw")
-    uri = "file:" + _quote(os.path.abspath(path)) + f"?mode={mode}"
+    quoted = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    uri = f"file:{quoted}?mode={mode}"
     try:
         conn = sqlite3.connect(
             uri,
@@ -80,9 +81,8 @@ def connect(
     except sqlite3.OperationalError as exc:
         raise database_error(path, exc) from exc
     conn.row_factory = sqlite3.Row
-    if isinstance(conn, QlConnection):
-        conn.path = path
-        conn.busy_timeout_s = busy_timeout_s
+    conn.path = path
+    conn.busy_timeout_s = busy_timeout_s
     return conn
 
 
@@ -98,10 +98,6 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return kind
     return "special file"
-
-
-def _quote(path: str) -> str:
-    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
 class LockBudget:
@@ -152,7 +148,9 @@ def lock_budget(conn: sqlite3.Connection, budget: LockBudget | None) -> Iterator
         yield
     finally:
         conn.lock_budget = before
-        _restore_timeout(conn)
+        if conn.current_timeout_s is not None:  # the driver's own timeout again
+            conn.execute(f"PRAGMA busy_timeout = {int(conn.busy_timeout_s * 1000)}")
+            conn.current_timeout_s = None
 
 
 class QlConnection(sqlite3.Connection):
@@ -173,12 +171,6 @@ def _fit_timeout(conn: QlConnection, budget: LockBudget) -> None:
     if current - left > _CLAMP_SLACK_S:
         conn.execute(f"PRAGMA busy_timeout = {int(left * 1000)}")
         conn.current_timeout_s = left
-
-
-def _restore_timeout(conn: QlConnection) -> None:
-    if conn.current_timeout_s is not None:
-        conn.execute(f"PRAGMA busy_timeout = {int(conn.busy_timeout_s * 1000)}")
-        conn.current_timeout_s = None
 
 
 def prepare_for_writes(conn: sqlite3.Connection) -> None:

@@ -8,17 +8,7 @@ from dataclasses import dataclass
 
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
-
-# The journal's columns qlfsm reads, in JournalRow's order (spec 03).
-JOURNAL_COLUMNS = (
-    "attempt_id",
-    "run_id",
-    "state",
-    "quarantine_ref",
-    "purge_after_ms",
-    "registered_at_ms",
-    "updated_at_ms",
-)
+from ._rows import columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +20,10 @@ class JournalRow:
     purge_after_ms: int | None
     registered_at_ms: int
     updated_at_ms: int
+
+
+# The journal's columns qlfsm reads (spec 03).
+JOURNAL_COLUMNS = columns(JournalRow)
 
 
 class RegistrationConflict(Conflict):

@@ -224,7 +224,7 @@ def latest_attempt(conn: sqlite3.Connection, run_id: str) -> LatestAttempt | Non
 
 # --- the RunningInstances evidence adapter ----------------------------------------------------
 
-_INSTANCE_STATUS: dict[int, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
+_INSTANCE_STATUS: dict[int | None, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
 # The largest time in milliseconds QingLong can read back (a JavaScript safe integer): a finish
 # time past it would be written to Runs.finished_at_ms and make QingLong reject that Run.
 MAX_SAFE_MS = MAX_COUNTER  # the same JavaScript safe integer as every counter (D-29)
@@ -251,12 +251,9 @@ def instance_evidence(
     out: list[InstanceEvidence] = []
     for r in rows[:EVIDENCE_MAX]:
         raw_path = r[1]
-        code = _int(r[2])
-        status = _INSTANCE_STATUS.get(-1 if code is None else code)
-        if status is None:
-            # An unknown 2.x status is no evidence of anything: keep it as "running"
-            # (never terminal), so it can only ever make a decision more cautious.
-            status = "running"
+        # An unknown 2.x status is no evidence of anything: keep it as "running" (never
+        # terminal), so it can only ever make a decision more cautious.
+        status = _INSTANCE_STATUS.get(_int(r[2]), "running")
         out.append(
             InstanceEvidence(
                 pid=_int(r[0]),
@@ -281,12 +278,8 @@ def _finish_ms(seconds: object) -> int | None:
 
 
 def _int(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
+    if isinstance(value, int):  # a bool too, as its int
         return int(value)
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):

@@ -9,12 +9,14 @@ rule 3 applied to the journal: a delete that finds the row changed does nothing)
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from ._candidates import lenient
 from ._connection import in_transaction
-from ._rows import RUN_COLUMNS, RunRow
+from ._rows import RunRow, columns
+
+_Row = TypeVar("_Row")
 
 # --- Runs, for `qlfsm inspect` -------------------------------------------------------------------
 
@@ -59,7 +61,7 @@ def runs_page(
     return runs[:limit], len(runs) > limit
 
 
-_RUN_COLUMNS_R = ", ".join("r." + c.strip() for c in RUN_COLUMNS.split(","))
+_RUN_COLUMNS_R = ", ".join("r." + c for c in columns(RunRow))
 
 
 # --- the receipt journal, for `qlfsm sweep` ------------------------------------------------------
@@ -155,10 +157,8 @@ def _decode(data: bytes) -> str:
 
 
 def _not_utf8(value: object) -> bool:
-    return isinstance(value, str) and not value.isascii() and _has_surrogate(value)
-
-
-def _has_surrogate(value: str) -> bool:
+    if not isinstance(value, str) or value.isascii():
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -192,13 +192,15 @@ def _param(value: object) -> tuple[str, object]:
     return "?", value
 
 
-def _page(conn: sqlite3.Connection, sql: str, head: tuple[object, ...],
-          after: tuple[Any, Any], limit: int) -> list[Any]:  # fmt: skip
+def _page(conn: sqlite3.Connection, sql: str, head: tuple[object, ...], after: tuple[Any, Any],
+          limit: int, row: Callable[[Any], _Row]) -> tuple[list[_Row], bool]:  # fmt: skip
+    """One keyset page after ``after``, each row made by ``row``; and whether more follow."""
     (p1, v1), (p2, v2) = _param(after[0]), _param(after[1])
     if (p1, p2) != ("?", "?"):
         sql = sql.replace(") > (?, ?)", f") > ({p1}, {p2})")
     with lenient(conn, _decode):
-        return list(conn.execute(sql, (*head, v1, v2, limit + 1)).fetchall())
+        rows = conn.execute(sql, (*head, v1, v2, limit + 1)).fetchall()
+    return [row(r) for r in rows[:limit]], len(rows) > limit
 
 
 def journal_shards(conn: sqlite3.Connection) -> list[str]:
@@ -215,60 +217,56 @@ def journal_shards(conn: sqlite3.Connection) -> list[str]:
 def pending_page(
     conn: sqlite3.Connection, after: tuple[Any, Any], limit: int
 ) -> tuple[list[PendingRow], bool]:
-    rows = _page(conn, PENDING_PAGE_SQL, (), after, limit)
-    found: list[PendingRow] = []
-    for r in rows:
-        problem = _problem(
-            [("attempt_id", r[0]), ("run_id", r[1]), ("Attempt status", r[3]),
-             ("executor_handle", r[4])],
-            ("updated_at_ms", r[2]),
-        )  # fmt: skip
-        found.append(
-            PendingRow(
-                _shown(r[0]),
-                _shown(r[1]),
-                r[2] if type(r[2]) is int else -1,
-                r[3] if isinstance(r[3], str) else None,
-                r[4] if isinstance(r[4], str) else None,
-                r[5] if type(r[5]) is int else None,
-                problem,
-                (r[2], r[0]),
-            )
-        )
-    return found[:limit], len(found) > limit
+    return _page(conn, PENDING_PAGE_SQL, (), after, limit, _pending_row)
+
+
+def _pending_row(r: Any) -> PendingRow:
+    problem = _problem(
+        [("attempt_id", r[0]), ("run_id", r[1]), ("Attempt status", r[3]),
+         ("executor_handle", r[4])],
+        ("updated_at_ms", r[2]),
+    )  # fmt: skip
+    return PendingRow(
+        _shown(r[0]),
+        _shown(r[1]),
+        r[2] if type(r[2]) is int else -1,
+        r[3] if isinstance(r[3], str) else None,
+        r[4] if isinstance(r[4], str) else None,
+        r[5] if type(r[5]) is int else None,
+        problem,
+        (r[2], r[0]),
+    )
 
 
 def quarantined_page(
     conn: sqlite3.Connection, now_ms: int, after: tuple[Any, Any], limit: int
 ) -> tuple[list[QuarantinedRow], bool]:
     try:
-        rows = _page(conn, QUARANTINED_PAGE_SQL, (now_ms,), after, limit)
+        return _page(conn, QUARANTINED_PAGE_SQL, (now_ms,), after, limit, _quarantined_row)
     except sqlite3.OperationalError as exc:
         if _PURGE_INDEX not in str(exc):
             raise
         plain = QUARANTINED_PAGE_SQL.replace(f" INDEXED BY {_PURGE_INDEX}", "")
-        rows = _page(conn, plain, (now_ms,), after, limit)
-    found: list[QuarantinedRow] = []
-    for r in rows:
-        problem = _problem(
-            [("attempt_id", r[0]), ("run_id", r[1]), ("quarantine_ref", r[2]),
-             ("Attempt status", r[4])],
-            ("purge_after_ms", r[3]),
-        )  # fmt: skip
-        if problem is None and r[2] is None:
-            problem = "is quarantined with no quarantine_ref"
-        found.append(
-            QuarantinedRow(
-                _shown(r[0]),
-                _shown(r[1]),
-                r[2] if isinstance(r[2], str) else "",
-                r[3] if type(r[3]) is int else -1,
-                r[4] if isinstance(r[4], str) else None,
-                problem,
-                (r[3], r[0]),
-            )
-        )
-    return found[:limit], len(found) > limit
+        return _page(conn, plain, (now_ms,), after, limit, _quarantined_row)
+
+
+def _quarantined_row(r: Any) -> QuarantinedRow:
+    problem = _problem(
+        [("attempt_id", r[0]), ("run_id", r[1]), ("quarantine_ref", r[2]),
+         ("Attempt status", r[4])],
+        ("purge_after_ms", r[3]),
+    )  # fmt: skip
+    if problem is None and r[2] is None:
+        problem = "is quarantined with no quarantine_ref"
+    return QuarantinedRow(
+        _shown(r[0]),
+        _shown(r[1]),
+        r[2] if isinstance(r[2], str) else "",
+        r[3] if type(r[3]) is int else -1,
+        r[4] if isinstance(r[4], str) else None,
+        problem,
+        (r[3], r[0]),
+    )
 
 
 def foreign_state_rows(conn: sqlite3.Connection, limit: int) -> list[ForeignStateRow]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ._changes import (
     Actor,
-    _index_of,
-    _set_clause,
+    Expect,
+    _check_expected,
     next_counter,
 )
 from ._errors import Conflict, DuplicateEvent, NotFound, RowNotInserted
@@ -30,13 +30,42 @@ from ._rows import (
 _PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 
+def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[object]]:
+    """`col = ?` assignments and their parameters; status first, then columns sorted (the
+    column names come from the allow-lists of storage._changes, never from input)."""
+    order = sorted(columns)
+    if "status" in columns:
+        order.remove("status")
+        order.insert(0, "status")
+    return [f"{c} = ?" for c in order], [columns[c] for c in order]
+
+
 def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
     found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    if found is None:
+    run = None if found is None else RunRow(*found)
+    return check_read(run, (), run_id, expected_version, None)
+
+
+def check_read(
+    run: RunRow | None,
+    attempts: Sequence[AttemptRow],
+    run_id: str,
+    expected_version: int,
+    expect: Expect | None,
+) -> RunRow:
+    """The re-read rows still hold what the decision used: the same checks, in the same order
+    and with the same errors, as :func:`advance_in` makes on its own read."""
+    if run is None:
         raise NotFound("run", run_id)
-    run = RunRow(*found)
     if run.version != expected_version:
         raise Conflict("run", run_id, f"at version {expected_version} (now {run.version})")
+    if expect is not None:
+        _check_expected("run", run_id, run, expect.run)
+        by_id = {a.id: a for a in attempts}
+        for expected_id, fields in expect.attempts.items():
+            if expected_id not in by_id:
+                raise NotFound("attempt", expected_id)
+            _check_expected("attempt", expected_id, by_id[expected_id], fields)
     return run
 
 
@@ -172,7 +201,10 @@ def insert_event(
             ),
         )
     except sqlite3.IntegrityError as exc:
-        if dedupe_key is not None and "dedupe" in _index_of(exc, c, run_id, dedupe_key):
+        hit = c.execute(
+            'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, dedupe_key)
+        ).fetchone()
+        if hit or "dedupe" in str(exc):
             raise DuplicateEvent(run_id, dedupe_key) from exc
         raise
     # spec 01: no Run change without its event. An INSERT that SQLite dropped without an

@@ -6,23 +6,8 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
-
-RUN_COLUMNS = (
-    "id, project_id, task_id, task_name, legacy_cron_id, execution_origin, execution_owner, "
-    "status, version, event_sequence, created_at_ms, queued_at_ms, started_at_ms, finished_at_ms, "
-    "cancel_requested_at_ms, cancel_reason, error_code, error_summary"
-)
-ATTEMPT_COLUMNS = (
-    "id, run_id, attempt, status, executor_type, executor_handle, pid, log_artifact_id, "
-    "callback_token_hash, callback_sequence, created_at_ms, started_at_ms, finished_at_ms, "
-    "exit_code, error_code, error_summary"
-)
-EVENT_COLUMNS = (
-    "id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload, "
-    "created_at_ms"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +79,16 @@ class EventRow:
         if payload is None:
             payload = json.loads(row[8])
         return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
+
+
+def columns(row: type[Any]) -> tuple[str, ...]:
+    """A row type's columns: its fields, in the order every SELECT of it lists them."""
+    return tuple(f.name for f in fields(row))
+
+
+RUN_COLUMNS = ", ".join(columns(RunRow))
+ATTEMPT_COLUMNS = ", ".join(columns(AttemptRow))
+EVENT_COLUMNS = ", ".join(columns(EventRow))
 
 
 def uuid7() -> str:

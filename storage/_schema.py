@@ -10,7 +10,7 @@ from ._connection import busy_wait_s, database_error, in_transaction
 from ._ddl import LEGACY_TABLES, QL3_HISTORY_DDL, QL3_MIGRATIONS, QLFSM_INDEXES
 from ._errors import ForeignDatabase, NotAQingLongDatabase
 from ._journal import JOURNAL_COLUMNS
-from ._rows import ATTEMPT_COLUMNS, EVENT_COLUMNS, RUN_COLUMNS
+from ._rows import AttemptRow, EventRow, RunRow, columns
 
 QL3_STREAM = "ql3-local-sqlite"
 _BOUNDARY = "\n-- ql3-statement-boundary --\n"
@@ -29,21 +29,30 @@ QLFSM_MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _columns(listing: str) -> tuple[str, ...]:
-    return tuple(c.strip() for c in listing.split(","))
+# Where each migration is recorded, and the columns its row has besides id, checksum and time.
+_HISTORIES: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...], tuple[str, ...]], ...] = (
+    ("QingLong3SchemaMigrations", QL3_MIGRATIONS, (QL3_STREAM, "sqlite")),
+    ("QlfsmSchemaMigrations", QLFSM_MIGRATIONS, ()),
+)
+_RECORD = {
+    "QingLong3SchemaMigrations": 'INSERT INTO "QingLong3SchemaMigrations" (migration_id, '
+    "stream_id, dialect, checksum, applied_at_ms) VALUES (?, ?, ?, ?, ?)",
+    "QlfsmSchemaMigrations": 'INSERT INTO "QlfsmSchemaMigrations" (migration_id, checksum, '
+    "applied_at_ms) VALUES (?, ?, ?)",
+}
 
 
 # Every column qlfsm reads (the row types of _rows.py) or writes (Run/Attempt creation, the
 # journal): a database lacking one is refused up front, not half-way through a pass.
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "Runs": (
-        *_columns(RUN_COLUMNS),
+        *columns(RunRow),
         "task_revision",
         "trigger_type",
         "priority",
     ),
-    "RunAttempts": _columns(ATTEMPT_COLUMNS),
-    "RunEvents": _columns(EVENT_COLUMNS),
+    "RunAttempts": columns(AttemptRow),
+    "RunEvents": columns(EventRow),
     "LocalCompletionReceiptJournal": JOURNAL_COLUMNS,
 }
 
@@ -58,11 +67,6 @@ def checksum(statements: tuple[str, ...]) -> str:
 def _tables(conn: sqlite3.Connection) -> set[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {str(r[0]) for r in rows}
-
-
-def _is_applied(conn: sqlite3.Connection, table: str, migration_id: str) -> bool:
-    row = conn.execute(f'SELECT 1 FROM "{table}" WHERE migration_id = ?', (migration_id,))
-    return row.fetchone() is not None
 
 
 def init_schema(conn: sqlite3.Connection, *, path: str = "<db>", force: bool = False) -> list[str]:
@@ -110,48 +114,32 @@ def _init_schema(conn: sqlite3.Connection, path: str, force: bool = False) -> li
     now_ms = int(time.time() * 1000)
     # Each migration decides inside its own BEGIN IMMEDIATE whether it is still missing: two
     # `db init` (or two start-ups) racing on one new file apply each migration exactly once.
-    for mig_id, statements in QL3_MIGRATIONS:
+    for history, migrations, extra in _HISTORIES:
+        for mig_id, statements in migrations:
 
-        def apply(
-            c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
-        ) -> bool:
-            if _is_applied(c, "QingLong3SchemaMigrations", mig_id):
-                return False
-            creates = {_created_table(s) for s in stmts} - {None}
-            if creates & _tables(c):
-                # Tables exist without a history row: a database made by another tool. It is
-                # accepted only if it has what qlfsm reads (check_schema below); never
-                # re-created or altered.
-                return False
-            for s in stmts:
-                c.execute(s)
-            c.execute(
-                'INSERT INTO "QingLong3SchemaMigrations" (migration_id, stream_id, dialect, '
-                "checksum, applied_at_ms) VALUES (?, ?, ?, ?, ?)",
-                (mig_id, QL3_STREAM, "sqlite", checksum(stmts), now_ms),
-            )
-            return True
+            def apply(
+                c: sqlite3.Connection,
+                mig_id: str = mig_id,
+                stmts: tuple[str, ...] = statements,
+                history: str = history,
+                extra: tuple[str, ...] = extra,
+            ) -> bool:
+                done = f'SELECT 1 FROM "{history}" WHERE migration_id = ?'
+                if c.execute(done, (mig_id,)).fetchone() is not None:
+                    return False
+                creates = {_created_table(s) for s in stmts} - {None}
+                if history == "QingLong3SchemaMigrations" and creates & _tables(c):
+                    # Tables exist without a history row: a database made by another tool. It
+                    # is accepted only if it has what qlfsm reads (check_schema below); never
+                    # re-created or altered.
+                    return False
+                for s in stmts:
+                    c.execute(s)
+                c.execute(_RECORD[history], (mig_id, *extra, checksum(stmts), now_ms))
+                return True
 
-        if in_transaction(conn, apply):
-            applied_now.append(mig_id)
-    for mig_id, statements in QLFSM_MIGRATIONS:
-
-        def apply_ours(
-            c: sqlite3.Connection, mig_id: str = mig_id, stmts: tuple[str, ...] = statements
-        ) -> bool:
-            if _is_applied(c, "QlfsmSchemaMigrations", mig_id):
-                return False
-            for s in stmts:
-                c.execute(s)
-            c.execute(
-                'INSERT INTO "QlfsmSchemaMigrations" (migration_id, checksum, applied_at_ms) '
-                "VALUES (?, ?, ?)",
-                (mig_id, checksum(stmts), now_ms),
-            )
-            return True
-
-        if in_transaction(conn, apply_ours):
-            applied_now.append(mig_id)
+            if in_transaction(conn, apply):
+                applied_now.append(mig_id)
     check_schema(conn, path=path)
     return applied_now
 

@@ -320,7 +320,7 @@ def test_every_window_statement_is_an_index_range_in_id_order_never_a_scan_or_a_
 ) -> None:
     from test_query_plans import plan, populate, scans_runs
 
-    from storage import _candidate_window as w
+    from storage import _candidates as w
     from storage import connect
 
     conn = connect(str(db_path))

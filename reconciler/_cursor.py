@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
 
+from reconciler._atomic import replace_file
 from reconciler._shadow_entry import Cursor
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
@@ -64,12 +64,8 @@ def read_cursor(path: str) -> Cursor | None:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise InvalidResumeCursor(_not_regular(mode))
-        data = b""
-        while len(data) <= MAX_CURSOR_BYTES:
-            chunk = os.read(fd, MAX_CURSOR_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
+        with open(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_CURSOR_BYTES + 1)
     except OSError as exc:
         raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
     finally:
@@ -104,30 +100,4 @@ def store_cursor(path: str, cursor: Cursor | None) -> None:
         return
     data = json.dumps({"schemaVersion": 1, "createdAtMs": cursor[0], "runId": cursor[1]})
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (best effort: not every file system lets a directory sync)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    replace_file(path, tmp, data.encode("utf-8"))

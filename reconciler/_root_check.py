@@ -20,6 +20,8 @@ class ReceiptRootError(ValueError):
     """The configured receipt root is unusable; the message says what to fix (one line)."""
 
 
+# A real directory: never a symbolic link to one.
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # spec 03 "Root": the longest receipt root accepted, in bytes of its file-system encoding.
 MAX_ROOT_BYTES = 4096
 _EMPTY = "receipt root is empty: set it to an absolute directory path"
@@ -143,7 +145,7 @@ def private_dir(path: str, *, dir_fd: int | None = None) -> None:
         os.mkdir(path, 0o700, dir_fd=dir_fd)
     except FileExistsError:
         return
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    fd = os.open(path, OPEN_DIR, dir_fd=dir_fd)
     try:
         os.fchmod(fd, 0o700)
     finally:

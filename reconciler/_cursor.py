@@ -8,6 +8,7 @@ import os
 import stat
 
 from reconciler._atomic import replace_file
+from reconciler._root_check import file_kind
 from reconciler._shadow_entry import Cursor
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
@@ -18,19 +19,8 @@ class InvalidResumeCursor(Exception):
     """The --resume-cursor file is not one this tool wrote (its message says what it is)."""
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
 def _not_regular(mode: int) -> str:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return f"names {kind}, not a regular file"
+    return f"names {file_kind(mode, 'a special file')}, not a regular file"
 
 
 def read_cursor(path: str) -> Cursor | None:

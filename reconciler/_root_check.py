@@ -47,6 +47,23 @@ def validate_receipt_root(path: str, *, empty: str = _EMPTY) -> str:
     return normalised
 
 
+# What stands at a path, by the type bits of its mode (for one-line messages).
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def file_kind(mode: int, default: str) -> str:
+    """What the mode ``mode`` says stands there ("a FIFO"), else ``default``."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), default)
+
+
 def what_is(path: str) -> str:
     """What stands at ``path`` when it is not a real directory (for a one-line message)."""
     try:
@@ -59,16 +76,7 @@ def what_is(path: str) -> str:
         except OSError:
             target = "?"
         return f"a symbolic link (to {target!r})"
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a directory"
+    return "not a directory" if stat.S_ISDIR(mode) else file_kind(mode, "not a directory")
 
 
 def root_error(root: str) -> str:

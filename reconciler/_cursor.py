@@ -13,6 +13,7 @@ from reconciler._shadow_entry import Cursor
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
 MAX_CURSOR_BYTES = 4096
+_TOO_LARGE = f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)"
 
 
 class InvalidResumeCursor(Exception):
@@ -35,33 +36,25 @@ def read_cursor(path: str) -> Cursor | None:
     """
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidResumeCursor(_not_regular(st.st_mode))
+        if st.st_size > MAX_CURSOR_BYTES:
+            raise InvalidResumeCursor(_TOO_LARGE)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise InvalidResumeCursor(_not_regular(mode))
+            with open(fd, "rb", closefd=False) as file:
+                data = file.read(MAX_CURSOR_BYTES + 1)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:  # no cursor (the lstat), or it went before the open
         return None
     except OSError as exc:
         raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidResumeCursor(_not_regular(st.st_mode))
-    if st.st_size > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InvalidResumeCursor(_not_regular(mode))
-        with open(fd, "rb", closefd=False) as file:
-            data = file.read(MAX_CURSOR_BYTES + 1)
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
     if len(data) > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
+        raise InvalidResumeCursor(_TOO_LARGE)
     try:
         parsed = json.loads(data.decode("utf-8"))
     except ValueError as exc:

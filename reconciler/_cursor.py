@@ -3,34 +3,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
 
+from reconciler._atomic import replace_file
+from reconciler._root_check import file_kind
 from reconciler._shadow_entry import Cursor
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
 MAX_CURSOR_BYTES = 4096
+_TOO_LARGE = f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)"
 
 
 class InvalidResumeCursor(Exception):
     """The --resume-cursor file is not one this tool wrote (its message says what it is)."""
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
 def _not_regular(mode: int) -> str:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return f"names {kind}, not a regular file"
+    return f"names {file_kind(mode, 'a special file')}, not a regular file"
 
 
 def read_cursor(path: str) -> Cursor | None:
@@ -45,37 +36,25 @@ def read_cursor(path: str) -> Cursor | None:
     """
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidResumeCursor(_not_regular(st.st_mode))
+        if st.st_size > MAX_CURSOR_BYTES:
+            raise InvalidResumeCursor(_TOO_LARGE)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise InvalidResumeCursor(_not_regular(mode))
+            with open(fd, "rb", closefd=False) as file:
+                data = file.read(MAX_CURSOR_BYTES + 1)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:  # no cursor (the lstat), or it went before the open
         return None
     except OSError as exc:
         raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidResumeCursor(_not_regular(st.st_mode))
-    if st.st_size > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InvalidResumeCursor(_not_regular(mode))
-        data = b""
-        while len(data) <= MAX_CURSOR_BYTES:
-            chunk = os.read(fd, MAX_CURSOR_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise InvalidResumeCursor(f"cannot be read ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
     if len(data) > MAX_CURSOR_BYTES:
-        raise InvalidResumeCursor(f"is larger than a cursor ({MAX_CURSOR_BYTES} bytes at most)")
+        raise InvalidResumeCursor(_TOO_LARGE)
     try:
         parsed = json.loads(data.decode("utf-8"))
     except ValueError as exc:
@@ -104,30 +83,4 @@ def store_cursor(path: str, cursor: Cursor | None) -> None:
         return
     data = json.dumps({"schemaVersion": 1, "createdAtMs": cursor[0], "runId": cursor[1]})
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (best effort: not every file system lets a directory sync)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    replace_file(path, tmp, data.encode("utf-8"))

@@ -22,6 +22,7 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
+from reconciler._atomic import fsync_dir, fsync_file
 from reconciler._errors import FatalError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def create_database(db: str, lock: LockBudget) -> bool:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 conn.close()
-            _fsync(tmp)
+            fsync_file(tmp)
         except StorageError as exc:
             raise FatalError(f"first boot: cannot create database {db!r}: {exc}") from exc
         except OSError as exc:
@@ -89,28 +90,9 @@ def create_database(db: str, lock: LockBudget) -> bool:
                 f"first boot: cannot create database {db!r} ({exc.strerror}); make {parent!r} "
                 "writable for this user and run again"
             ) from exc
-        _fsync(parent, directory=True)
+        fsync_dir(parent)
         return True
     finally:
         for suffix in SIDE_FILES:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp + suffix)
-
-
-def _fsync(path: str, *, directory: bool = False) -> None:
-    """Make the file (or the new name in a directory) durable; best effort for a directory
-    (not every filesystem lets one be synced)."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        if directory:
-            return
-        raise
-    try:
-        os.fsync(fd)
-    except OSError:
-        if not directory:
-            raise
-    finally:
-        os.close(fd)

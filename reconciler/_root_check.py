@@ -20,6 +20,8 @@ class ReceiptRootError(ValueError):
     """The configured receipt root is unusable; the message says what to fix (one line)."""
 
 
+# A real directory: never a symbolic link to one.
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # spec 03 "Root": the longest receipt root accepted, in bytes of its file-system encoding.
 MAX_ROOT_BYTES = 4096
 _EMPTY = "receipt root is empty: set it to an absolute directory path"
@@ -45,6 +47,23 @@ def validate_receipt_root(path: str, *, empty: str = _EMPTY) -> str:
     return normalised
 
 
+# What stands at a path, by the type bits of its mode (for one-line messages).
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def file_kind(mode: int, default: str) -> str:
+    """What the mode ``mode`` says stands there ("a FIFO"), else ``default``."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), default)
+
+
 def what_is(path: str) -> str:
     """What stands at ``path`` when it is not a real directory (for a one-line message)."""
     try:
@@ -57,16 +76,7 @@ def what_is(path: str) -> str:
         except OSError:
             target = "?"
         return f"a symbolic link (to {target!r})"
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a directory"
+    return "not a directory" if stat.S_ISDIR(mode) else file_kind(mode, "not a directory")
 
 
 def root_error(root: str) -> str:
@@ -143,7 +153,7 @@ def private_dir(path: str, *, dir_fd: int | None = None) -> None:
         os.mkdir(path, 0o700, dir_fd=dir_fd)
     except FileExistsError:
         return
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    fd = os.open(path, OPEN_DIR, dir_fd=dir_fd)
     try:
         os.fchmod(fd, 0o700)
     finally:

@@ -21,14 +21,8 @@ from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from test_launcher import prepared
 
 from reconciler.node import FileReceiptStore, Missing, launch, parse_quarantine_ref, quarantine_ref
-from reconciler.node._attempt_lock import hold_lock, probe_lock
-from reconciler.node._receipt_layout import (
-    LOCK_SUFFIX,
-    lock_name,
-    lock_path,
-    receipt_name,
-    temp_name,
-)
+from reconciler.node._attempt_lock import LOCK_SUFFIX, hold_lock, lock_name, lock_path, probe_lock
+from reconciler.node._receipt import receipt_name, temp_name
 from storage import Repository, journal_get, journal_register
 
 pytestmark = linux_only

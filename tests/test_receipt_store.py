@@ -27,8 +27,8 @@ from reconciler.node import (
     receipt_path,
     validate_receipt_root,
 )
-from reconciler.node._receipt_fs import publish_bytes_at
-from reconciler.node._receipt_layout import temp_path
+from reconciler.node._receipt import temp_path
+from reconciler.node._receipt_store import publish_bytes_at
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"
 RECEIPT = Receipt(1, "019f70c0-0000-7000-8000-000000000001", ATTEMPT, 1, "A" * 43, 3, 8, 0)

@@ -43,7 +43,7 @@ from reconciler.node import (
     check_root_dir,
     quarantine_ref,
 )
-from reconciler.node._receipt_fs import prepare_receipt_dirs, publish_bytes_at
+from reconciler.node._receipt_store import prepare_receipt_dirs, publish_bytes_at
 from reconciler.ops import operator_actor, resolve, sweep
 from reconciler.primary import QUARANTINE_KEEP_MS, reconcile_connection
 from storage import Repository, journal_get, journal_register, transaction

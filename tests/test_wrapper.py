@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.node import FileReceiptStore, Found, decode_receipt, receipt_path
-from reconciler.node._receipt_layout import temp_path
+from reconciler.node._receipt import temp_path
 
 RUN = "019f70d0-0000-7000-8000-000000000001"
 ATTEMPT = "019f70d0-0000-7000-8000-000000000002"

@@ -87,7 +87,7 @@ def blocking_lines(
     return lines
 
 
-# The invalid-receipt reason of a directory at the receipt path (reconciler.node._receipt_layout
+# The invalid-receipt reason of a directory at the receipt path (reconciler.node._receipt_store
 # DIRECTORY_PROBLEM, spelled here: this module must not load the receipt store).
 _DIRECTORY_REASON = "invalid_receipt:directory:"
 

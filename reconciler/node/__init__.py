@@ -4,6 +4,7 @@ identity (`ql3lp1` handles and the `/proc` probe), the launcher and the receipt 
 
 from __future__ import annotations
 
+from reconciler._atomic import write_durably
 from reconciler._clock import Clock, FakeClock, SystemClock, witness_ms
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 from reconciler.node._attempt_lock import lock_evidence, needs_lock
@@ -30,14 +31,16 @@ from reconciler.node._receipt import (
     authenticate_receipt,
     decode_receipt,
     encode_receipt,
+    receipt_path,
     token_sha256_hex,
     validate_id,
 )
-from reconciler.node._receipt_fs import write_durably
-from reconciler.node._receipt_layout import (
+from reconciler.node._receipt_store import (
     MAX_QUARANTINE_SLOTS,
+    FileReceiptStore,
     Found,
     Invalid,
+    MemoryReceiptStore,
     Missing,
     QuarantineNotDone,
     ReadResult,
@@ -48,9 +51,7 @@ from reconciler.node._receipt_layout import (
     directory_at,
     parse_quarantine_ref,
     quarantine_ref,
-    receipt_path,
 )
-from reconciler.node._receipt_store import FileReceiptStore, MemoryReceiptStore
 
 __all__ = [
     "MAX_QUARANTINE_SLOTS",

@@ -6,7 +6,7 @@ against a container's volume, a sidecar) therefore sees a live wrapper's PID abs
 else's, and `not_running` would make ADR-0068 row 13 mark a running job `lost`.
 
 So the runs qlfsm launches carry one more fact. The launcher creates `<shard>/<attemptId>.lock`
-(``_receipt_layout.lock_path``, an exact path, never a directory listing) and takes an exclusive
+(:func:`lock_path`, an exact path, never a directory listing) and takes an exclusive
 ``flock`` on it BEFORE the spawn; the wrapper inherits that open file description (``pass_fds``)
 and keeps it for as long as it lives; the launcher then closes its own descriptor. The kernel
 releases a `flock` when the last descriptor of its open file description is closed, which for
@@ -37,19 +37,36 @@ import stat
 import time
 from typing import TYPE_CHECKING, Final
 
-from reconciler.node._receipt_layout import _require_id, lock_name, lock_path, shard_path
+from reconciler._atomic import fsync_dir
+from reconciler._root_check import OPEN_DIR
+from reconciler.node._receipt import _require_id, shard_path
 
 ABSENT: Final = "absent"
 FREE: Final = "free"
 HELD: Final = "held"
 
-_OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Never O_CREAT: a probe creates nothing. O_NONBLOCK: a FIFO planted there must not hang it.
 _OPEN_PROBE: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_HOLD: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # A probe holds a shared lock for microseconds: the launcher tries this long before refusing.
 _HOLD_TRIES: Final = 200
 _HOLD_PAUSE_S: Final = 0.005
+
+
+# The Attempt lock (docs/decisions.md D-17): `<shard>/<attemptId>.lock`, beside the receipt.
+# Receipt names end in `.json`, temps start with `.` and end in `.tmp`, quarantined copies live
+# under `.quarantine/`: no lock name is ever one of them, whatever the two Attempt ids.
+LOCK_SUFFIX: Final = ".lock"
+
+
+def lock_name(attempt_id: str) -> str:
+    return f"{_require_id(attempt_id)}{LOCK_SUFFIX}"
+
+
+def lock_path(root: str, attempt_id: str) -> str:
+    """`<root>/<attemptId[0:2]>/<attemptId>.lock`: the file the Attempt's wrapper holds an
+    exclusive `flock` on for as long as it lives (D-17)."""
+    return os.path.join(shard_path(root, attempt_id), lock_name(attempt_id))
 
 
 if TYPE_CHECKING:
@@ -96,7 +113,7 @@ def probe_lock(root: str, attempt_id: str) -> str:
     Never raises for the file's sake; creates, waits for and changes nothing."""
     name = lock_name(attempt_id)
     try:
-        shard = os.open(shard_path(root, attempt_id), _OPEN_DIR)
+        shard = os.open(shard_path(root, attempt_id), OPEN_DIR)
     except FileNotFoundError:
         return ABSENT
     except OSError as error:
@@ -135,7 +152,7 @@ def hold_lock(root: str, attempt_id: str) -> int:
     exclusive `flock`; the descriptor (close-on-exec) holds it. Raises LockUnavailable."""
     path = lock_path(root, attempt_id)
     try:
-        shard = os.open(shard_path(root, attempt_id), _OPEN_DIR)
+        shard = os.open(shard_path(root, attempt_id), OPEN_DIR)
     except OSError as error:
         raise LockUnavailable(
             error.errno, f"cannot open the receipt shard for the lock {path!r} ({error.strerror})"
@@ -182,7 +199,7 @@ def remove_lock(root: str, attempt_id: str) -> bool:
     held. OSError for anything else (the caller keeps what tells it to come back)."""
     name = lock_name(_require_id(attempt_id))
     try:
-        shard = os.open(shard_path(root, attempt_id), _OPEN_DIR)
+        shard = os.open(shard_path(root, attempt_id), OPEN_DIR)
     except FileNotFoundError:
         return False
     try:
@@ -205,8 +222,7 @@ def remove_lock(root: str, attempt_id: str) -> bool:
             if not os.path.samestat(now, here):
                 return False  # replaced meanwhile: not the file we locked
             os.unlink(name, dir_fd=shard)
-            with contextlib.suppress(OSError):
-                os.fsync(shard)
+            fsync_dir(shard)
             return True
         finally:
             os.close(fd)

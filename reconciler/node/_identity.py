@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
-from reconciler.node._receipt import MAX_SAFE_INTEGER, _reject_constant
+from reconciler.node._receipt import MAX_SAFE_INTEGER, _as_javascript_reads_it, _reject_constant
 
 HANDLE_PREFIX: Final = "ql3lp1."
 MAX_HANDLE_BYTES: Final = 512
@@ -127,8 +127,7 @@ _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 def _js_positive_safe_int(value: object) -> int | None:
     """`value` as the int JavaScript's `typeof value === 'number'` plus Number.isSafeInteger and
     `>= 1` accept (`5.0`, `5e0` are the number 5 there), else None."""
-    if type(value) is float and value.is_integer():
-        value = int(value)
+    value = _as_javascript_reads_it(value)
     return value if _positive_safe_int(value) else None  # type: ignore[return-value]
 
 
@@ -183,12 +182,8 @@ def _handle_fields(s: object) -> tuple[str, str, int, int, str] | None:
         boot = boot.strip(_JS_TRIM)
         if _BOOT_ID.fullmatch(boot) is None:
             return None
-        pid, pgid = payload.get("p"), payload.get("g")
-        # A plain int in range as written (a bool is not one): no conversion to look at.
-        if type(pid) is not int or not 1 <= pid <= MAX_SAFE_INTEGER:
-            pid = _js_positive_safe_int(pid)
-        if type(pgid) is not int or not 1 <= pgid <= MAX_SAFE_INTEGER:
-            pgid = _js_positive_safe_int(pgid)
+        pid = _js_positive_safe_int(payload.get("p"))
+        pgid = _js_positive_safe_int(payload.get("g"))
         if pid is None or pgid is None:
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:

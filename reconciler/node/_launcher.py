@@ -37,11 +37,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from reconciler._clock import Clock, SystemClock
 from reconciler._root_check import ReceiptRootError, validate_receipt_root
-from reconciler.node._attempt_lock import LockUnavailable, hold_lock, remove_lock, unlink_own_lock
+from reconciler.node._attempt_lock import (
+    LockUnavailable,
+    hold_lock,
+    lock_path,
+    remove_lock,
+    unlink_own_lock,
+)
 from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
-from reconciler.node._receipt import token_sha256_hex, validate_id
-from reconciler.node._receipt_fs import prepare_receipt_dirs
-from reconciler.node._receipt_layout import ReceiptExists, lock_path, receipt_path, temp_path
+from reconciler.node._receipt import receipt_path, temp_path, token_sha256_hex, validate_id
+from reconciler.node._receipt_store import ReceiptExists, prepare_receipt_dirs
 
 if TYPE_CHECKING:
     from storage import Change

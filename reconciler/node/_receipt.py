@@ -1,4 +1,5 @@
-"""Completion receipt v1: the codec and its authentication against the database.
+"""Completion receipt v1: the codec, its authentication against the database, and where a
+receipt lives (spec 03 "Path": names computed only from a validated Attempt ID).
 
 The format is the one the real QingLong 3.0 launcher writes (spec 03 "Receipt v1"). The two sides
 differ on purpose (spec 03; docs/decisions.md D-19): :func:`encode_receipt` writes only the
@@ -12,6 +13,7 @@ more than 4096 bytes, ...).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -80,6 +82,40 @@ _FIELD_NAMES: Final = dict(zip(RECEIPT_KEYS, (f.name for f in fields(Receipt)), 
 def validate_id(value: object) -> bool:
     """True when `value` is a portable execution ID (runId / attemptId rule of spec 03)."""
     return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def _require_id(attempt_id: str) -> str:
+    if not validate_id(attempt_id):
+        raise ValueError("attempt id is not a portable execution ID")
+    return attempt_id
+
+
+def receipt_name(attempt_id: str) -> str:
+    return f"{_require_id(attempt_id)}.json"
+
+
+def shard_path(root: str, attempt_id: str) -> str:
+    return os.path.join(root, _require_id(attempt_id)[:2])
+
+
+def receipt_path(root: str, attempt_id: str) -> str:
+    """`<root>/<attemptId[0:2]>/<attemptId>.json` (spec 03 "Path")."""
+    return os.path.join(shard_path(root, attempt_id), receipt_name(attempt_id))
+
+
+def temp_name(attempt_id: str, nonce_hex: str | None = None) -> str:
+    if nonce_hex is None:
+        import secrets  # here: only a publication needs a nonce, never the start-up pass
+
+        nonce_hex = secrets.token_hex(16)
+    if len(nonce_hex) != 32 or any(c not in "0123456789abcdef" for c in nonce_hex):
+        raise ValueError("temp nonce must be 32 lower-case hex digits")
+    return f".{_require_id(attempt_id)}.{nonce_hex}.tmp"
+
+
+def temp_path(root: str, attempt_id: str, nonce_hex: str | None = None) -> str:
+    """`<shard>/.<attemptId>.<32 hex>.tmp`, the private file a publisher links from."""
+    return os.path.join(shard_path(root, attempt_id), temp_name(attempt_id, nonce_hex))
 
 
 def _int_in(value: object, low: int, high: int) -> bool:

@@ -9,8 +9,10 @@ is not a real directory (a regular file, a symbolic link, a loop) the store answ
 journal. A missing root is :class:`RootMissing`, which only a `claimed` Attempt may read as "no
 receipt" (the launcher creates the root before any spawn).
 
-The layout (names, paths, results, the port) is in ``_receipt_layout.py``, the file
-operations in ``_receipt_fs.py``.
+Here too: the layout (limits, quarantine names, what a read answers, the port) and the file
+operations the launcher and the wrapper share (creating the root and the shard, publishing bytes
+once). A receipt's own name and path are the codec's (``_receipt.py``), the lock's are
+``_attempt_lock.py``'s.
 """
 
 from __future__ import annotations
@@ -20,48 +22,329 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
 
+from reconciler._atomic import CREATE_NEW, fsync_dir, write_durably
 from reconciler._root_check import (
+    OPEN_DIR,
     ReceiptRootError,
     check_root_dir,
     check_shard_dir,
     private_dir,
+    refuse_loose,
+    root_error,
     validate_receipt_root,
+    what_is,
 )
 from reconciler.node._attempt_lock import probe_lock, remove_lock
-from reconciler.node._receipt import MAX_RECEIPT_BYTES, Receipt, encode_receipt, validate_id
-from reconciler.node._receipt_fs import (
-    _fsync_dir_best_effort,
-    _not_a_dir,
-    _open_dirs_in,
-    _unusable,
-    publish_bytes_at,
-)
-from reconciler.node._receipt_layout import (
-    _OPEN_DIR,
-    _OPEN_RECEIPT,
-    DIRECTORY_PROBLEM,
-    MAX_QUARANTINE_SLOTS,
-    QUARANTINE_DIR,
-    DirectoryAtReceipt,
-    Invalid,
-    Missing,
-    QuarantineNotDone,
-    ReadResult,
-    ReceiptExists,
-    RootMissing,
-    Unusable,
-    _judge,
+from reconciler.node._receipt import (
+    MAX_RECEIPT_BYTES,
+    InvalidReceipt,
+    Receipt,
     _require_id,
-    first_slot,
-    own_ref,
-    parse_quarantine_ref,
-    quarantine_ref,
+    decode_receipt,
+    encode_receipt,
     receipt_name,
     receipt_path,
     shard_path,
     temp_path,
+    validate_id,
 )
+
+QUARANTINE_DIR: Final = ".quarantine"
+# Later quarantined copies of one Attempt: `<attemptId>+<n>.json`, n = 2, 3, ... ('+' is not in
+# the execution-id alphabet, so a name maps back to exactly one Attempt and slot). Bounded so
+# that finding a free slot never turns into a scan.
+MAX_QUARANTINE_SLOTS: Final = 1000
+# O_NONBLOCK: opening a FIFO planted at the receipt's name must not hang the reconciler.
+_OPEN_RECEIPT: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class QuarantineNotDone(OSError):
+    """The invalid receipt was NOT moved (nothing was linked into `.quarantine`): the caller
+    withdraws its journal intent. An error after the link (the copy exists) is a plain OSError."""
+
+
+class ReceiptExists(Exception):
+    """A receipt is already published for this Attempt; it was kept (publish once)."""
+
+    def __init__(self, attempt_id: str) -> None:
+        super().__init__(f"a receipt already exists for Attempt {attempt_id}")
+        self.attempt_id = attempt_id
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """No receipt at the Attempt's path: not an error (spec 03 "Read")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    receipt: Receipt
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Something is at the path but it is not a trusted-format receipt; quarantine it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RootMissing:
+    """The receipt root does not exist. "No receipt" for a `claimed` Attempt only: for a
+    launched one it is a configuration error (the launcher creates the root before spawning)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """The root or the Attempt's shard exists but is not a real directory: a configuration
+    problem, not a receipt (never quarantined). ``reason`` is one of `root_not_directory`,
+    `root_is_symlink`, `shard_not_directory`, `shard_is_symlink`; ``path`` names it."""
+
+    reason: str
+    path: str
+
+
+ReadResult = Missing | Found | Invalid | RootMissing | Unusable
+
+
+# D-16: a directory at a receipt path is neither a receipt nor movable (a directory cannot be
+# hard-linked into the quarantine): its invalid reason names it, and every command (the pass,
+# its dry run, `explain`, `sweep`) says the same: remove the directory.
+DIRECTORY_PROBLEM: Final = "directory:"
+
+
+def directory_at(problem: object) -> str | None:
+    """The path named by an invalid-receipt problem that is a directory, else None."""
+    if isinstance(problem, str) and problem.startswith(DIRECTORY_PROBLEM):
+        return problem[len(DIRECTORY_PROBLEM) :]
+    return None
+
+
+class DirectoryAtReceipt(ValueError):
+    """A directory stands where a receipt file would be (D-16); the message says the fix."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"remove the directory at {path!r} (look inside it first): it stands at the receipt "
+            "path, and a receipt is a file, so it can be neither read nor quarantined"
+        )
+        self.path = path
+
+
+def quarantine_ref(attempt_id: str, slot: int = 1) -> str:
+    """The quarantine name of an Attempt's ``slot``-th invalid receipt, relative to the root.
+
+    Slot 1 is spec 03's `.quarantine/<attemptId[0:2]>/<attemptId>.json`; a later invalid receipt
+    of the same Attempt never replaces an earlier copy and goes to
+    `.quarantine/<attemptId[0:2]>/<attemptId>+<slot>.json` (D-3c)."""
+    if not 1 <= slot <= MAX_QUARANTINE_SLOTS:
+        raise ValueError(f"quarantine slot must be 1..{MAX_QUARANTINE_SLOTS}")
+    suffix = ".json" if slot == 1 else f"+{slot}.json"
+    return f"{QUARANTINE_DIR}/{_require_id(attempt_id)[:2]}/{attempt_id}{suffix}"
+
+
+def parse_quarantine_ref(ref: str) -> tuple[str, int] | None:
+    """(attempt id, slot) of a name made by :func:`quarantine_ref`, else None."""
+    parts = ref.split("/") if isinstance(ref, str) else []
+    if len(parts) != 3:
+        return None
+    attempt_id, plus, number = parts[2].removesuffix(".json").partition("+")
+    # Short ASCII digits: a hostile journal value ("²", 5000 digits) must not reach int().
+    if plus and not (number.isascii() and number.isdigit() and len(number) <= 4):
+        return None
+    slot = int(number) if plus else 1
+    try:
+        canonical = quarantine_ref(attempt_id, slot)
+    except ValueError:  # not a portable execution ID, or no such slot
+        return None
+    # Each slot has exactly one name: "+1", "+02" or another shard is none of them.
+    return (attempt_id, slot) if canonical == ref else None
+
+
+def first_slot(attempt_id: str, previous_ref: str | None) -> int:
+    """Where the search for the Attempt's quarantine target starts (D-3c): the slot of
+    ``previous_ref`` (the journal row's) when it names one of this Attempt's, else 1."""
+    parsed = parse_quarantine_ref(previous_ref) if previous_ref is not None else None
+    return parsed[1] if parsed is not None and parsed[0] == attempt_id else 1
+
+
+def own_ref(attempt_id: str, ref: str) -> str:
+    """``ref`` when it is a quarantine name of Attempt ``attempt_id``, else ValueError."""
+    parsed = parse_quarantine_ref(ref)
+    if parsed is None or parsed[0] != attempt_id:
+        raise ValueError(f"{ref!r} is not a quarantine name of Attempt {attempt_id}")
+    return ref
+
+
+class ReceiptStore(Protocol):
+    """The port the reconciler reads receipts through.
+
+    `check_root` is asked once per pass before anything is written: True when the root is a real
+    directory, False when it does not exist, ReceiptRootError when it exists but is not a real
+    directory or another user may write it (D-16); `check_shards`, then, raises
+    ReceiptRootError when the shard of one of the given Attempts may be written by another.
+    `quarantine_target` names the slot an invalid receipt will be moved to (a free
+    one, or the one an interrupted move already linked); the caller records the journal intent
+    (state `quarantined`, that `quarantine_ref`, `purge_after_ms`) BEFORE `quarantine` moves the
+    file (spec 03), and withdraws it when `quarantine` raises QuarantineNotDone.
+    `holds_quarantine` says whether a journal row's quarantined copy exists. `delete` is for a
+    trusted receipt AFTER its terminal transition committed.
+    """
+
+    root: str
+
+    def check_root(self) -> bool: ...
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None: ...
+
+    def read(self, attempt_id: str) -> ReadResult: ...
+
+    def publish(self, receipt: Receipt) -> None: ...
+
+    def quarantine_target(self, attempt_id: str, previous_ref: str | None = None) -> str: ...
+
+    def quarantine(self, attempt_id: str, ref: str | None = None) -> str: ...
+
+    def holds_quarantine(self, ref: str) -> bool: ...
+
+    def delete(self, attempt_id: str) -> None: ...
+
+    def lock_state(self, attempt_id: str) -> str:
+        """The Attempt lock (D-17): `absent`, `free`, `held`, or `unusable:<why>`. Never
+        raises for the file's sake and never disturbs the holder."""
+        ...
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        """Remove the Attempt's lock file if nobody holds it; True when one was removed."""
+        ...
+
+
+def _judge(attempt_id: str, data: bytes) -> ReadResult:
+    if len(data) > MAX_RECEIPT_BYTES:
+        return Invalid("too_large")
+    try:
+        receipt = decode_receipt(data)
+    except InvalidReceipt as error:
+        return Invalid(error.reason)
+    if receipt.attempt_id != attempt_id:
+        return Invalid("attempt_id_mismatch")
+    return Found(receipt)
+
+
+def publish_bytes_at(target: str, temporary: str, data: bytes) -> None:
+    """Publish `data` once at `target` (spec 03 "Publish once"); both paths are absolute and in
+    one directory, created 0700 (whatever the umask, D-16) if it is missing.
+
+    Exclusive 0600 temp file `temporary`, fsync, hard link to `target` (an existing receipt is
+    kept: ReceiptExists), unlink the temp, fsync the directory. Never an overwriting rename.
+    """
+    directory = os.path.dirname(target)
+    if not os.path.isabs(target) or os.path.dirname(temporary) != directory:
+        raise ValueError("receipt target and temporary must be absolute paths in one directory")
+    final, temp = os.path.basename(target), os.path.basename(temporary)
+    private_dir(directory)
+    dir_fd = os.open(directory, OPEN_DIR)
+    try:
+        fd = os.open(temp, CREATE_NEW, 0o600, dir_fd=dir_fd)
+        try:
+            write_durably(fd, data)
+            try:
+                os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                raise ReceiptExists(final.removesuffix(".json")) from None
+        finally:
+            # A leftover temp is harmless: readers only ever open the final name.
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+        fsync_dir(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _unusable(kind: str, path: str) -> Unusable:
+    return Unusable(f"{kind}_is_symlink" if os.path.islink(path) else f"{kind}_not_directory", path)
+
+
+def _not_a_dir(error: OSError) -> bool:
+    # Linux answers ENOTDIR, not ELOOP, for O_DIRECTORY|O_NOFOLLOW on a symlink.
+    return error.errno in (errno.ENOTDIR, errno.ELOOP)
+
+
+def _open_dirs_in(dir_fd: int, names: list[str], *, create: bool) -> int | None:
+    """An O_NOFOLLOW descriptor of ``dir_fd``/names[0]/names[1]/..., each a real directory
+    (created 0700 when ``create``); None when one is missing and not ``create``."""
+    current = os.dup(dir_fd)
+    for name in names:
+        try:
+            if create:
+                private_dir(name, dir_fd=current)
+            opened = os.open(name, OPEN_DIR, dir_fd=current)
+        except FileNotFoundError:
+            if create:
+                raise
+            return None
+        finally:
+            os.close(current)
+        current = opened
+    return current
+
+
+def prepare_receipt_dirs(root: str, attempt_id: str) -> None:
+    """The launcher's side, BEFORE its first commit: create the root (with its parents) and the
+    Attempt's shard, 0700, and check that both are real directories and that nothing stands at
+    the receipt's name yet (the wrapper could not publish over it). ReceiptRootError names the
+    problem and the fix; ReceiptExists when the receipt name is taken."""
+    root = validate_receipt_root(root)
+    shard = _require_id(attempt_id)[:2]
+    shard_at = shard_path(root, attempt_id)
+    try:
+        # The parents as makedirs makes them; the root itself 0700 whatever the umask (D-16).
+        if not os.path.exists(os.path.dirname(root)):
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+        private_dir(root)
+    except FileExistsError:
+        pass  # something that is not a directory stands there: named just below
+    except OSError as error:
+        raise ReceiptRootError(
+            f"cannot create receipt root {root!r} ({error.strerror}): create it as a directory "
+            "(mode 0700) or choose a writable place for it"
+        ) from None
+    try:
+        root_fd = os.open(root, OPEN_DIR)
+    except OSError as error:
+        if _not_a_dir(error):
+            raise ReceiptRootError(root_error(root)) from None
+        raise ReceiptRootError(
+            f"cannot open receipt root {root!r} ({error.strerror}): make it a readable directory"
+        ) from None
+    with contextlib.ExitStack() as opened:
+        opened.callback(os.close, root_fd)
+        # D-16: a root another user can write is refused before the launch commits anything.
+        refuse_loose("root", root, os.fstat(root_fd))
+        try:
+            private_dir(shard, dir_fd=root_fd)
+            shard_fd = os.open(shard, OPEN_DIR, dir_fd=root_fd)
+        except OSError as error:
+            if _not_a_dir(error):
+                raise ReceiptRootError(
+                    f"receipt shard {shard_at!r} is {what_is(shard_at)}, not a directory: move "
+                    "it out of the receipt root (the launcher creates the shards)"
+                ) from None
+            raise ReceiptRootError(
+                f"cannot create receipt shard {shard_at!r} ({error.strerror}): make the receipt "
+                "root writable"
+            ) from None
+        opened.callback(os.close, shard_fd)
+        refuse_loose("shard", shard_at, os.fstat(shard_fd))
+        try:
+            os.stat(receipt_name(attempt_id), dir_fd=shard_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        raise ReceiptExists(attempt_id)
+
 
 # "No receipt": a value without fields, one for every read that finds none.
 _MISSING = Missing()
@@ -92,7 +375,7 @@ class FileReceiptStore:
 
     def _open_root(self) -> int | ReadResult:
         try:
-            return os.open(self.root, _OPEN_DIR)
+            return os.open(self.root, OPEN_DIR)
         except FileNotFoundError:
             return RootMissing()
         except OSError as error:
@@ -106,7 +389,7 @@ class FileReceiptStore:
         if not isinstance(root_fd, int):
             return root_fd
         try:
-            return os.open(shard, _OPEN_DIR, dir_fd=root_fd)
+            return os.open(shard, OPEN_DIR, dir_fd=root_fd)
         except FileNotFoundError:
             return _MISSING  # a missing shard: nothing was ever published here
         except OSError as error:
@@ -159,7 +442,7 @@ class FileReceiptStore:
 
     def _open_shard_for_move(self, root_fd: int, attempt_id: str) -> int | None:
         try:
-            return os.open(_require_id(attempt_id)[:2], _OPEN_DIR, dir_fd=root_fd)
+            return os.open(_require_id(attempt_id)[:2], OPEN_DIR, dir_fd=root_fd)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -204,7 +487,7 @@ class FileReceiptStore:
                     if source is None and slot > start:
                         return quarantine_ref(attempt_id, slot - 1)
                     return ref
-                if source is not None and _same_inode(held, source):
+                if source is not None and os.path.samestat(held, source):
                     return ref
         raise QuarantineNotDone(
             f"all {MAX_QUARANTINE_SLOTS} quarantine slots of Attempt {attempt_id} are taken; "
@@ -256,7 +539,7 @@ class FileReceiptStore:
             except FileNotFoundError:
                 return  # moved meanwhile (by a concurrent pass): the slot holds a copy
             held = os.stat(slot_name, dir_fd=q_fd, follow_symlinks=False)
-            if not _same_inode(held, source):
+            if not os.path.samestat(held, source):
                 # Quarantine never destroys: the slot keeps its file, the receipt stays put.
                 raise QuarantineNotDone(
                     f"quarantine slot {ref} holds another file; nothing was moved"
@@ -268,8 +551,8 @@ class FileReceiptStore:
             ) from error
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=shard_fd)
-        _fsync_dir_best_effort(shard_fd)
-        _fsync_dir_best_effort(q_fd)
+        fsync_dir(shard_fd)
+        fsync_dir(q_fd)
 
     def holds_quarantine(self, ref: str) -> bool:
         """Whether the quarantined copy ``ref`` (a journal row's) exists. A name this store did
@@ -301,7 +584,7 @@ class FileReceiptStore:
         that name is removed itself). Idempotent: nothing there is False, not an error."""
         name = receipt_name(attempt_id)
         try:
-            shard = os.open(shard_path(self.root, attempt_id), _OPEN_DIR)
+            shard = os.open(shard_path(self.root, attempt_id), OPEN_DIR)
         except FileNotFoundError:
             return False
         try:
@@ -311,7 +594,7 @@ class FileReceiptStore:
                 return False
             except IsADirectoryError:
                 raise DirectoryAtReceipt(receipt_path(self.root, attempt_id)) from None
-            _fsync_dir_best_effort(shard)
+            fsync_dir(shard)
         finally:
             os.close(shard)
         return True
@@ -367,7 +650,7 @@ class FileReceiptStore:
                     ) from None
                 removed += 1
             if removed:
-                _fsync_dir_best_effort(q_fd)
+                fsync_dir(q_fd)
         return removed
 
 
@@ -380,10 +663,6 @@ def _require_copy(q_fd: int, slot_name: str, ref: str) -> None:
         raise QuarantineNotDone(
             f"the receipt vanished before it could be moved to {ref}; nothing was moved"
         ) from None
-
-
-def _same_inode(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 class MemoryReceiptStore:

@@ -22,10 +22,9 @@ import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
-from reconciler.node._attempt_lock import unlink_own_lock
+from reconciler.node._attempt_lock import lock_name, unlink_own_lock
 from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt
-from reconciler.node._receipt_fs import publish_bytes_at
-from reconciler.node._receipt_layout import ReceiptExists, lock_name
+from reconciler.node._receipt_store import ReceiptExists, publish_bytes_at
 
 ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -42,12 +43,8 @@ def db_command(argv: list[str]) -> int:
         raise UsageError(f"directory {parent!r} does not exist; create it first")
     # connect() refuses a device, FIFO or directory before SQLite opens it (no stray
     # `-journal` beside /dev/null); a locked file waits at most the lock budget.
-    conn = connect(args.db, create=True)
-    try:
-        with lock_budget(conn, lock):
-            applied = init_schema(conn, path=args.db, force=args.force)
-    finally:
-        conn.close()
+    with contextlib.closing(connect(args.db, create=True)) as conn, lock_budget(conn, lock):
+        applied = init_schema(conn, path=args.db, force=args.force)
     if args.json:
         print_json({"db": args.db, "created": not existed, "applied": applied})
     elif applied:

@@ -31,12 +31,10 @@ def db_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.action != "init":
         raise UsageError("qlfsm db: say what to do: `qlfsm db init --db PATH`")
-    from storage import connect, init_schema, lock_budget, lock_budget_from_env
+    from reconciler._reconcile import lock_budget_s
+    from storage import connect, init_schema, lock_budget
 
-    try:
-        lock = lock_budget_from_env()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     existed = os.path.exists(args.db)
     parent = os.path.dirname(os.path.abspath(args.db))
     if not os.path.isdir(parent):

@@ -23,8 +23,6 @@ Standard library only.
 
 from __future__ import annotations
 
-from re import Pattern
-
 # In a JSON string these are legal raw, but splitlines() cuts at U+0085/U+2028/U+2029 (and at
 # nothing else json.dumps leaves raw), a terminal acts on C1 (U+009B is CSI), the bidi
 # controls reorder what a person reads, and a lone surrogate cannot be encoded as UTF-8.
@@ -36,7 +34,6 @@ JSON_ESCAPED = (
     "\u2066-\u2069"  # LRI, RLI, FSI, PDI
     "\ud800-\udfff"  # lone surrogates (a surrogateescape'd argument or path)
 )
-_json_pattern: list[Pattern[str]] = []
 
 
 def _escape(ch: str) -> str:
@@ -90,11 +87,9 @@ def json_safe(text: str) -> str:
     the same character: the document parses to the same value."""
     if text.isascii() and "\x7f" not in text:
         return text
-    if not _json_pattern:
-        import re
+    import re  # its own cache keeps the compiled pattern
 
-        _json_pattern.append(re.compile(f"[{JSON_ESCAPED}]"))
-    return _json_pattern[0].sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return re.sub(f"[{JSON_ESCAPED}]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def json_line(obj: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -30,24 +31,18 @@ def db_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.action != "init":
         raise UsageError("qlfsm db: say what to do: `qlfsm db init --db PATH`")
-    from storage import connect, init_schema, lock_budget, lock_budget_from_env
+    from reconciler._reconcile import lock_budget_s
+    from storage import connect, init_schema, lock_budget
 
-    try:
-        lock = lock_budget_from_env()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    lock = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
     existed = os.path.exists(args.db)
     parent = os.path.dirname(os.path.abspath(args.db))
     if not os.path.isdir(parent):
         raise UsageError(f"directory {parent!r} does not exist; create it first")
     # connect() refuses a device, FIFO or directory before SQLite opens it (no stray
     # `-journal` beside /dev/null); a locked file waits at most the lock budget.
-    conn = connect(args.db, create=True)
-    try:
-        with lock_budget(conn, lock):
-            applied = init_schema(conn, path=args.db, force=args.force)
-    finally:
-        conn.close()
+    with contextlib.closing(connect(args.db, create=True)) as conn, lock_budget(conn, lock):
+        applied = init_schema(conn, path=args.db, force=args.force)
     if args.json:
         print_json({"db": args.db, "created": not existed, "applied": applied})
     elif applied:
@@ -113,47 +108,45 @@ def inspect_command(argv: list[str]) -> int:
         runs_page,
     )
 
-    conn = connect(args.db)
     truncated = False
-    try:
-        check_schema(conn, path=args.db)
-        repo = Repository(conn)
-        if args.run:
-            runs = [repo.get_run(args.run)]
-        else:
-            # --after is a keyset cursor: the last Run id of the previous page (D-27).
-            if args.after is not None and run_position(conn, args.after) is None:
-                raise UsageError(
-                    f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
-                    "the last run id of the previous page"
-                )
-            page, truncated = runs_page(
-                conn, limit=args.limit, after=args.after, status=args.status
-            )
-            runs = list(page)
-        if args.run and runs[0] is None:
-            raise UsageError(
-                f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
-            )
-        out: list[dict[str, Any]] = []
-        for run in runs:
-            assert run is not None
-            item: dict[str, Any] = {"run": asdict(run), "attempts": [], "events": []}
+    with contextlib.closing(connect(args.db)) as conn:
+        try:
+            check_schema(conn, path=args.db)
+            repo = Repository(conn)
             if args.run:
-                item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
-                # One keyset page of events, one more read to know whether more follow.
-                chunk = repo.events_page(run.id, after=after_sequence, limit=args.limit + 1)
-                truncated = len(chunk) > args.limit
-                item["events"] = [asdict(e) for e in chunk[: args.limit]]
-            elif args.json:
-                item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
-                item["events"] = [asdict(e) for e in repo.events_of(run.id)]
-            out.append(item)
-    except sqlite3.DatabaseError as exc:
-        # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).
-        raise database_error(args.db, exc, waited_s=busy_wait_s(conn)) from exc
-    finally:
-        conn.close()
+                runs = [repo.get_run(args.run)]
+            else:
+                # --after is a keyset cursor: the last Run id of the previous page (D-27).
+                if args.after is not None and run_position(conn, args.after) is None:
+                    raise UsageError(
+                        f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
+                        "the last run id of the previous page"
+                    )
+                page, truncated = runs_page(
+                    conn, limit=args.limit, after=args.after, status=args.status
+                )
+                runs = list(page)
+            if args.run and runs[0] is None:
+                raise UsageError(
+                    f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
+                )
+            out: list[dict[str, Any]] = []
+            for run in runs:
+                assert run is not None
+                item: dict[str, Any] = {"run": asdict(run), "attempts": [], "events": []}
+                if args.run:
+                    item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
+                    # One keyset page of events, one more read to know whether more follow.
+                    chunk = repo.events_page(run.id, after=after_sequence, limit=args.limit + 1)
+                    truncated = len(chunk) > args.limit
+                    item["events"] = [asdict(e) for e in chunk[: args.limit]]
+                elif args.json:
+                    item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
+                    item["events"] = [asdict(e) for e in repo.events_of(run.id)]
+                out.append(item)
+        except sqlite3.DatabaseError as exc:
+            # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).
+            raise database_error(args.db, exc, waited_s=busy_wait_s(conn)) from exc
     next_after = out[-1]["run"]["id"] if truncated and out else None
     if args.run and truncated:
         next_after = str(out[0]["events"][-1]["sequence"])

@@ -25,8 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.cli import _guard
+from reconciler.cli._report import plain_counts, reason_below_table
 from reconciler.cli._text import shell_word
 from reconciler.cli._util import UsageError, clean, parser
+from reconciler.cli._verdict import BLOCKED, SAFE
+from storage import (
+    Actor,
+    AttemptChange,
+    Change,
+    Repository,
+    RunChange,
+    connect,
+    legacy_log_id,
+    uuid7,
+)
 
 ORIGINS = "manual,scheduled_node,scheduled_system"
 T_SLEEP = "30"
@@ -134,8 +146,6 @@ def runtime_job(
 ) -> Job:
     """The demo's next job: a prepared runtime Run, queued (or dispatching) with one claimed
     local_process Attempt."""
-    from storage import Actor, Repository, RunChange, connect, uuid7
-
     with contextlib.closing(connect(db)) as conn:
         repo = Repository(conn)
         run_id, now = uuid7(), int(time.time() * 1000)
@@ -251,17 +261,6 @@ LEGACY_JOBS: tuple[LegacySpec, ...] = (
 
 def make_legacy(db: str, spec: LegacySpec, n: int) -> str:
     """A legacy-owned Run as the 2.x shadow records it, and its cron's RunningInstance."""
-    from storage import (
-        Actor,
-        AttemptChange,
-        Change,
-        Repository,
-        RunChange,
-        connect,
-        legacy_log_id,
-        uuid7,
-    )
-
     with contextlib.closing(connect(db)) as conn:
         repo = Repository(conn)
         now = int(time.time() * 1000)
@@ -325,6 +324,9 @@ LEGACY_WHY = {
     "LEGACY_RECONCILE_ACCEPTANCE_ABANDONED": "ADR-0448 row 9: accepted, never spawned: abandoned",
     "LEGACY_EXECUTION_CANCELLED": "ADR-0448 row 6: stopped WITH a finish time: cancelled",
     "LEGACY_EXIT_NON_ZERO": "ADR-0448 row 7: its instance finished with an error: failed",
+    # A run that ends without one of these codes: by its status.
+    "succeeded": "ADR-0448 row 7: its unique instance finished with exit 0: completed",
+    "running": "ADR-0448 row 8: system crond outlives the server: pending, waits for its callback",
 }
 
 
@@ -336,18 +338,10 @@ def why(job: Job, status: str, error: str | None, primary: dict[str, dict[str, A
         return PRIMARY_WHY.get(str(cand["row"]), f"ADR-0068 row {cand['row']}") + (
             f" ({cand['reason']})" if cand.get("reason") else ""
         )
-    if error in LEGACY_WHY:
-        return LEGACY_WHY[error]
-    if status == "succeeded":
-        return "ADR-0448 row 7: its unique instance finished with exit 0: completed"
-    if status == "running":
-        return "ADR-0448 row 8: system crond outlives the server: pending, waits for its callback"
-    return "see `qlfsm inspect`"
+    return LEGACY_WHY.get(error or "", LEGACY_WHY.get(status, "see `qlfsm inspect`"))
 
 
 def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
-    from storage import Repository, connect
-
     primary = {c["run_id"]: c for c in result["primary"].get("candidates", [])}
     rows, ok = [], True
     with contextlib.closing(connect(db)) as conn:
@@ -372,14 +366,9 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
     else:
         say(f"legacy shadow: {shadow['state']}")
     prim = result["primary"]
-    from reconciler.cli._report import plain_counts
-    from reconciler.cli._verdict import BLOCKED, SAFE
-
     # `recovered` split into what it means, in `startup`'s own words (docs/decisions.md D-22).
     say(f"primary: {plain_counts(prim)} -> {SAFE if result['safe'] else BLOCKED}")
     say("")
-    from reconciler.cli._report import reason_below_table
-
     headers = ["run", "owner", "after start-up", "check", "when the server died", "why"]
     say("\n".join(reason_below_table(headers, rows)))
     return ok

@@ -96,13 +96,11 @@ def _to_devnull(fd: int, flags: int = os.O_WRONLY | os.O_CLOEXEC) -> None:
         null = os.open(os.devnull, flags)
     except OSError:
         return
-    try:
-        if null != fd:
-            os.dup2(null, fd)
-    except OSError:
-        pass
-    finally:
-        if null != fd:
+    if null != fd:
+        try:
+            with contextlib.suppress(OSError):
+                os.dup2(null, fd)
+        finally:
             os.close(null)
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import IO, Any
+import contextlib
+from typing import Any
 
 from reconciler.cli._text import shell_word
-from reconciler.cli._util import FatalError, UsageError, clean, parser, print_json
+from reconciler.cli._util import FatalError, UsageError, clean, operator_login, parser, print_json
 from reconciler.node import LaunchFailed, LaunchRefused, launch, validate_receipt_root
 
 
 def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -> None:
     """The queued Run and its claimed Attempt, as QingLong's scheduler writes them (spec 01;
     ``storage.Repository.create_primary_run``), in one transaction; D-23."""
-    import os
-
     from reconciler.node import SystemClock, validate_id
     from reconciler.ops import operator_actor
     from storage import InvalidField, Repository, uuid7
@@ -25,14 +24,10 @@ def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -
                 f"{what} {shell_word(value)} is not a valid execution id (spec 03): use 1-36 "
                 "characters from A-Z a-z 0-9 . _ : - starting with a letter or digit"
             )
-    if login is None:
-        login = next(
-            (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
-        )
     try:
         Repository(conn).create_primary_run(
             run_id=run_id, attempt_id=attempt, at_ms=SystemClock().now_ms(),
-            actor=operator_actor(login),
+            actor=operator_actor(operator_login(login)),
         )  # fmt: skip
     except InvalidField as exc:
         raise UsageError(f"--create: {exc}; nothing was written") from exc
@@ -78,12 +73,10 @@ def launch_command(argv: list[str]) -> int:
         raise UsageError(str(exc)) from exc
     from storage import check_schema, connect
 
-    conn = connect(args.db)
-    log: IO[bytes] | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        conn = stack.enter_context(contextlib.closing(connect(args.db)))
         check_schema(conn, path=args.db)  # D-15: before the first write
-        if args.log:
-            log = open(args.log, "ab")  # noqa: SIM115 - closed below, after the spawn
+        log = stack.enter_context(open(args.log, "ab")) if args.log else None  # after the spawn
         if args.create:
             _create(conn, args.run_id, args.attempt_id, args.operator)
         try:
@@ -98,10 +91,6 @@ def launch_command(argv: list[str]) -> int:
             raise UsageError(f"qlfsm launch: {exc}") from exc
         except LaunchFailed as exc:
             raise FatalError(f"qlfsm launch: {exc}") from exc
-    finally:
-        conn.close()
-        if log is not None:
-            log.close()
     if args.json:
         print_json(launched.as_dict())
     else:

@@ -10,12 +10,12 @@ process held the database past the lock budget (D-20: nothing written, try again
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 from typing import Any
 
 from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import UsageError, parser, print_json
+from reconciler.cli._util import UsageError, operator_login, parser, print_json
 
 
 def resolve_command(argv: list[str]) -> int:
@@ -67,14 +67,9 @@ def resolve_command(argv: list[str]) -> int:
     from reconciler.ops import ResolveRefused, UnknownRun, operator_actor, resolve
     from storage import check_schema, lock_budget
 
-    login = args.operator
-    if login is None:
-        login = next(
-            (os.environ[k] for k in ("SUDO_USER", "USER", "LOGNAME") if os.environ.get(k)), None
-        )
+    login = operator_login(args.operator)
     budget = lock_budget_s()  # $QLFSM_LOCK_BUDGET_S: a bad value is exit 2 before anything
-    conn = open_database(args.db, read_only=args.dry_run)
-    try:
+    with contextlib.closing(open_database(args.db, read_only=args.dry_run)) as conn:
         if args.dry_run:  # SQLite itself refuses any write on this connection
             conn.execute("PRAGMA query_only = ON")
         check_schema(conn, path=args.db)
@@ -92,13 +87,11 @@ def resolve_command(argv: list[str]) -> int:
             ) from exc
         except ResolveRefused as exc:
             raise UsageError(f"resolve refused: {exc}; nothing was written") from exc
-    finally:
-        conn.close()
     data = done.as_dict()
     if args.json:
         print_json(data)
-        return 0
-    sys.stdout.write("\n".join(render(data, args.db, args.run)) + "\n")
+    else:
+        sys.stdout.write("\n".join(render(data, args.db, args.run)) + "\n")
     return 0
 
 

@@ -101,24 +101,20 @@ def warn_unknown_origins(audit: Mapping[str, Any] | None, origins: str | None) -
 def human_audit(audit: Mapping[str, Any]) -> str:
     """The audit record for a person: states, counts and enum strings only, in lines of at
     most 100 columns (docs/decisions.md D-22)."""
-    return "\n".join(wrap(line) for line in _human_audit(audit).split("\n"))
-
-
-def _human_audit(audit: Mapping[str, Any]) -> str:
     state = audit["state"]
     dropped = _dropped(audit)
     if state == "disabled":
-        return (
+        return wrap(
             "legacy shadow: disabled (no reviewed origin enabled in "
             f"--origins / ${ORIGINS_ENV}); the database was not opened{dropped}"
         )
     if state == "profile_rejected":
-        return (
+        return wrap(
             f"legacy shadow: refused for profile {clean(audit['profile'])} (a cluster uses its own "
             f"reconciler, ADR-0448 §8); the database was not opened{dropped}"
         )
     if state == "failed":
-        return (
+        return wrap(
             f"legacy shadow: failed ({clean(audit['errorType'])}); nothing more was done and "
             "start-up continues (fail-open, ADR-0448 §9)"
         )
@@ -146,8 +142,8 @@ def _human_audit(audit: Mapping[str, Any]) -> str:
         [k, *(str(e[k]) for e in by_origin), str(report["outcomes"][k])] for k in OUTCOME_KEYS
     )
     lines.append("")
-    lines.append(table(headers, rows))
-    return "\n".join(lines)
+    lines.extend(table(headers, rows).split("\n"))
+    return "\n".join(wrap(line) for line in lines)
 
 
 def _dropped(audit: Mapping[str, Any]) -> str:

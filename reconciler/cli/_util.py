@@ -4,6 +4,7 @@ and the rule that a user never sees a traceback (unless ``--debug``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -54,6 +55,13 @@ def pass_arguments(p: Parser, *, json_help: str, dry_run_help: str) -> None:
     )
     p.add_argument("--json", action="store_true", help=json_help)
     p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+
+
+def operator_login(name: str | None) -> str | None:
+    """Who an operator's command names as its actor: ``--operator`` NAME, else the login that
+    runs it ($SUDO_USER, $USER or $LOGNAME, the first one set)."""
+    logins = filter(None, map(os.environ.get, ("SUDO_USER", "USER", "LOGNAME")))
+    return name if name is not None else next(logins, None)
 
 
 def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:

@@ -6,11 +6,9 @@ ports, and never prints; the command line is in ``reconciler.cli``.
 
 from __future__ import annotations
 
-from reconciler._sweep import SweepResult, sweep
+from reconciler._sweep import sweep
 from reconciler.ops._explain import (
-    ADR0068,
     EVENT_PAGE,
-    ROW_FACTS,
     Explanation,
     Quiet,
     Step,
@@ -21,7 +19,6 @@ from reconciler.ops._explain import (
 )
 from reconciler.ops._explain_run import explain_run
 from reconciler.ops._now import ACTIVE_RUN, legacy_now
-from reconciler.ops._process import process_view, stop_command
 from reconciler.ops._resolve import (
     InvalidReason,
     ResolveRefused,
@@ -33,16 +30,13 @@ from reconciler.ops._resolve import (
 
 __all__ = [
     "ACTIVE_RUN",
-    "ADR0068",
     "EVENT_PAGE",
-    "ROW_FACTS",
     "Explanation",
     "InvalidReason",
     "Quiet",
     "ResolveRefused",
     "Step",
     "Steps",
-    "SweepResult",
     "UnknownRun",
     "check_reason",
     "explain",
@@ -51,8 +45,6 @@ __all__ = [
     "legacy_now",
     "legal_targets",
     "operator_actor",
-    "process_view",
     "resolve",
-    "stop_command",
     "sweep",
 ]

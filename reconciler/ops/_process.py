@@ -12,6 +12,7 @@ Reads only: the boot id and `<pid>/stat` through the node's provider.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from reconciler.node import (
     parse_handle,
     parse_proc_stat,
 )
+from reconciler.ops._resolve import stop_hint
 from storage import AttemptRow
 
 
@@ -83,10 +85,8 @@ def process_view(
         }
         view["pid_matches"] = handle.pid == attempt.pid
         if linux:
-            try:
+            with contextlib.suppress(Exception):  # spec 03: unreadable stays unknown
                 view["boot"] = "same" if provider.boot_id() == handle.boot_id else "different"
-            except Exception:  # spec 03: unreadable is unknown
-                view["boot"] = "unknown"
             if view["boot"] == "same":
                 view["now"] = _stat_now(provider, handle.pid)
     recorded = attempt.pid
@@ -103,7 +103,5 @@ def process_view(
 def stop_command(views: Sequence[dict[str, Any]]) -> str | None:
     """How to stop the proven-live jobs: their process groups (the launcher starts each job in
     its own group, spec 03 "Capture"), by the pgid the probe proved. None when none is alive."""
-    groups = [str(v["handle"]["pgid"]) for v in views if v["alive"] and v["handle"]]
-    if not groups:
-        return None
-    return "; ".join(f"kill -TERM -- -{g}" for g in dict.fromkeys(groups))
+    live = [(None, v["handle"]["pgid"]) for v in views if v["alive"] and v["handle"]]
+    return stop_hint(live) if live else None

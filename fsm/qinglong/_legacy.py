@@ -230,14 +230,6 @@ def check_one_trigger_per_outcome(table: DecisionTable) -> None:
         raise MachineDefinitionError(table.name, f"outcomes with two triggers: {twice}")
 
 
-def _step_guard(name: str) -> Callable[[object], bool]:
-    guard = _on_legacy_facts(LEGACY_ROW_FACTS[name])
-    # transitions labels a condition by its callable's __name__: the diagram shows the guard.
-    guard.__name__ = name
-    guard.__qualname__ = name
-    return guard
-
-
 # --- Views of the table (what the pass, the guards and the diagrams read) --------------------
 
 
@@ -276,7 +268,10 @@ def legacy_views(table: DecisionTable) -> LegacyViews:
         writes={r.cases[0].then: r.cases[0].write for r in deciding},
         rows={r.row: r for r in table.rows},
         step_guards={
-            c.guard: _step_guard(c.guard) for r in table.rows if r not in deciding for c in r.cases
+            c.guard: _on_legacy_facts(c.guard)
+            for r in table.rows
+            if r not in deciding
+            for c in r.cases
         },
         spec=MachineSpec(
             name="legacy_shadow",
@@ -339,7 +334,7 @@ class LegacyEngine:
     machine owns the one bounded memo of choices (``fsm/_decision.py``)."""
 
     def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
-        predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
+        predicates = {name: _on_legacy_facts(name) for name in LEGACY_ROW_FACTS}
         self.views = views
         self.machine = DecisionEngine(views.table, predicates)
 

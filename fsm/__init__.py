@@ -18,8 +18,6 @@ first user and live apart, in ``fsm.qinglong``, built through these public names
 from __future__ import annotations
 
 from ._decision import (
-    DECIDE,
-    FAIL,
     Case,
     DecisionCore,
     DecisionEngine,
@@ -61,8 +59,6 @@ from ._spec import (
 )
 
 __all__ = [
-    "DECIDE",
-    "FAIL",
     "Case",
     "DecisionCore",
     "DecisionEngine",

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from ._decision import DecisionEngine, DecisionTable
 from ._errors import GuardRefused
-from ._listen import listen
 from ._machine import Lifecycle
+from ._observe import listen
 from ._spec import MachineSpec
 
 # Evidence for an exploration: one strategy, or one per state the machine is in.

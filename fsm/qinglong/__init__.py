@@ -1,8 +1,8 @@
 """QingLong 3.0's machines, built through the public toolkit (``fsm``) like any user's: the
-Run and Attempt lifecycles and their edges (``_tables.py``), the guards (``_guards.py``) and
-rules (``_rules.py``), ADR-0068's decision table and core (``_primary_table.py``,
-``_primary.py``), ADR-0448's legacy shadow (``_legacy.py``, ``_legacy_facts.py``), the
-evidence selection (``_selection.py``) and the cached machines (``_qinglong.py``).
+Run and Attempt lifecycles and their edges (``_tables.py``), the guards (``_guards.py``),
+ADR-0068's decision table and core (``_primary_table.py``, ``_primary.py``), ADR-0448's legacy
+shadow (``_legacy.py``, ``_legacy_facts.py``), the evidence selection (``_selection.py``) and
+the rules and cached machines (``_qinglong.py``).
 
 Pure (no I/O). Imports only ``fsm``'s public names, and neither ``storage`` nor ``reconciler``.
 """
@@ -55,15 +55,13 @@ from ._primary_table import (
 )
 from ._qinglong import (
     ALL_SPECS,
+    QINGLONG_RULES,
     attempt_machine,
     legacy_machine,
-    run_machine,
-    validate_all,
-)
-from ._rules import (
-    QINGLONG_RULES,
     one_unguarded_edge_per_pair,
     require_twin_edges,
+    run_machine,
+    validate_all,
 )
 from ._selection import (
     InstanceEvidence,

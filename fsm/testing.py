@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -237,10 +238,7 @@ class Recording:
 
 
 def merged(recordings: Iterable[Recording]) -> Recording:
-    out = Recording()
-    for rec in recordings:
-        out.merge(rec)
-    return out
+    return reduce(Recording.merge, recordings, Recording())
 
 
 @contextmanager

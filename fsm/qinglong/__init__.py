@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from ._guards import (
     GUARDS,
-    LEGACY_GUARD_ROWS,
     PRIMARY_GUARDS,
     PrimaryFacts,
 )
 from ._legacy import (
     LEGACY_DECISION_SPEC,
     LEGACY_EVIDENCE,
+    LEGACY_GUARD_ROWS,
     LEGACY_OUTCOMES,
     LEGACY_ROWS,
     LEGACY_SPEC,

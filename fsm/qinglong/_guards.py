@@ -350,13 +350,3 @@ LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
 GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     {**PRIMARY_GUARDS, **LEGACY_ROW_GUARDS, **LEGACY_STEP_GUARDS}
 )
-
-
-__all__ = [
-    "GUARDS",
-    "LEGACY_EDGE_GUARDS",
-    "LEGACY_GUARD_ROWS",
-    "LEGACY_ROW_GUARDS",
-    "PRIMARY_GUARDS",
-    "PrimaryFacts",
-]

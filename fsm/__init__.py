@@ -7,7 +7,7 @@ What is where: :class:`MachineSpec` and :class:`Edge` (a machine as data, ``_spe
 :class:`Lifecycle` (a machine from a spec, its own guards and optional extra rules,
 ``_machine.py``); :class:`DecisionEngine` (a :class:`DecisionTable` decided "first matching row
 wins", step by step through a :class:`DecisionCore`, ``_decision.py``); :func:`listen` and
-:func:`rebuilt_on_listen` (observers, ``_listen.py``); ``fsm.draw`` (DOT and Mermaid text, and
+:func:`rebuilt_on_listen` (observers, ``_observe.py``); ``fsm.draw`` (DOT and Mermaid text, and
 the check of a drawing against a record written apart) and ``fsm.testing`` (exploration with
 coverage; needs the ``testing`` extra).
 
@@ -18,8 +18,6 @@ first user and live apart, in ``fsm.qinglong``, built through these public names
 from __future__ import annotations
 
 from ._decision import (
-    DECIDE,
-    FAIL,
     Case,
     DecisionCore,
     DecisionEngine,
@@ -38,10 +36,6 @@ from ._errors import (
     IllegalTransition,
     MachineDefinitionError,
 )
-from ._listen import (
-    listen,
-    rebuilt_on_listen,
-)
 from ._machine import (
     Guard,
     Lifecycle,
@@ -54,6 +48,8 @@ from ._machine import (
 )
 from ._observe import (
     Listener,
+    listen,
+    rebuilt_on_listen,
 )
 from ._spec import (
     Edge,
@@ -61,8 +57,6 @@ from ._spec import (
 )
 
 __all__ = [
-    "DECIDE",
-    "FAIL",
     "Case",
     "DecisionCore",
     "DecisionEngine",

@@ -209,23 +209,16 @@ class Lifecycle:
         # (its own listeners, or fsm.listen's): a machine nobody listens to has none.
         self._reports = bool(self.listeners or LISTENERS)
         if self._reports:
-            config = self._reporting(config)
+            for e, item in zip(spec.edges, config, strict=True):
+                item["after"] = [told(self.listeners, self._edge_report(e))]
+                if e.guard is not None:
+                    guarded = item["conditions"][0]
+                    item["conditions"] = [reporting(self.name, e.guard, guarded, self.listeners)]
         self._machine = transitions_machine(spec.states, spec.initial, config)
 
     @property
     def name(self) -> str:
         return self.spec.name
-
-    def _reporting(self, config: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for e, item in zip(self.spec.edges, config, strict=True):
-            item = dict(item)
-            item["after"] = [told(self.listeners, self._edge_report(e))]
-            if e.guard is not None:
-                condition = item["conditions"][0]
-                item["conditions"] = [reporting(self.name, e.guard, condition, self.listeners)]
-            out.append(item)
-        return out
 
     def _edge_report(self, e: Edge) -> Callable[[Listener], None]:
         return lambda listener: listener.edge(self.name, e.source, e.trigger, e.dest, e.guard)

@@ -162,7 +162,7 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text)
 
 
-def drawn_edges(rendered: str) -> tuple[Drawn, ...]:
+def _drawn_edges(rendered: str) -> tuple[Drawn, ...]:
     """The labelled edges of a DOT or Mermaid text (the initial and final markers are not
     edges of the machine)."""
     mermaid = rendered.lstrip().startswith(("stateDiagram", "---"))
@@ -184,7 +184,7 @@ def _show(e: Drawn) -> str:
 def check(rendered: str, record: str) -> list[str]:
     """Compare a rendered DOT or Mermaid text with a record, edge by edge (source, dest,
     trigger and guard): one line per difference, none when they agree."""
-    drawn = Counter(drawn_edges(rendered))
+    drawn = Counter(_drawn_edges(rendered))
     recorded = Counter(parse_record(record))
     problems = [
         f"drawn but not in the record: {_show(e)}" for e in sorted(drawn - recorded, key=str)
@@ -196,11 +196,9 @@ def check(rendered: str, record: str) -> list[str]:
 
 
 __all__ = [
-    "Drawn",
     "Looks",
     "RecordError",
     "check",
-    "drawn_edges",
     "label",
     "parse_record",
     "record_of",

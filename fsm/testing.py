@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -28,8 +29,8 @@ from hypothesis import strategies as st
 
 from ._decision import DecisionEngine, DecisionTable
 from ._errors import GuardRefused
-from ._listen import listen
 from ._machine import Lifecycle
+from ._observe import listen
 from ._spec import MachineSpec
 
 # Evidence for an exploration: one strategy, or one per state the machine is in.
@@ -237,10 +238,7 @@ class Recording:
 
 
 def merged(recordings: Iterable[Recording]) -> Recording:
-    out = Recording()
-    for rec in recordings:
-        out.merge(rec)
-    return out
+    return reduce(Recording.merge, recordings, Recording())
 
 
 @contextmanager

@@ -166,19 +166,13 @@ def audit_record(
     order: ``state``, ``profile``, ``origins`` (how many are configured: a count, never the
     list), ``summary`` (the pass's totals and ``resumeAvailable``, never the cursor),
     ``report``, ``metrics``; qlfsm's two dropped-item counts follow ``state``."""
-    from reconciler.shadow import (
-        ConservationViolation,
-        build_metrics,
-        build_report,
-        build_summary,
-        check_conservation,
-    )
+    import reconciler.shadow as shadow
 
-    report = build_report(profile, origins, budget, counts)
-    metrics = build_metrics(report)
+    report = shadow.build_report(profile, origins, budget, counts)
+    metrics = shadow.build_metrics(report)
     try:
-        check_conservation(report, metrics, profile=profile, origins=origins)
-    except ConservationViolation as exc:
+        shadow.check_conservation(report, metrics, profile=profile, origins=origins)
+    except shadow.ConservationViolation as exc:
         return failed(exc)
     state = "reconciled" if report["assessment"] == "converged" else "incomplete"
     return {
@@ -186,7 +180,7 @@ def audit_record(
         **extra,
         "profile": profile,
         "origins": len(origins),
-        "summary": build_summary(report),
+        "summary": shadow.build_summary(report),
         "report": report,
         "metrics": metrics,
     }

@@ -1,8 +1,8 @@
 """QingLong 3.0's machines, built through the public toolkit (``fsm``) like any user's: the
-Run and Attempt lifecycles and their edges (``_tables.py``), the guards (``_guards.py``) and
-rules (``_rules.py``), ADR-0068's decision table and core (``_primary_table.py``,
-``_primary.py``), ADR-0448's legacy shadow (``_legacy.py``, ``_legacy_facts.py``), the
-evidence selection (``_selection.py``) and the cached machines (``_qinglong.py``).
+Run and Attempt lifecycles and their edges (``_tables.py``), the guards (``_guards.py``),
+ADR-0068's decision table and core (``_primary_table.py``, ``_primary.py``), ADR-0448's legacy
+shadow (``_legacy.py``, ``_legacy_facts.py``), the evidence selection (``_selection.py``) and
+the rules and cached machines (``_qinglong.py``).
 
 Pure (no I/O). Imports only ``fsm``'s public names, and neither ``storage`` nor ``reconciler``.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from ._guards import (
     GUARDS,
-    LEGACY_GUARD_ROWS,
     PRIMARY_GUARDS,
     PrimaryFacts,
 )
 from ._legacy import (
     LEGACY_DECISION_SPEC,
     LEGACY_EVIDENCE,
+    LEGACY_GUARD_ROWS,
     LEGACY_OUTCOMES,
     LEGACY_ROWS,
     LEGACY_SPEC,
@@ -27,7 +27,6 @@ from ._legacy import (
     LegacyCore,
     LegacyDecision,
     LegacyEngine,
-    LegacyViews,
     classify_legacy,
     decide_legacy,
     legacy_engine,
@@ -56,15 +55,13 @@ from ._primary_table import (
 )
 from ._qinglong import (
     ALL_SPECS,
+    QINGLONG_RULES,
     attempt_machine,
     legacy_machine,
-    run_machine,
-    validate_all,
-)
-from ._rules import (
-    QINGLONG_RULES,
     one_unguarded_edge_per_pair,
     require_twin_edges,
+    run_machine,
+    validate_all,
 )
 from ._selection import (
     InstanceEvidence,
@@ -118,7 +115,6 @@ __all__ = [
     "LegacyDecision",
     "LegacyEngine",
     "LegacyFacts",
-    "LegacyViews",
     "PrimaryCore",
     "PrimaryDecision",
     "PrimaryFacts",

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ._legacy import LEGACY_GUARD_ROWS, LEGACY_STEP_GUARDS, classify_legacy
-from ._legacy_facts import LegacyFacts
+from ._legacy_facts import LegacyFacts, _named
 from ._tables import ATTEMPT_ACTIVE
 
 # "quarantined": the receipt path is empty but the Attempt's journal row says an earlier pass
@@ -72,10 +72,6 @@ class PrimaryFacts:
     error: str | None = None
 
 
-def _p(facts: object) -> PrimaryFacts | None:
-    return facts if isinstance(facts, PrimaryFacts) else None
-
-
 # --- spec 04 row 14 (and spec 05 row 12) -----------------------------------------------------
 
 
@@ -86,64 +82,75 @@ def error_raised(facts: object) -> bool:
     return isinstance(facts, LegacyFacts) and facts.error
 
 
+# The ADR-0068 guards by name, in the order they are defined here: the decision machine's
+# conditions and the guards of the Run and Attempt edges its writes fire.
+_PRIMARY: dict[str, Callable[[object], bool]] = {"error_raised": error_raised}
+
+
+def _primary(own: Callable[[PrimaryFacts], bool]) -> Callable[[object], bool]:
+    # ``own`` as a guard over any evidence (it holds only on PrimaryFacts), kept under its name.
+    def guard(facts: object) -> bool:
+        return isinstance(facts, PrimaryFacts) and own(facts)
+
+    _PRIMARY[own.__name__] = _named(own.__name__, guard)
+    return guard
+
+
 # --- spec 04 rows 1-4: the Run and its Attempts ------------------------------------------------
 
 
-def several_active_attempts(facts: object) -> bool:
-    f = _p(facts)
-    return f is not None and f.active_attempts > 1  # row 1
+@_primary
+def several_active_attempts(f: PrimaryFacts) -> bool:
+    return f.active_attempts > 1  # row 1
 
 
-def run_gone(facts: object) -> bool:
-    f = _p(facts)
-    return f is not None and f.run_present is False  # row 2
+@_primary
+def run_gone(f: PrimaryFacts) -> bool:
+    return f.run_present is False  # row 2
 
 
-def not_runtime_owned(facts: object) -> bool:
-    f = _p(facts)
-    return f is not None and f.run_present is True and f.run_owner != "runtime"  # row 2
+@_primary
+def not_runtime_owned(f: PrimaryFacts) -> bool:
+    return f.run_present is True and f.run_owner != "runtime"  # row 2
 
 
-def status_changed(facts: object) -> bool:
+@_primary
+def status_changed(f: PrimaryFacts) -> bool:
     # row 2: the Run moved since the candidate page was read.
-    f = _p(facts)
-    return f is not None and f.run_present is True and f.run_status != f.page_status
+    return f.run_present is True and f.run_status != f.page_status
 
 
-def attempt_missing_before_start(facts: object) -> bool:
+@_primary
+def attempt_missing_before_start(f: PrimaryFacts) -> bool:
     # spec 04 row 3: a dispatching Run whose Attempt was never created.
-    f = _p(facts)
     return (
-        f is not None
-        and f.run_status == "dispatching"
+        f.run_status == "dispatching"
         and f.attempt_status is None
         and f.active_attempts == 0
         and f.attempt_count in (None, 0)
     )
 
 
-def no_active_attempt_otherwise(facts: object) -> bool:
-    f = _p(facts)
-    return f is not None and f.run_present is True and f.active_attempts == 0  # row 3b
+@_primary
+def no_active_attempt_otherwise(f: PrimaryFacts) -> bool:
+    return f.run_present is True and f.active_attempts == 0  # row 3b
 
 
-def latest_attempt_not_active(facts: object) -> bool:
-    f = _p(facts)
+@_primary
+def latest_attempt_not_active(f: PrimaryFacts) -> bool:
     return (
-        f is not None
-        and f.run_present is True
+        f.run_present is True
         and f.attempt_status is not None
         and f.attempt_status not in ATTEMPT_ACTIVE
     )  # row 4
 
 
-def one_active_latest_attempt(facts: object) -> bool:
+@_primary
+def one_active_latest_attempt(f: PrimaryFacts) -> bool:
     # ADR-0068 §2 step 2: only a runtime Run, unchanged since the page, whose one active
     # Attempt is its latest, has a receipt worth reading.
-    f = _p(facts)
     return (
-        f is not None
-        and f.run_present is True
+        f.run_present is True
         and f.run_owner == "runtime"
         and f.page_status is not None
         and f.run_status == f.page_status
@@ -155,16 +162,15 @@ def one_active_latest_attempt(facts: object) -> bool:
 # --- spec 04 row 4b: the executor type, before any receipt is read ---------------------------
 
 
-def claimed_not_local_process(facts: object) -> bool:
+@_primary
+def claimed_not_local_process(f: PrimaryFacts) -> bool:
     # row 4b, `claimed`: ADR-0068 §2 step 1 confirms the executor type before step 2 reads a
     # receipt, and a local receipt never stands in for another executor's facts (§6). What is
     # left is the database's own fact that nothing crossed the start barrier (§2 step 5):
     # QingLong's coordinator marks it lost without reading the receipt (docs/decisions.md D-18).
     # No receipt read, no probe: only the facts of the Run's read.
-    f = _p(facts)
     return (
-        f is not None
-        and f.executor_type is not None
+        f.executor_type is not None
         and f.executor_type != "local_process"
         and f.attempt_status == "claimed"
         and f.active_attempts == 1
@@ -173,12 +179,11 @@ def claimed_not_local_process(facts: object) -> bool:
     )
 
 
-def executor_not_local_process(facts: object) -> bool:
+@_primary
+def executor_not_local_process(f: PrimaryFacts) -> bool:
     # row 4b, `starting`/`running`: no local evidence (receipt, process) is looked at (§6).
-    f = _p(facts)
     return (
-        f is not None
-        and f.run_present is True
+        f.run_present is True
         and f.executor_type is not None
         and f.executor_type != "local_process"
         and f.attempt_status in ("starting", "running")
@@ -188,51 +193,52 @@ def executor_not_local_process(facts: object) -> bool:
 # --- spec 04 rows 5-8: the receipt, read first ------------------------------------------------
 
 
-def trusted_receipt(facts: object) -> bool:
+@_primary
+def trusted_receipt(f: PrimaryFacts) -> bool:
     # ADR-0068 §2 steps 2-4: a receipt counts only once authenticated against the database.
-    f = _p(facts)
-    return f is not None and (f.first_receipt == "trusted" or f.second_receipt == "trusted")
+    return f.first_receipt == "trusted" or f.second_receipt == "trusted"
 
 
-def invalid_receipt(facts: object) -> bool:
-    f = _p(facts)  # row 6 (and row 13 when the second read finds it)
-    return f is not None and (f.first_receipt == "invalid" or f.second_receipt == "invalid")
+@_primary
+def invalid_receipt(f: PrimaryFacts) -> bool:
+    # row 6 (and row 13 when the second read finds it)
+    return f.first_receipt == "invalid" or f.second_receipt == "invalid"
 
 
-def quarantined_earlier(facts: object) -> bool:
+@_primary
+def quarantined_earlier(f: PrimaryFacts) -> bool:
     # row 6: an earlier pass quarantined this Attempt's receipt; the invalid fact stands.
-    f = _p(facts)
-    return f is not None and f.first_receipt == "quarantined"
+    return f.first_receipt == "quarantined"
 
 
-def unstarted_claim(facts: object) -> bool:
+@_primary
+def unstarted_claim(f: PrimaryFacts) -> bool:
     # ADR-0068 §2 step 5: `claimed` is the fact that nothing was started; no probe needed.
-    f = _p(facts)
     return (
-        f is not None
-        and f.first_receipt == "missing"
+        f.first_receipt == "missing"
         and f.attempt_status == "claimed"
         and f.active_attempts == 1
         and f.process is None
     )
 
 
-def handle_missing(facts: object) -> bool:
-    f = _p(facts)  # row 8
-    return f is not None and f.first_receipt == "missing" and f.handle_present is False
+@_primary
+def handle_missing(f: PrimaryFacts) -> bool:
+    # row 8
+    return f.first_receipt == "missing" and f.handle_present is False
 
 
-def pid_invalid(facts: object) -> bool:
-    f = _p(facts)  # row 8
-    return f is not None and f.first_receipt == "missing" and f.pid_valid is False
+@_primary
+def pid_invalid(f: PrimaryFacts) -> bool:
+    # row 8
+    return f.first_receipt == "missing" and f.pid_valid is False
 
 
-def durable_identity_stored(facts: object) -> bool:
+@_primary
+def durable_identity_stored(f: PrimaryFacts) -> bool:
     # ADR-0068 §2 step 5: starting/running may only be judged by the exact durable identity.
-    f = _p(facts)
     return (
-        f is not None
-        and f.first_receipt == "missing"
+        f.first_receipt == "missing"
         and f.attempt_status in ("starting", "running")
         and f.executor_type == "local_process"
         and f.handle_present is True
@@ -243,96 +249,92 @@ def durable_identity_stored(facts: object) -> bool:
 # --- spec 04 rows 9-13: the probe, then the grace and the second read -------------------------
 
 
-def provider_unavailable(facts: object) -> bool:
-    f = _p(facts)  # row 9
-    return f is not None and f.process == "unknown" and f.probe_reason == "provider_unavailable"
+@_primary
+def provider_unavailable(f: PrimaryFacts) -> bool:
+    # row 9
+    return f.process == "unknown" and f.probe_reason == "provider_unavailable"
 
 
-def identity_unknown(facts: object) -> bool:
+@_primary
+def identity_unknown(f: PrimaryFacts) -> bool:
     # row 10: invalid handle or unsupported platform. Unknown is never "gone" (ADR-0068 §3).
-    f = _p(facts)
-    return f is not None and f.process == "unknown" and f.probe_reason != "provider_unavailable"
+    return f.process == "unknown" and f.probe_reason != "provider_unavailable"
 
 
-def handle_pid_mismatch(facts: object) -> bool:
-    f = _p(facts)  # row 11
-    return f is not None and f.process in ("running", "not_running") and not f.handle_pid_matches
+@_primary
+def handle_pid_mismatch(f: PrimaryFacts) -> bool:
+    # row 11
+    return f.process in ("running", "not_running") and not f.handle_pid_matches
 
 
-def _exact_probe_says(facts: object, verdict: ProcessVerdict) -> bool:
+def _exact_probe_says(f: PrimaryFacts, verdict: ProcessVerdict) -> bool:
     # No receipt on the first read, and the probe of the exact durable identity (boot id, pid,
     # group, start ticks; ADR-0068 §2 step 5) answered ``verdict``.
-    f = _p(facts)
-    return (
-        f is not None
-        and f.first_receipt == "missing"
-        and f.process == verdict
-        and f.handle_pid_matches
-    )
+    return f.first_receipt == "missing" and f.process == verdict and f.handle_pid_matches
 
 
-def exact_process_running(facts: object) -> bool:
-    return _exact_probe_says(facts, "running")  # spec 04 row 12: it is alive
+@_primary
+def exact_process_running(f: PrimaryFacts) -> bool:
+    return _exact_probe_says(f, "running")  # spec 04 row 12: it is alive
 
 
-def trusted_not_running(facts: object) -> bool:
+@_primary
+def trusted_not_running(f: PrimaryFacts) -> bool:
     # row 13, first part: trusted negative evidence leads only to the grace (ADR-0068 §2.6).
-    return _exact_probe_says(facts, "not_running")
+    return _exact_probe_says(f, "not_running")
 
 
-def grace_elapsed(facts: object) -> bool:
-    f = _p(facts)  # row 13: at least one full grace since this candidate's probe
-    return f is not None and f.process == "not_running" and f.grace_paid
+@_primary
+def grace_elapsed(f: PrimaryFacts) -> bool:
+    # row 13: at least one full grace since this candidate's probe
+    return f.process == "not_running" and f.grace_paid
 
 
-def receipt_still_missing(facts: object) -> bool:
-    f = _p(facts)  # row 13: the second read, after the grace, found nothing either
-    return f is not None and f.grace_paid and f.second_receipt == "missing"
+@_primary
+def receipt_still_missing(f: PrimaryFacts) -> bool:
+    # row 13: the second read, after the grace, found nothing either
+    return f.grace_paid and f.second_receipt == "missing"
 
 
-def changed_on_recheck(facts: object) -> bool:
-    f = _p(facts)  # row 13: the Run/Attempt moved meanwhile; lost would be a guess
-    return f is not None and f.unchanged_on_recheck is False
+@_primary
+def changed_on_recheck(f: PrimaryFacts) -> bool:
+    # row 13: the Run/Attempt moved meanwhile; lost would be a guess
+    return f.unchanged_on_recheck is False
 
 
-def not_running_after_grace(facts: object) -> bool:
+@_primary
+def not_running_after_grace(f: PrimaryFacts) -> bool:
     # ADR-0068 §2 step 6: trusted negative evidence, then ONE grace, then the receipt read
     # again and found absent, then the database re-read unchanged. Nothing less gives lost.
-    f = _p(facts)
-    return (
-        f is not None
-        and trusted_not_running(f)
-        and receipt_still_missing(f)
-        and f.unchanged_on_recheck is True
-    )
+    return trusted_not_running(f) and receipt_still_missing(f) and f.unchanged_on_recheck is True
 
 
-def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
-    # transitions labels a condition by its callable's __name__: the diagram shows the guard.
-    fn.__name__ = name
-    fn.__qualname__ = name
-    return fn
-
-
-def _first_match_is(facts: object, name: str) -> bool:
+def _first_match(name: str) -> Callable[[object], bool]:
     # On the legacy_shadow lifecycle a row's edge is taken only when THAT row (the one whose
     # guard is ``name``) is the first of ADR-0448's table that matches ``facts`` (spec 05); the
     # decision machine itself tries the rows' own facts in order.
-    if not isinstance(facts, LegacyFacts):
-        return False
-    return classify_legacy(facts).row == LEGACY_GUARD_ROWS[name]
+    def guard(facts: object) -> bool:
+        if not isinstance(facts, LegacyFacts):
+            return False
+        return classify_legacy(facts).row == LEGACY_GUARD_ROWS[name]
+
+    return _named(name, guard)
 
 
-def _legacy_row(name: str) -> Callable[[object], bool]:
-    return lambda facts: _first_match_is(facts, name)
+PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(dict(_PRIMARY))
 
+# The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row 12's
+# guard is the shared ``error_raised``: an exception is always the first match.
+LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
+    {name: _first_match(name) for name in LEGACY_GUARD_ROWS if name != "error_raised"}
+)
 
 # --- spec 05 rows 2, 6, 7, 9, 10: the legacy writes' Run and Attempt edges -----------------
 # Each is guarded by its row's guard (repair, cancel, complete, abandon, mark lost): the edges
 # a write fires and that row's legacy_shadow edge share the one function.
 LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     {
-        name: _named(name, _legacy_row(name))
+        name: LEGACY_ROW_GUARDS[name]
         for name in (
             "unique_terminal_attempt",
             "stopped_with_finished",
@@ -343,68 +345,8 @@ LEGACY_EDGE_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     }
 )
 
-
-# The ADR-0068 guards by name: the decision machine's conditions and the guards of the Run and
-# Attempt edges its writes fire.
-PRIMARY_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        fn.__name__: fn
-        for fn in (
-            error_raised,
-            several_active_attempts,
-            run_gone,
-            not_runtime_owned,
-            status_changed,
-            attempt_missing_before_start,
-            no_active_attempt_otherwise,
-            latest_attempt_not_active,
-            one_active_latest_attempt,
-            trusted_receipt,
-            invalid_receipt,
-            quarantined_earlier,
-            claimed_not_local_process,
-            executor_not_local_process,
-            unstarted_claim,
-            handle_missing,
-            pid_invalid,
-            durable_identity_stored,
-            provider_unavailable,
-            identity_unknown,
-            handle_pid_mismatch,
-            exact_process_running,
-            trusted_not_running,
-            grace_elapsed,
-            receipt_still_missing,
-            changed_on_recheck,
-            not_running_after_grace,
-        )
-    }
-)
-
-
-# The legacy_shadow lifecycle's row guards (spec 07), each named as on the diagram. Row 12's
-# guard is the shared ``error_raised``: an exception is always the first match. The rows whose
-# writes fire Run and Attempt edges keep the one function those edges are guarded by.
-LEGACY_ROW_GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
-    {
-        name: LEGACY_EDGE_GUARDS.get(name) or _named(name, _legacy_row(name))
-        for name in LEGACY_GUARD_ROWS
-        if name != "error_raised"
-    }
-)
-
 # Every guard of QingLong's machines by name: the Run and Attempt lifecycles', the
 # legacy_shadow lifecycle's and both decision machines'.
 GUARDS: Mapping[str, Callable[[object], bool]] = MappingProxyType(
     {**PRIMARY_GUARDS, **LEGACY_ROW_GUARDS, **LEGACY_STEP_GUARDS}
 )
-
-
-__all__ = [
-    "GUARDS",
-    "LEGACY_EDGE_GUARDS",
-    "LEGACY_GUARD_ROWS",
-    "LEGACY_ROW_GUARDS",
-    "PRIMARY_GUARDS",
-    "PrimaryFacts",
-]

@@ -230,14 +230,6 @@ def check_one_trigger_per_outcome(table: DecisionTable) -> None:
         raise MachineDefinitionError(table.name, f"outcomes with two triggers: {twice}")
 
 
-def _step_guard(name: str) -> Callable[[object], bool]:
-    guard = _on_legacy_facts(LEGACY_ROW_FACTS[name])
-    # transitions labels a condition by its callable's __name__: the diagram shows the guard.
-    guard.__name__ = name
-    guard.__qualname__ = name
-    return guard
-
-
 # --- Views of the table (what the pass, the guards and the diagrams read) --------------------
 
 
@@ -269,29 +261,23 @@ def legacy_views(table: DecisionTable) -> LegacyViews:
     """The views of ``table``, once it passed its check (MachineDefinitionError otherwise)."""
     check_one_trigger_per_outcome(table)
     deciding = _deciding(table)
+    # Each deciding row and its first case (an outcome's trigger and write are one: checked).
+    firsts = [(r, r.cases[0]) for r in deciding]
+    steps = [c.guard for r in table.rows if r not in deciding for c in r.cases]
     return LegacyViews(
         table=table,
-        guard_rows={r.cases[0].guard: r.row for r in deciding},
-        triggers={r.cases[0].then: r.cases[0].trigger or "" for r in deciding},
-        writes={r.cases[0].then: r.cases[0].write for r in deciding},
+        guard_rows={c.guard: r.row for r, c in firsts},
+        triggers={c.then: c.trigger or "" for _, c in firsts},
+        writes={c.then: c.write for _, c in firsts},
         rows={r.row: r for r in table.rows},
-        step_guards={
-            c.guard: _step_guard(c.guard) for r in table.rows if r not in deciding for c in r.cases
-        },
+        step_guards={name: _on_legacy_facts(name) for name in steps},
         spec=MachineSpec(
             name="legacy_shadow",
             states=("candidate", *table.decisions),
             initial="candidate",
             terminal=frozenset(table.decisions),
             edges=tuple(
-                Edge(
-                    r.cases[0].trigger or "",
-                    "candidate",
-                    r.cases[0].then,
-                    r.cases[0].guard,
-                    r.cites,
-                )
-                for r in deciding
+                Edge(c.trigger or "", "candidate", c.then, c.guard, r.cites) for r, c in firsts
             ),
         ),
         decision_spec=drawn_spec(table),
@@ -339,7 +325,7 @@ class LegacyEngine:
     machine owns the one bounded memo of choices (``fsm/_decision.py``)."""
 
     def __init__(self, views: LegacyViews = LEGACY_VIEWS) -> None:
-        predicates = {name: _on_legacy_facts(own) for name, own in LEGACY_ROW_FACTS.items()}
+        predicates = {name: _on_legacy_facts(name) for name in LEGACY_ROW_FACTS}
         self.views = views
         self.machine = DecisionEngine(views.table, predicates)
 

@@ -152,8 +152,18 @@ LEGACY_ROW_FACTS: Mapping[str, LegacyPredicate] = {
 }
 
 
-def _on_legacy_facts(own: LegacyPredicate) -> Callable[[object], bool]:
+def _named(name: str, fn: Callable[[object], bool]) -> Callable[[object], bool]:
+    # transitions labels a condition by its callable's __name__: the diagram shows the guard.
+    fn.__name__ = name
+    fn.__qualname__ = name
+    return fn
+
+
+def _on_legacy_facts(name: str) -> Callable[[object], bool]:
+    # The guard ``name`` (a row's own facts) over any evidence: it holds only on LegacyFacts.
+    own = LEGACY_ROW_FACTS[name]
+
     def predicate(facts: object) -> bool:
         return isinstance(facts, LegacyFacts) and own(facts)
 
-    return predicate
+    return _named(name, predicate)

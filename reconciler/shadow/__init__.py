@@ -6,7 +6,7 @@ the application layer's: ``reconciler.run_shadow`` (``reconciler/_shadow_entry.p
 from __future__ import annotations
 
 from reconciler.shadow._pass import PassOutcome, gather, run_pass
-from reconciler.shadow._ports import CandidateSource, PassHooks, PassPorts
+from reconciler.shadow._ports import PassHooks, PassPorts
 from reconciler.shadow._report import (
     BUDGETS,
     OUTCOME_KEYS,
@@ -27,7 +27,6 @@ __all__ = [
     "RECONCILER",
     "WRITES",
     "Budget",
-    "CandidateSource",
     "ConservationViolation",
     "Effect",
     "PassCounts",

@@ -247,5 +247,3 @@ _READERS: Mapping[str, Reader] = {
     "read_attempts": _read_attempts,
     "read_evidence": _read_evidence,
 }
-
-__all__ = ["PassOutcome", "decide", "gather", "run_pass", "write"]

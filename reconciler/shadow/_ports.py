@@ -57,6 +57,3 @@ class PassPorts:
     open: Opener = connect_storage
     candidates: CandidateSource = legacy_candidates
     hooks: PassHooks = field(default_factory=PassHooks)
-
-
-__all__ = ["CandidateSource", "Cursor", "Opener", "PassHooks", "PassPorts", "connect_storage"]

@@ -501,6 +501,3 @@ def write(
         effect = WRITES[decision.write]
         guard = Guard(row=decision.row, reread=reread)
         effect.plan(repo, ctx, clock, hooks, effect, guard)
-
-
-__all__ = ["WRITES", "Build", "Context", "Effect", "Guard", "Reread", "Writer", "edge", "write"]

@@ -8,14 +8,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from fsm import MachineSpec
 from reconciler.diagrams._looks import _look
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
-from reconciler.diagrams._record_adr0068 import ADR_0068_STEPS, ADR_0068_TABLE
-from reconciler.diagrams._record_adr0448 import ADR_0448_STEPS, ADR_0448_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068
+from reconciler.diagrams._record_adr0448 import ADR_0448
 from reconciler.diagrams._record_rows import (
     DecisionRow,
     EdgeRef,
     EvidenceStep,
     LifecycleRow,
     MachineRecord,
+    RecordTable,
 )
 from reconciler.diagrams._records import RECORDS_BY_MACHINE
 
@@ -146,16 +147,17 @@ all: it reads the SVG and Mermaid files.
 
 
 def _decision_section(
-    heading: str, prose: str, table: list[str], where: str, steps: tuple[EvidenceStep, ...]
+    record: RecordTable, heading: str, prose: str, machines: tuple[str, ...], where: str
 ) -> list[str]:
-    """A decision machine's part of the README: its table, then the evidence steps between
-    the rows (``where``: where the record writes its evidence order)."""
+    """A decision machine's part of the README: its table (with the lifecycle edges its writes
+    take on each of ``machines``), then the evidence steps between the rows (``where``: where
+    the record writes its evidence order)."""
     return [
         f"### {heading}\n",
         f"{prose}\n",
-        "\n".join(table) + "\n",
+        "\n".join(_decision_table(record.rows, machines)) + "\n",
         f"### {where} evidence steps between the rows\n",
-        "\n".join(_steps_table(steps)) + "\n",
+        "\n".join(_steps_table(record.steps)) + "\n",
     ]
 
 
@@ -184,21 +186,21 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
             ]
         elif spec.name == "primary_decision":
             parts += _decision_section(
+                ADR_0068,
                 "ADR-0068 decision table (spec 04 §Per candidate)",
                 "First matching row wins. Each row's arrows on the decision machine, and the "
                 "Run and Attempt edges its write takes (rows without them move no state).",
-                _decision_table(ADR_0068_TABLE, ("run", "attempt")),
+                ("run", "attempt"),
                 "ADR-0068 §2",
-                ADR_0068_STEPS,
             )
         elif spec.name == "legacy_decision":
             parts += _decision_section(
+                ADR_0448,
                 "ADR-0448 decision table (spec 05 §Per candidate)",
                 "First matching row wins; each row ends the candidate in one outcome (the "
                 "legacy_shadow edge is the same row on the per-candidate lifecycle).",
-                _decision_table(ADR_0448_TABLE, ("legacy_shadow",)),
+                ("legacy_shadow",),
                 "spec 05",
-                ADR_0448_STEPS,
             )
         if record is not None:
             parts.append(f"### Every edge the {spec.name} diagram must show\n")

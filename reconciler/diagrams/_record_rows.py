@@ -3,6 +3,7 @@ per-record modules are made of."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -64,6 +65,23 @@ class EvidenceStep:
     # The row after which the step is tried (first matching row wins): the rows before it
     # did not decide.
     after: str = ""
+
+
+@dataclass(frozen=True)
+class RecordTable:
+    """One record's decision table as transcribed: what its decision machine must show and
+    what ``fsm``'s table must be."""
+
+    cite: str  # "ADR-0068"
+    machine: str  # the decision machine's name
+    states_cite: str  # where the record gives the machine's states
+    evidence: tuple[str, ...]
+    decisions: Mapping[str, str]  # decision state -> summary outcome
+    rows: tuple[DecisionRow, ...]
+    steps: tuple[EvidenceStep, ...]
+    # Rows whose facts ``fsm`` words differently from the record (a paraphrase of the same
+    # condition): compared for presence only, until the table takes the record's words.
+    paraphrased: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,15 @@ stores.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
 from fsm import DecisionTable, MachineSpec
 from fsm.qinglong import ATTEMPT_SPEC, LEGACY_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC
 from reconciler.diagrams._record_adr0068 import ADR_0068
 from reconciler.diagrams._record_adr0448 import ADR_0448
-from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
+from reconciler.diagrams._record_rows import DecisionRow, EvidenceStep, RecordTable
 
-# One case as compared: evidence state, guard, what follows, reason code, write, trigger.
-_Case = tuple[str, str, str, str, str | None, str | None]
 # One lifecycle edge as compared: machine, source, dest, guard.
 _Edge = tuple[str, str, str, str | None]
 
@@ -51,10 +49,6 @@ def _ordered(record: RecordTable) -> list[str]:
         order.extend(s.step for s in record.steps if s.after == row.row)
     order[:0] = [s.step for s in record.steps if s.after == ""]
     return order
-
-
-def _record_cases(edges: Iterable[EdgeRef]) -> list[_Case]:
-    return [(e.source, e.guard, e.dest, e.reason, e.write, e.trigger) for e in edges]
 
 
 def compare_table(
@@ -109,8 +103,10 @@ def compare_table(
                 f"{name}: {'is' if fsm_row.on_exception else 'is not'} the exception row in "
                 f"fsm, {'is' if on_exception else 'is not'} in the record"
             )
+        # One case: evidence state, guard, what follows, reason code, write, trigger.
         cases = [tuple(c) for c in fsm_row.cases]
-        wanted = _record_cases(entry.decides if isinstance(entry, DecisionRow) else (entry.edge,))
+        edges = entry.decides if isinstance(entry, DecisionRow) else (entry.edge,)
+        wanted = [(e.source, e.guard, e.dest, e.reason, e.write, e.trigger) for e in edges]
         for i, (got, want) in enumerate(zip_longest(cases, wanted), 1):
             if got != want:
                 out.append(f"{name}: case {i} is {got} in fsm, {want} in the record")

@@ -85,22 +85,28 @@ class RecordTable:
 
 
 @dataclass(frozen=True)
-class ExpectedEdge:
-    """An edge the diagram of one machine must show, and the record row it comes from."""
+class Arrow:
+    """An arrow of a diagram: its states and its guard (None on a lifecycle edge)."""
 
     source: str
     dest: str
     guard: str | None
+
+    def show(self) -> str:
+        guard = f" [{self.guard}]" if self.guard is not None else ""
+        return f"{self.source} -> {self.dest}{guard}"
+
+
+@dataclass(frozen=True)
+class ExpectedEdge(Arrow):
+    """An edge the diagram of one machine must show, and the record row it comes from."""
+
     cites: str
     # On a decision machine the label must also name the row (``row 13``) or step (``step 2.2``).
     label: str | None = None
     # On a lifecycle machine, the trigger the record names for the edge (ADR-0001's edges):
     # the drawn label's trigger must be it.
     trigger: str | None = None
-
-    def show(self) -> str:
-        guard = f" [{self.guard}]" if self.guard is not None else ""
-        return f"{self.source} -> {self.dest}{guard}"
 
 
 @dataclass(frozen=True)

@@ -91,14 +91,9 @@ def diagrams_command(argv: list[str]) -> int:
     if args.action == "render":
         try:
             written = render(args.out, dot=args.dot)
-        except DiagramsError as exc:
-            print(clean(f"qlfsm diagrams render: error: {exc}"), file=sys.stderr)
-            return 1
-        except OSError as exc:
-            print(
-                clean(f"qlfsm diagrams render: error: cannot write {args.out}: {exc}"),
-                file=sys.stderr,
-            )
+        except (DiagramsError, OSError) as exc:
+            what = f"cannot write {args.out}: " if isinstance(exc, OSError) else ""
+            print(clean(f"qlfsm diagrams render: error: {what}{exc}"), file=sys.stderr)
             return 1
         for path in written:
             print(f"wrote {clean(path)}")

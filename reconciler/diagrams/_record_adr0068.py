@@ -8,12 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from reconciler.diagrams._record_rows import (
-    DecisionRow,
-    EdgeRef,
-    EvidenceStep,
-    RecordTable,
-)
+from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
 
 # --- ADR-0068 decision table (spec 04 "Per candidate") -------------------------------------
 

@@ -6,12 +6,7 @@ Transcribed by hand from the record, never imported from ``fsm`` (see ``_records
 
 from __future__ import annotations
 
-from reconciler.diagrams._record_rows import (
-    DecisionRow,
-    EdgeRef,
-    EvidenceStep,
-    RecordTable,
-)
+from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
 
 # --- ADR-0448 decision table (spec 05 "Per candidate") -------------------------------------
 # The legacy-shadow machine is the per-candidate lifecycle of one pass (spec 07): a candidate

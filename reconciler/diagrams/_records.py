@@ -33,12 +33,7 @@ from __future__ import annotations
 from reconciler.diagrams import _record_adr0001 as adr0001
 from reconciler.diagrams._record_adr0068 import ADR_0068
 from reconciler.diagrams._record_adr0448 import ADR_0448, LEGACY_OUTCOMES
-from reconciler.diagrams._record_rows import (
-    ExpectedEdge,
-    LifecycleRow,
-    MachineRecord,
-    RecordTable,
-)
+from reconciler.diagrams._record_rows import ExpectedEdge, LifecycleRow, MachineRecord, RecordTable
 
 # --- What each machine's diagram must show ------------------------------------------------
 

@@ -38,10 +38,10 @@ from reconciler.diagrams import check, check_tables
 from reconciler.diagrams._check_tables import (
     ADR_0068,
     ADR_0448,
-    PARAPHRASED_FACTS,
     RecordTable,
     primary_error_codes,
 )
+from reconciler.diagrams._record_adr0068 import PARAPHRASED_FACTS
 
 
 def _row(table: DecisionTable, row: str, change: Callable[[DecisionRow], DecisionRow]) -> Any:

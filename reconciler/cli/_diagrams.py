@@ -30,16 +30,11 @@ from reconciler.cli._exit import UsageError
 from reconciler.cli._text import clean
 from reconciler.diagrams import RECORDS, DiagramsError, check, render
 
-
-def _default_dir() -> Path:
-    # In a checkout (editable install or run from the repository) the committed diagrams sit
-    # beside the packages; an installed copy has no diagrams/, so use ./diagrams of the
-    # working directory (the repository root, where README's commands are run).
-    beside = Path(__file__).resolve().parents[2] / "diagrams"
-    return beside if beside.is_dir() else Path.cwd() / "diagrams"
-
-
-DEFAULT_DIR = _default_dir()
+# In a checkout (editable install or run from the repository) the committed diagrams sit
+# beside the packages; an installed copy has no diagrams/, so use ./diagrams of the working
+# directory (the repository root, where README's commands are run).
+_BESIDE = Path(__file__).resolve().parents[2] / "diagrams"
+DEFAULT_DIR = _BESIDE if _BESIDE.is_dir() else Path.cwd() / "diagrams"
 
 
 # --- Command line --------------------------------------------------------------------------
@@ -91,14 +86,9 @@ def diagrams_command(argv: list[str]) -> int:
     if args.action == "render":
         try:
             written = render(args.out, dot=args.dot)
-        except DiagramsError as exc:
-            print(clean(f"qlfsm diagrams render: error: {exc}"), file=sys.stderr)
-            return 1
-        except OSError as exc:
-            print(
-                clean(f"qlfsm diagrams render: error: cannot write {args.out}: {exc}"),
-                file=sys.stderr,
-            )
+        except (DiagramsError, OSError) as exc:
+            what = f"cannot write {args.out}: " if isinstance(exc, OSError) else ""
+            print(clean(f"qlfsm diagrams render: error: {what}{exc}"), file=sys.stderr)
             return 1
         for path in written:
             print(f"wrote {clean(path)}")

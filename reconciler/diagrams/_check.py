@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 
 from reconciler.diagrams._check_tables import check_tables
 from reconciler.diagrams._dot import DiagramsError
-from reconciler.diagrams._record_rows import ExpectedEdge, MachineRecord
+from reconciler.diagrams._record_rows import Arrow, ExpectedEdge, MachineRecord
 from reconciler.diagrams._records import RECORDS
 
 # --- Reading the rendered files back --------------------------------------------------------
@@ -32,16 +32,9 @@ _LABEL = re.compile(
 
 
 @dataclass(frozen=True)
-class DrawnEdge:
-    source: str
-    dest: str
-    guard: str | None
+class DrawnEdge(Arrow):
     label: str
     trigger: str = ""  # the label's part before the guard (a decision machine's row id)
-
-    def show(self) -> str:
-        guard = f" [{self.guard}]" if self.guard is not None else ""
-        return f"{self.source} -> {self.dest}{guard}"
 
 
 @dataclass
@@ -73,23 +66,20 @@ def parse_svg(text: str) -> Drawing:
         raise DiagramsError(f"not a readable SVG: {exc}") from exc
     drawing = Drawing()
     markers: set[str] = set()
-    groups = [g for g in root.iter(f"{_SVG_NS}g") if g.get("class")]
-    for g in groups:
+    edges: list[tuple[str, ElementTree.Element]] = []
+    for g in root.iter(f"{_SVG_NS}g"):
         classes = (g.get("class") or "").split()
         title = g.findtext(f"{_SVG_NS}title") or ""
-        if "node" in classes:
-            if "initial" in classes:
-                markers.add(title)
-                continue
+        if "edge" in classes:
+            edges.append((title, g))  # read once every node (and the initial marker) is known
+        elif "node" in classes and "initial" in classes:
+            markers.add(title)
+        elif "node" in classes:
             drawing.states.append(title)
             # A terminal state is drawn with two borders (peripheries=2): count the outlines.
             if sum(1 for child in g if child.tag in _SHAPES) >= 2:
                 drawing.terminal.add(title)
-    for g in groups:
-        classes = (g.get("class") or "").split()
-        if "edge" not in classes:
-            continue
-        title = g.findtext(f"{_SVG_NS}title") or ""
+    for title, g in edges:
         source, sep, dest = title.partition("->")
         if not sep:
             drawing.problems.append(f"unreadable edge title {title!r}")
@@ -141,22 +131,21 @@ _Key = tuple[str, str, str | None, str | None]
 def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     """Every difference between a record and a drawing, each naming the row it comes from."""
     out: list[str] = list(drawing.problems)
-    expected = set(record.states)
     drawn_states = Counter(drawing.states)
     for s in record.states:
         if s not in drawn_states:
             out.append(f"missing state {s} ({record.states_cite})")
-    for s in drawn_states:
-        if s not in expected:
+    for s, times in drawn_states.items():
+        if s not in record.states:
             out.append(f"state not in any table: {s}")
-        elif drawn_states[s] > 1:
+        elif times > 1:
             out.append(f"state drawn twice: {s}")
     for s in record.states:
-        if s not in drawn_states:
+        if s not in drawn_states or (s in record.terminal) == (s in drawing.terminal):
             continue
-        if s in record.terminal and s not in drawing.terminal:
+        if s in record.terminal:
             out.append(f"terminal state {s} is not marked terminal ({record.states_cite})")
-        if s not in record.terminal and s in drawing.terminal:
+        else:
             out.append(f"state {s} is marked terminal but is not ({record.states_cite})")
     if drawing.initial != [record.initial]:
         shown = ", ".join(drawing.initial) or "none"
@@ -174,11 +163,8 @@ def compare(record: MachineRecord, drawing: Drawing) -> list[str]:
     seen: Counter[_Key] = Counter()
     renamed: set[_Key] = set()
     for e in drawing.edges:
-        label: str | None = e.trigger if record.labelled else None
         row = None if record.labelled else named.get((e.source, e.dest, e.guard))
-        if row is not None:
-            label = e.trigger
-        key = (e.source, e.dest, e.guard, label)
+        key = (e.source, e.dest, e.guard, e.trigger if record.labelled or row else None)
         seen[key] += 1
         if key in rows:
             if seen[key] == 2:

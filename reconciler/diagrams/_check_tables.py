@@ -16,75 +16,17 @@ stores.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
-from fsm import (
-    DecisionTable,
-    MachineSpec,
-)
-from fsm.qinglong import (
-    ATTEMPT_SPEC,
-    LEGACY_SPEC,
-    LEGACY_TABLE,
-    PRIMARY_TABLE,
-    RUN_SPEC,
-)
-from reconciler.diagrams._record_adr0068 import (
-    ADR_0068_STEPS,
-    ADR_0068_TABLE,
-    PRIMARY_DECISION_OUTCOMES,
-    PRIMARY_EVIDENCE_STATES,
-)
-from reconciler.diagrams._record_adr0448 import (
-    ADR_0448_STEPS,
-    ADR_0448_TABLE,
-    LEGACY_EVIDENCE_STATES,
-    LEGACY_OUTCOMES,
-)
-from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep
+from fsm import DecisionTable, MachineSpec
+from fsm.qinglong import ATTEMPT_SPEC, LEGACY_SPEC, LEGACY_TABLE, PRIMARY_TABLE, RUN_SPEC
+from reconciler.diagrams._record_adr0068 import ADR_0068
+from reconciler.diagrams._record_adr0448 import ADR_0448
+from reconciler.diagrams._record_rows import DecisionRow, EvidenceStep, RecordTable
 
-# ADR-0068 rows whose facts `fsm` words differently from spec 04 (a paraphrase of the same
-# condition): compared for presence only, until the table takes the record's words.
-PARAPHRASED_FACTS: frozenset[str] = frozenset({"4b", "13", "step 2.2", "step 2.5"})
-
-# One case as compared: evidence state, guard, what follows, reason code, write, trigger.
-_Case = tuple[str, str, str, str, str | None, str | None]
 # One lifecycle edge as compared: machine, source, dest, guard.
 _Edge = tuple[str, str, str, str | None]
-
-
-@dataclass(frozen=True)
-class RecordTable:
-    """One record's transcription: what its decision table must be."""
-
-    cite: str  # "ADR-0068"
-    machine: str  # the decision machine's name
-    evidence: tuple[str, ...]
-    decisions: Mapping[str, str]  # decision state -> summary outcome
-    rows: tuple[DecisionRow, ...]
-    steps: tuple[EvidenceStep, ...]
-    paraphrased: frozenset[str] = frozenset()
-
-
-ADR_0068 = RecordTable(
-    cite="ADR-0068",
-    machine="primary_decision",
-    evidence=PRIMARY_EVIDENCE_STATES,
-    decisions=PRIMARY_DECISION_OUTCOMES,
-    rows=ADR_0068_TABLE,
-    steps=ADR_0068_STEPS,
-    paraphrased=PARAPHRASED_FACTS,
-)
-ADR_0448 = RecordTable(
-    cite="ADR-0448",
-    machine="legacy_decision",
-    evidence=LEGACY_EVIDENCE_STATES,
-    decisions={o: o for o in LEGACY_OUTCOMES},  # each outcome its own decision state
-    rows=ADR_0448_TABLE,
-    steps=ADR_0448_STEPS,
-)
 
 
 def primary_error_codes() -> dict[str, str]:
@@ -109,10 +51,6 @@ def _ordered(record: RecordTable) -> list[str]:
     return order
 
 
-def _record_cases(edges: Iterable[EdgeRef]) -> list[_Case]:
-    return [(e.source, e.guard, e.dest, e.reason, e.write, e.trigger) for e in edges]
-
-
 def compare_table(
     record: RecordTable,
     table: DecisionTable,
@@ -125,22 +63,18 @@ def compare_table(
     cite = record.cite
     if table.name != record.machine:
         out.append(f"{cite}: the table is named {table.name!r}, the record {record.machine!r}")
-    if tuple(table.evidence) != record.evidence:
-        out.append(
-            f"{cite}: evidence order {list(table.evidence)} in fsm, "
-            f"{list(record.evidence)} in the record"
-        )
-    if dict(table.decisions) != dict(record.decisions):
-        out.append(
-            f"{cite}: decisions {dict(table.decisions)} in fsm, {dict(record.decisions)} "
-            "in the record"
-        )
     order = [r.row for r in table.rows]
-    if order != _ordered(record):
-        out.append(f"{cite}: rows in the order {order} in fsm, {_ordered(record)} in the record")
+    table_wide = (
+        ("evidence order", list(table.evidence), list(record.evidence)),
+        ("decisions", dict(table.decisions), dict(record.decisions)),
+        ("rows in the order", order, _ordered(record)),
+    )
+    for what, in_fsm, in_record in table_wide:
+        if in_fsm != in_record:
+            out.append(f"{cite}: {what} {in_fsm} in fsm, {in_record} in the record")
 
-    rows = {r.row: r for r in record.rows}
-    steps = {s.step: s for s in record.steps}
+    entries: dict[str, DecisionRow | EvidenceStep] = {s.step: s for s in record.steps}
+    entries.update((r.row, r) for r in record.rows)
     edges_of: dict[str, set[_Edge]] = {}
     triggers: dict[str, set[str]] = {}  # lifecycle trigger -> the rows its edges cite
     for spec in lifecycles:
@@ -150,42 +84,43 @@ def compare_table(
                 triggers.setdefault(e.trigger, set()).add(e.cites)
 
     for fsm_row in table.rows:
-        cases = [tuple(c) for c in fsm_row.cases]
-        row, step = rows.get(fsm_row.row), steps.get(fsm_row.row)
-        if row is None and step is None:
+        entry = entries.get(fsm_row.row)
+        if entry is None:
             out.append(f"{fsm_row.cites or cite}: row {fsm_row.row!r} is in no record")
             continue
+        row = entry if isinstance(entry, DecisionRow) else None
         name = f"{cite} row {fsm_row.row}" if row is not None else f"{cite} {fsm_row.row}"
-        expected_cite = f"{cite} row {fsm_row.row}" if step is None else step.cites
+        expected_cite = entry.cites if isinstance(entry, EvidenceStep) else name
         if fsm_row.cites != expected_cite:
             out.append(f"{name}: cites {fsm_row.cites!r}, the record {expected_cite!r}")
-        facts = row.facts if row is not None else step.facts if step is not None else ""
         if not fsm_row.facts:
             out.append(f"{name}: no facts in fsm")
-        elif fsm_row.row not in record.paraphrased and fsm_row.facts != facts:
-            out.append(f"{name}: facts {fsm_row.facts!r} in fsm, {facts!r} in the record")
+        elif fsm_row.row not in record.paraphrased and fsm_row.facts != entry.facts:
+            out.append(f"{name}: facts {fsm_row.facts!r} in fsm, {entry.facts!r} in the record")
         on_exception = row is not None and row.on_exception
         if fsm_row.on_exception != on_exception:
             out.append(
                 f"{name}: {'is' if fsm_row.on_exception else 'is not'} the exception row in "
                 f"fsm, {'is' if on_exception else 'is not'} in the record"
             )
-        wanted = _record_cases(row.decides if row is not None else (step.edge,) if step else ())
+        # One case: evidence state, guard, what follows, reason code, write, trigger.
+        cases = [tuple(c) for c in fsm_row.cases]
+        edges = entry.decides if isinstance(entry, DecisionRow) else (entry.edge,)
+        wanted = [(e.source, e.guard, e.dest, e.reason, e.write, e.trigger) for e in edges]
         for i, (got, want) in enumerate(zip_longest(cases, wanted), 1):
             if got != want:
                 out.append(f"{name}: case {i} is {got} in fsm, {want} in the record")
         if row is None:
             continue
         # The lifecycle edges the row moves: those citing it, each named by the row's trigger.
-        drawn = edges_of.get(f"{cite} row {fsm_row.row}", set())
+        drawn = edges_of.get(name, set())
         moved: set[_Edge] = {(e.machine, e.source, e.dest, e.guard) for e in row.edges}
         for edge in sorted(moved - drawn, key=str):
             out.append(f"{name}: the record's edge {edge} is not in fsm's lifecycles")
         for edge in sorted(drawn - moved, key=str):
             out.append(f"{name}: fsm's edge {edge} is not in the record")
         for c in fsm_row.cases:
-            cited = triggers.get(c.trigger or "", set())
-            if c.trigger is not None and f"{cite} row {fsm_row.row}" not in cited:
+            if c.trigger is not None and name not in triggers.get(c.trigger, set()):
                 out.append(f"{name}: trigger {c.trigger!r} fires no edge citing the row")
         if error_codes is not None:
             codes = {
@@ -199,7 +134,7 @@ def compare_table(
                     f"{name}: error code {sorted(codes)} by the pass, {sorted(want_codes)} "
                     "in the record"
                 )
-    for missing in [r for r in _ordered(record) if r not in {x.row for x in table.rows}]:
+    for missing in [r for r in _ordered(record) if r not in order]:
         out.append(f"{cite} {'row ' if missing[:1].isdigit() else ''}{missing}: not in fsm")
     return out
 

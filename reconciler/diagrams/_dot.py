@@ -36,11 +36,10 @@ def find_dot(explicit: str | None = None) -> str:
         if found is None:
             raise DiagramsError(f"dot program {wanted!r} not found or not executable")
         return found
-    for name in (PINNED_RENDERER, "dot"):
-        found = _lookup(name)
-        if found is not None:
-            return found
-    raise DiagramsError(f"no Graphviz dot found: {INSTALL_HINT}, or set QLFSM_DOT")
+    found = _lookup(PINNED_RENDERER) or _lookup("dot")
+    if found is None:
+        raise DiagramsError(f"no Graphviz dot found: {INSTALL_HINT}, or set QLFSM_DOT")
+    return found
 
 
 def _run_dot(dot: str, source: str) -> str:

@@ -8,14 +8,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from fsm import MachineSpec
 from reconciler.diagrams._looks import _look
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
-from reconciler.diagrams._record_adr0068 import ADR_0068_STEPS, ADR_0068_TABLE
-from reconciler.diagrams._record_adr0448 import ADR_0448_STEPS, ADR_0448_TABLE
+from reconciler.diagrams._record_adr0068 import ADR_0068
+from reconciler.diagrams._record_adr0448 import ADR_0448
 from reconciler.diagrams._record_rows import (
     DecisionRow,
     EdgeRef,
     EvidenceStep,
     LifecycleRow,
     MachineRecord,
+    RecordTable,
 )
 from reconciler.diagrams._records import RECORDS_BY_MACHINE
 
@@ -33,47 +34,49 @@ def _edges(edges: Iterable[EdgeRef]) -> str:
     return "<br>".join(f"`{e.source} -> {e.dest} [{e.guard}]`" for e in edges) or "—"
 
 
-def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> list[str]:
-    lines = ["| from | allowed to |", "|---|---|"]
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A Markdown table (one README part): its head, then one line per row."""
+    lines = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)]
+    lines += [f"| {' | '.join(row)} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _lifecycle_table(table: tuple[LifecycleRow, ...]) -> str:
+    rows = []
     for row in table:
         dests = [f"`{d}`" for d in row.allowed]
         dests += [f"`{d}` {_AMENDMENT_MARKS[record]}" for d, record in row.amended]
-        lines.append(f"| `{row.source}` | {', '.join(dests) or 'none (terminal)'} |")
-    return lines
+        rows.append((f"`{row.source}`", ", ".join(dests) or "none (terminal)"))
+    return _table(("from", "allowed to"), rows)
 
 
-def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -> list[str]:
+def _decision_table(table: tuple[DecisionRow, ...], machines: tuple[str, ...]) -> str:
     """One line per row: its facts and outcome, its edges on the decision machine, and the
     lifecycle edges its write takes on each of ``machines``."""
-    heads = " | ".join(f"{m} edges" for m in machines)
-    lines = [
-        f"| # | facts | outcome | decision edges | {heads} |",
-        "|---|---|---|---|" + "---|" * len(machines),
-    ]
+    rows = []
     for row in table:
-        cells = [
-            _edges(row.decides),
-            *(_edges(e for e in row.edges if e.machine == m) for m in machines),
-        ]
         outcome = row.outcome + (f" *({row.note})*" if row.note else "")
-        lines.append(f"| {row.row} | {_cell(row.facts)} | {_cell(outcome)} | {' | '.join(cells)} |")
-    return lines
+        moves = [_edges(e for e in row.edges if e.machine == m) for m in machines]
+        rows.append((row.row, _cell(row.facts), _cell(outcome), _edges(row.decides), *moves))
+    return _table(
+        ("#", "facts", "outcome", "decision edges", *(f"{m} edges" for m in machines)), rows
+    )
 
 
-def _steps_table(steps: tuple[EvidenceStep, ...]) -> list[str]:
-    lines = ["| step | when | decision edge | record |", "|---|---|---|---|"]
-    for s in steps:
-        lines.append(f"| {s.step} | {_cell(s.facts)} | {_edges((s.edge,))} | {s.cites} |")
-    return lines
+def _steps_table(steps: tuple[EvidenceStep, ...]) -> str:
+    return _table(
+        ("step", "when", "decision edge", "record"),
+        ((s.step, _cell(s.facts), _edges((s.edge,)), s.cites) for s in steps),
+    )
 
 
-def _expected_table(record: MachineRecord) -> list[str]:
-    lines = [f"| edge | {'label' if record.labelled else 'guard'} | record |", "|---|---|---|"]
+def _expected_table(record: MachineRecord) -> str:
+    rows = []
     for e in record.edges:
         guard = f"`{e.guard}`" if e.guard else "—"
         mark = f"`{e.label} [{e.guard}]`" if record.labelled else guard
-        lines.append(f"| `{e.source} -> {e.dest}` | {mark} | {e.cites} |")
-    return lines
+        rows.append((f"`{e.source} -> {e.dest}`", mark, e.cites))
+    return _table(("edge", "label" if record.labelled else "guard", "record"), rows)
 
 
 _README_HEAD = """\
@@ -146,16 +149,17 @@ all: it reads the SVG and Mermaid files.
 
 
 def _decision_section(
-    heading: str, prose: str, table: list[str], where: str, steps: tuple[EvidenceStep, ...]
+    record: RecordTable, heading: str, prose: str, machines: tuple[str, ...], where: str
 ) -> list[str]:
-    """A decision machine's part of the README: its table, then the evidence steps between
-    the rows (``where``: where the record writes its evidence order)."""
+    """A decision machine's part of the README: its table (with the lifecycle edges its writes
+    take on each of ``machines``), then the evidence steps between the rows (``where``: where
+    the record writes its evidence order)."""
     return [
         f"### {heading}\n",
         f"{prose}\n",
-        "\n".join(table) + "\n",
+        _decision_table(record.rows, machines),
         f"### {where} evidence steps between the rows\n",
-        "\n".join(_steps_table(steps)) + "\n",
+        _steps_table(record.steps),
     ]
 
 
@@ -169,7 +173,7 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
         if spec.name == "run":
             parts += [
                 "### ADR-0001 Run table (spec 01 §Run)\n",
-                "\n".join(_lifecycle_table(ADR_0001_RUN_TABLE)) + "\n",
+                _lifecycle_table(ADR_0001_RUN_TABLE),
                 "(\\*) `lost -> retry_wait` is not in ADR-0001's table: the QingLong 3.0 "
                 "implementation added it for lost-run retry (ADR-0380 amendment).\n",
                 "(\\*\\*) `dispatching -> timed_out` is not in ADR-0001's table either: "
@@ -180,29 +184,29 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
         elif spec.name == "attempt":
             parts += [
                 "### ADR-0001 Attempt table (spec 01 §Attempt)\n",
-                "\n".join(_lifecycle_table(ADR_0001_ATTEMPT_TABLE)) + "\n",
+                _lifecycle_table(ADR_0001_ATTEMPT_TABLE),
             ]
         elif spec.name == "primary_decision":
             parts += _decision_section(
+                ADR_0068,
                 "ADR-0068 decision table (spec 04 §Per candidate)",
                 "First matching row wins. Each row's arrows on the decision machine, and the "
                 "Run and Attempt edges its write takes (rows without them move no state).",
-                _decision_table(ADR_0068_TABLE, ("run", "attempt")),
+                ("run", "attempt"),
                 "ADR-0068 §2",
-                ADR_0068_STEPS,
             )
         elif spec.name == "legacy_decision":
             parts += _decision_section(
+                ADR_0448,
                 "ADR-0448 decision table (spec 05 §Per candidate)",
                 "First matching row wins; each row ends the candidate in one outcome (the "
                 "legacy_shadow edge is the same row on the per-candidate lifecycle).",
-                _decision_table(ADR_0448_TABLE, ("legacy_shadow",)),
+                ("legacy_shadow",),
                 "spec 05",
-                ADR_0448_STEPS,
             )
         if record is not None:
             parts.append(f"### Every edge the {spec.name} diagram must show\n")
-            parts.append("\n".join(_expected_table(record)) + "\n")
+            parts.append(_expected_table(record))
         parts.append(f"### Mermaid ({spec.name}.mmd)\n")
         parts.append("```mermaid\n" + mermaid[spec.name].rstrip("\n") + "\n```\n")
     parts.append(_README_DOT)

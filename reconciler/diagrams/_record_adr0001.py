@@ -7,9 +7,7 @@ Transcribed by hand from the record, never imported from ``fsm`` (see ``_records
 
 from __future__ import annotations
 
-from reconciler.diagrams._record_rows import (
-    LifecycleRow,
-)
+from reconciler.diagrams._record_rows import LifecycleRow
 
 # --- ADR-0001: Run (spec 01 "Run") --------------------------------------------------------
 

@@ -8,15 +8,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from reconciler.diagrams._record_rows import (
-    DecisionRow,
-    EdgeRef,
-    EvidenceStep,
-)
+from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
 
 # --- ADR-0068 decision table (spec 04 "Per candidate") -------------------------------------
-
-ADR_0068_CITE = "ADR-0068"
 
 # Row 5's receipt edges. The terminal mapping (spec 04, "Terminal mapping from a trusted
 # receipt"; ADR-0068 §4) can land on any of the four; the Attempt takes the same status.
@@ -339,4 +333,18 @@ ADR_0068_STEPS: tuple[EvidenceStep, ...] = (
         _p("read_receipt", "probe", "durable_identity_stored"),
         after="8",
     ),
+)
+
+# Rows whose facts `fsm` words differently from spec 04 (a paraphrase of the same condition).
+PARAPHRASED_FACTS: frozenset[str] = frozenset({"4b", "13", "step 2.2", "step 2.5"})
+
+ADR_0068 = RecordTable(
+    cite="ADR-0068",
+    machine="primary_decision",
+    states_cite="ADR-0068 §2 evidence order and spec 04 §Summary",
+    evidence=PRIMARY_EVIDENCE_STATES,
+    decisions=PRIMARY_DECISION_OUTCOMES,
+    rows=ADR_0068_TABLE,
+    steps=ADR_0068_STEPS,
+    paraphrased=PARAPHRASED_FACTS,
 )

@@ -6,11 +6,7 @@ Transcribed by hand from the record, never imported from ``fsm`` (see ``_records
 
 from __future__ import annotations
 
-from reconciler.diagrams._record_rows import (
-    DecisionRow,
-    EdgeRef,
-    EvidenceStep,
-)
+from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
 
 # --- ADR-0448 decision table (spec 05 "Per candidate") -------------------------------------
 # The legacy-shadow machine is the per-candidate lifecycle of one pass (spec 07): a candidate
@@ -18,8 +14,6 @@ from reconciler.diagrams._record_rows import (
 # The ADR-0448 decision machine draws the same rows over the evidence order of spec 05
 # "Candidates": the Run (re-read at decision time), its Attempts, then the cron's
 # RunningInstances and the selection.
-
-ADR_0448_CITE = "ADR-0448"
 
 LEGACY_OUTCOMES: tuple[str, ...] = (
     "completed",
@@ -284,4 +278,14 @@ ADR_0448_STEPS: tuple[EvidenceStep, ...] = (
         EdgeRef("legacy_decision", "read_attempts", "read_evidence", "one_active_attempt"),
         after="3",
     ),
+)
+
+ADR_0448 = RecordTable(
+    cite="ADR-0448",
+    machine="legacy_decision",
+    states_cite="spec 05 §Candidates evidence order and §Per candidate outcomes",
+    evidence=LEGACY_EVIDENCE_STATES,
+    decisions={o: o for o in LEGACY_OUTCOMES},  # each outcome its own decision state
+    rows=ADR_0448_TABLE,
+    steps=ADR_0448_STEPS,
 )

@@ -3,6 +3,7 @@ per-record modules are made of."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -67,22 +68,45 @@ class EvidenceStep:
 
 
 @dataclass(frozen=True)
-class ExpectedEdge:
-    """An edge the diagram of one machine must show, and the record row it comes from."""
+class RecordTable:
+    """One record's decision table as transcribed: what its decision machine must show and
+    what ``fsm``'s table must be."""
+
+    cite: str  # "ADR-0068"
+    machine: str  # the decision machine's name
+    states_cite: str  # where the record gives the machine's states
+    evidence: tuple[str, ...]
+    decisions: Mapping[str, str]  # decision state -> summary outcome
+    rows: tuple[DecisionRow, ...]
+    steps: tuple[EvidenceStep, ...]
+    # Rows whose facts ``fsm`` words differently from the record (a paraphrase of the same
+    # condition): compared for presence only, until the table takes the record's words.
+    paraphrased: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """An arrow of a diagram: its states and its guard (None on a lifecycle edge)."""
 
     source: str
     dest: str
     guard: str | None
+
+    def show(self) -> str:
+        guard = f" [{self.guard}]" if self.guard is not None else ""
+        return f"{self.source} -> {self.dest}{guard}"
+
+
+@dataclass(frozen=True)
+class ExpectedEdge(Arrow):
+    """An edge the diagram of one machine must show, and the record row it comes from."""
+
     cites: str
     # On a decision machine the label must also name the row (``row 13``) or step (``step 2.2``).
     label: str | None = None
     # On a lifecycle machine, the trigger the record names for the edge (ADR-0001's edges):
     # the drawn label's trigger must be it.
     trigger: str | None = None
-
-    def show(self) -> str:
-        guard = f" [{self.guard}]" if self.guard is not None else ""
-        return f"{self.source} -> {self.dest}{guard}"
 
 
 @dataclass(frozen=True)

@@ -30,18 +30,10 @@ them together into what each machine's diagram must show.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 from reconciler.diagrams import _record_adr0001 as adr0001
-from reconciler.diagrams import _record_adr0068 as adr0068
-from reconciler.diagrams import _record_adr0448 as adr0448
-from reconciler.diagrams._record_rows import (
-    DecisionRow,
-    EvidenceStep,
-    ExpectedEdge,
-    LifecycleRow,
-    MachineRecord,
-)
+from reconciler.diagrams._record_adr0068 import ADR_0068
+from reconciler.diagrams._record_adr0448 import ADR_0448, LEGACY_OUTCOMES
+from reconciler.diagrams._record_rows import ExpectedEdge, LifecycleRow, MachineRecord, RecordTable
 
 # --- What each machine's diagram must show ------------------------------------------------
 
@@ -64,17 +56,15 @@ def trigger_lines(text: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def _decision_edges(
-    machine: str, table: tuple[DecisionRow, ...], record: str
-) -> list[ExpectedEdge]:
+def _decision_edges(machine: str, record: RecordTable) -> list[ExpectedEdge]:
     out: list[ExpectedEdge] = []
     seen: set[tuple[str, str, str]] = set()
-    for row in table:
+    for row in record.rows:
         for e in row.edges:
             if e.machine != machine or (e.source, e.dest, e.guard) in seen:
                 continue
             seen.add((e.source, e.dest, e.guard))
-            out.append(ExpectedEdge(e.source, e.dest, e.guard, f"{record} row {row.row}"))
+            out.append(ExpectedEdge(e.source, e.dest, e.guard, f"{record.cite} row {row.row}"))
     return out
 
 
@@ -96,8 +86,8 @@ def _aggregate_edges(
         )
     return (
         *lifecycle,
-        *_decision_edges(machine, adr0068.ADR_0068_TABLE, adr0068.ADR_0068_CITE),
-        *_decision_edges(machine, adr0448.ADR_0448_TABLE, adr0448.ADR_0448_CITE),
+        *_decision_edges(machine, ADR_0068),
+        *_decision_edges(machine, ADR_0448),
     )
 
 
@@ -128,65 +118,41 @@ ATTEMPT_RECORD = MachineRecord(
 
 LEGACY_RECORD = MachineRecord(
     machine="legacy_shadow",
-    states=("candidate", *adr0448.LEGACY_OUTCOMES),
+    states=("candidate", *LEGACY_OUTCOMES),
     initial="candidate",
-    terminal=frozenset(adr0448.LEGACY_OUTCOMES),
+    terminal=frozenset(LEGACY_OUTCOMES),
     states_cite="ADR-0448 outcomes (spec 05 §Per candidate)",
-    edges=tuple(_decision_edges("legacy_shadow", adr0448.ADR_0448_TABLE, adr0448.ADR_0448_CITE)),
+    edges=tuple(_decision_edges("legacy_shadow", ADR_0448)),
 )
 
 
-def _decision_record(
-    machine: str,
-    evidence: tuple[str, ...],
-    outcomes: Collection[str],
-    states_cite: str,
-    table: tuple[DecisionRow, ...],
-    steps: tuple[EvidenceStep, ...],
-    record: str,
-) -> MachineRecord:
-    """A decision machine: from ``read_run`` through the ``evidence`` states to one of its
-    ``outcomes``. Its edges are every row of the record's ``table`` where it decides and every
+def _decision_record(record: RecordTable) -> MachineRecord:
+    """A decision machine: from ``read_run`` through the record's evidence states to one of
+    its decisions. Its edges are every row of the record's table where it decides and every
     evidence step of the order; each labelled ``row <id>`` (or the step's section) beside its
     guard."""
     edges = [
-        ExpectedEdge(e.source, e.dest, e.guard, f"{record} row {row.row}", f"row {row.row}")
-        for row in table
+        ExpectedEdge(e.source, e.dest, e.guard, f"{record.cite} row {row.row}", f"row {row.row}")
+        for row in record.rows
         for e in row.decides
     ]
     edges += [
-        ExpectedEdge(s.edge.source, s.edge.dest, s.edge.guard, s.cites, s.step) for s in steps
+        ExpectedEdge(s.edge.source, s.edge.dest, s.edge.guard, s.cites, s.step)
+        for s in record.steps
     ]
     return MachineRecord(
-        machine=machine,
-        states=(*evidence, *outcomes),
+        machine=record.machine,
+        states=(*record.evidence, *record.decisions),
         initial="read_run",
-        terminal=frozenset(outcomes),
-        states_cite=states_cite,
+        terminal=frozenset(record.decisions),
+        states_cite=record.states_cite,
         edges=tuple(edges),
         labelled=True,
     )
 
 
-PRIMARY_DECISION_RECORD = _decision_record(
-    "primary_decision",
-    adr0068.PRIMARY_EVIDENCE_STATES,
-    adr0068.PRIMARY_DECISION_OUTCOMES,
-    "ADR-0068 §2 evidence order and spec 04 §Summary",
-    adr0068.ADR_0068_TABLE,
-    adr0068.ADR_0068_STEPS,
-    adr0068.ADR_0068_CITE,
-)
-
-LEGACY_DECISION_RECORD = _decision_record(
-    "legacy_decision",
-    adr0448.LEGACY_EVIDENCE_STATES,
-    adr0448.LEGACY_OUTCOMES,
-    "spec 05 §Candidates evidence order and §Per candidate outcomes",
-    adr0448.ADR_0448_TABLE,
-    adr0448.ADR_0448_STEPS,
-    adr0448.ADR_0448_CITE,
-)
+PRIMARY_DECISION_RECORD = _decision_record(ADR_0068)
+LEGACY_DECISION_RECORD = _decision_record(ADR_0448)
 
 RECORDS: tuple[MachineRecord, ...] = (
     RUN_RECORD,

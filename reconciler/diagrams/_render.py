@@ -123,10 +123,10 @@ def xml_text(text: str) -> str:
     return escape(clean(text))
 
 
-def _html_row(text: str, color: str) -> str:
+def _html_row(text: str, color: str, font: str = "") -> str:
     # One table row per transition: dot writes each as one SVG <text>, which is what the
     # check reads back. The cell padding keeps the text clear of the arrowheads.
-    return f'<tr><td align="left"><font color="{color}">{xml_text(text)}</font></td></tr>'
+    return f'<tr><td align="left"><font {font}color="{color}">{xml_text(text)}</font></td></tr>'
 
 
 def _html_label(rows: list[str]) -> str:
@@ -157,11 +157,7 @@ def _legend(title: str, look: _Look, has_lifecycle: bool) -> str:
     items.append(("black", look.terminal_mark))
     if look.awaiting:
         items.append(("black", "dashed: not terminal, awaits a decision"))
-    lines = "".join(
-        f'<tr><td align="left"><font point-size="11" color="{color}">{xml_text(text)}</font>'
-        "</td></tr>"
-        for color, text in items
-    )
+    lines = "".join(_html_row(text, color, 'point-size="11" ') for color, text in items)
     return (
         '<<table border="0" cellborder="0" cellspacing="1">'
         f'<tr><td><font point-size="18">{xml_text(title)}</font></td></tr>'

@@ -92,8 +92,7 @@ def explain_command(argv: list[str]) -> int:
     from reconciler.ops import UnknownRun, explain_run
     from storage import check_schema
 
-    conn = open_database(args.db)
-    try:
+    with contextlib.closing(open_database(args.db)) as conn:
         check_schema(conn, path=args.db)
         try:
             found = explain_run(
@@ -119,8 +118,6 @@ def explain_command(argv: list[str]) -> int:
             write_human(found, sys.stdout, db=args.db, fold=fold)
             if args.svg is not None:
                 sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
-    finally:
-        conn.close()
     return 0
 
 
@@ -141,11 +138,11 @@ def write_json(found: Explanation, out: TextIO) -> None:
     out.write("], " + json_line(found.tail())[1:] + "\n")
 
 
-def _cells(s: Mapping[str, Any]) -> list[str]:
-    source = s["from"] if s["from"] is not None else "·"
-    move = f"{s['machine']}: {source} -> {s['to']}" if s["machine"] else "-"
-    actor = s["actor_type"] + (f":{clean(s['actor_id'])}" if s["actor_id"] else "")
-    return [clean(c) for c in (str(s["sequence"]), s["at"], actor, move, clean(s["trigger"]))]
+def _cells(s: Step) -> list[str]:
+    source = s.source if s.source is not None else "·"
+    move = f"{s.machine}: {source} -> {s.dest}" if s.machine else "-"
+    actor = s.actor_type + (f":{clean(s.actor_id)}" if s.actor_id else "")
+    return [clean(c) for c in (str(s.sequence), iso_time(s.at_ms), actor, move, clean(s.trigger))]
 
 
 def _outline(found: Explanation) -> Iterable[Step]:
@@ -167,18 +164,17 @@ def _quiet(step: Step) -> bool:
 class _Stretch:
     """A run of consecutive quiet events: its first and last sequence, and counts by type."""
 
-    first: int
+    first: int = 0
     last: int = 0
     counts: Counter[str] = field(default_factory=Counter)
-    cells: list[list[str]] = field(default_factory=list)  # kept while it may still be short
+    short: list[Step] = field(default_factory=list)  # its steps while it may still be shown
 
     def add(self, step: Step, fold: int) -> None:
+        if not self.counts:
+            self.first = step.sequence
         self.last = step.sequence
         self.counts[step.type] += 1
-        if self.counts.total() <= fold:
-            self.cells.append(_cells(step.as_dict()))
-        else:
-            self.cells = []
+        self.short = [*self.short, step] if self.counts.total() <= fold else []
 
 
 @dataclass
@@ -193,30 +189,18 @@ class _Plan:
 
 def _plan(found: Explanation, fold: int | None) -> _Plan:
     plan = _Plan([len(h) for h in _HEADERS], {})
-    stretch: _Stretch | None = None
-
-    def shown(cells: list[str]) -> None:
-        plan.widths[:] = [max(w, len(c)) for w, c in zip(plan.widths, cells, strict=True)]
-
-    def close(st: _Stretch | None) -> None:
-        if st is None:
-            return
-        if not st.cells:  # more than `fold` events: it folds
-            plan.folded[st.first] = st
-        for cells in st.cells:
-            shown(cells)
-
-    for step in _outline(found):
-        if fold is not None and _quiet(step):
-            if stretch is None:
-                stretch = _Stretch(step.sequence)
-            stretch.add(step, fold)
-            continue
-        close(stretch)
-        stretch = None
-        plan.any_row = plan.any_row or bool(step.row)
-        shown(_cells(step.as_dict()))
-    close(stretch)
+    for quiet, group in itertools.groupby(_outline(found), key=_quiet):
+        shown: Iterable[Step] = group
+        if quiet and fold is not None:
+            stretch = _Stretch()
+            for step in group:
+                stretch.add(step, fold)
+            if not stretch.short:  # more than `fold` events: it folds
+                plan.folded[stretch.first] = stretch
+            shown = stretch.short
+        for step in shown:
+            plan.any_row = plan.any_row or bool(step.row)
+            plan.widths = [max(w, len(c)) for w, c in zip(plan.widths, _cells(step), strict=True)]
     return plan
 
 
@@ -275,9 +259,8 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
             out.write(_fold_line(folds.popleft()) + "\n")
         if step.sequence <= skip_to:
             continue
-        cells = _cells(step.as_dict())
-        row = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-        out.write(row + "\n")
+        row = "  ".join(c.ljust(w) for c, w in zip(_cells(step), widths, strict=True))
+        out.write(row.rstrip() + "\n")
         out.writelines(f"    {n}\n" for n in _notes(step))
     out.writelines(_fold_line(st) + "\n" for st in folds)  # a stretch that ends the run
     out.writelines(f"\n{para}\n" for para in _tail(found, plan, db))
@@ -366,23 +349,17 @@ def render_process(view: Mapping[str, Any]) -> list[str]:
             out.append(f"    /proc/{handle['pid']} not read: the handle is from another boot")
         elif isinstance(now, Mapping):
             out.append(f"    /proc/{handle['pid']} now: {_stat_words(now, handle)}")
-    verdict = f"-> {clean(view['verdict'])} ({clean(view['probe_reason'])})"
-    out.append(
-        "    "
-        + ("ALIVE: the handle's exact process runs " if view["alive"] else "not alive ")
-        + verdict
-    )
+    alive = "ALIVE: the handle's exact process runs" if view["alive"] else "not alive"
+    out.append(f"    {alive} -> {clean(view['verdict'])} ({clean(view['probe_reason'])})")
     if recorded is None:
         out.append("    RunAttempts.pid: none recorded")
     elif isinstance(handle, Mapping) and view.get("pid_matches"):
         out.append(f"    RunAttempts.pid {recorded}: the handle's pid")
     else:
-        line = f"    RunAttempts.pid {recorded}: " + (
-            "differs from the handle's pid (spec 04 row 11)"
-            if isinstance(handle, Mapping)
-            else "not proven by any handle"
-        )
-        out.append(line)
+        why = "not proven by any handle"
+        if isinstance(handle, Mapping):
+            why = "differs from the handle's pid (spec 04 row 11)"
+        out.append(f"    RunAttempts.pid {recorded}: {why}")
         rec_now = view.get("recorded_now")
         if isinstance(rec_now, Mapping):
             out.append(f"    /proc/{recorded} now: {_stat_words(rec_now, None)}")
@@ -412,22 +389,22 @@ def _stat_words(now: Mapping[str, Any], handle: Mapping[str, Any] | None) -> str
 def _render_decide(decide: Mapping[str, Any], now: Any) -> list[str]:
     blocks = decide.get("blocks")
     stop = decide.get("stop")
-    out: list[str] = []
     if blocks is False and isinstance(now, Mapping):
-        out.append(
+        out = [
             f"nothing to decide: start-up decides this run itself (row {clean(now.get('row'))} "
             f"-> {clean(now.get('outcome'))})"
-        )
+        ]
         if stop:
             out.append(f"    to end the job anyway, stop its process group: {clean(stop)}")
         return out
     if not decide.get("command"):
-        out.append("no operator decision applies to this run from where it is")
-        return out
+        return ["no operator decision applies to this run from where it is"]
     lead = "the decision to make" if blocks else "to decide it by hand"
-    out.append(f"{lead} (the legal targets from here: {', '.join(decide['targets'])}):")
-    out.append(f"    {decide['command']}")
-    out.append("    add --dry-run first to see the edges and events it would write")
+    out = [
+        f"{lead} (the legal targets from here: {', '.join(decide['targets'])}):",
+        f"    {decide['command']}",
+        "    add --dry-run first to see the edges and events it would write",
+    ]
     if stop:
         out.append(f"    its process is alive: stop its group first: {clean(stop)}")
         out.append("    (resolve refuses a live job without --force; --force does not stop it)")
@@ -438,10 +415,9 @@ def _render_now(now: Mapping[str, Any]) -> str:
     said = f"start-up now ({clean(now.get('record'))}, nothing written): "
     if now.get("row") is None:
         return said + clean(now.get("reason"))
-    head = (
+    out = [
         f"{said}row {clean(now['row'])} -> {clean(now.get('outcome'))} ({clean(now.get('reason'))})"
-    )
-    out = [head]
+    ]
     from reconciler.cli._verdict import directory_in, fix_line
 
     if directory_in(now.get("reason")):
@@ -487,8 +463,7 @@ def _notes(step: Step) -> list[str]:
             f"operator's decision -> {clean(resolution.get('to'))}{forced}{probe}: "
             f"{clean(resolution.get('reason'))}"
         )
-    details = step.details
-    if details:
+    if details := step.details:
         out.append("details: " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in details.items()))
     return out
 

@@ -87,23 +87,16 @@ def wrap_cell(
     than ``most`` lines: the last one shortened with ``...``."""
     lines: list[str] = []
     line, used = "", 0
-    pieces = _pieces(value)
-    i = 0
-    while i < len(pieces):
-        width = columns(pieces[i])
-        if used + width > room and line:
+    for piece in _pieces(value):
+        width = columns(piece)
+        while used + width > room and line:
             cut = line.rfind(" ") if at_space else -1
-            if cut > 0:  # back to the last space: the word starts the next line
-                rest = line[cut + 1 :]
-                lines.append(line[:cut])
-                line, used = rest, columns(rest)
-            else:
-                lines.append(line)
-                line, used = "", 0
-            continue
-        line += pieces[i]
+            # Back to the last space, if any: the word starts the next line.
+            done, line = (line[:cut], line[cut + 1 :]) if cut > 0 else (line, "")
+            lines.append(done)
+            used = columns(line)
+        line += piece
         used += width
-        i += 1
     lines.append(line)
     if len(lines) > most:
         lines = [*lines[: most - 1], shorten(" ".join(lines[most - 1 :]), room)]
@@ -115,34 +108,34 @@ def _chunks(value: object, room: int) -> list[str]:
     return wrap_cell(value, room, most=len(_pieces(value)) + 1, at_space=False)
 
 
-def wrap(line: str, *, width: int = WIDTH, indent: str = "  ") -> str:
-    """A line of prose (already escaped) in lines of at most ``width`` columns, cut after a
-    clause (``; ``) where that is enough, else between words; continuation lines indented. A
-    line that fits is returned unchanged; a single word longer than a line is kept whole."""
-    if columns(line) <= width:
+def wrap(line: str) -> str:
+    """A line of prose (already escaped) in lines of at most ``WIDTH`` columns, cut after a
+    clause (``; ``) where that is enough, else between words; continuation lines indented two
+    columns. A line that fits is returned unchanged; a single word longer than a line is kept
+    whole."""
+    if columns(line) <= WIDTH:
         return line
     clauses = line.split("; ")
     out: list[str] = []
     for i, clause in enumerate(clauses):
         text = clause + (";" if i < len(clauses) - 1 else "")
-        lead = indent if out else ""
-        if out and columns(out[-1] + " " + text) <= width:
+        if out and columns(out[-1] + " " + text) <= WIDTH:
             out[-1] += " " + text
         else:
-            out.extend(_words(lead + text, width, indent))
+            out.extend(_words(("  " if out else "") + text))
     return "\n".join(out)
 
 
-def _words(line: str, width: int, indent: str) -> list[str]:
+def _words(line: str) -> list[str]:
     body = line.lstrip(" ")
     out, current = [], line[: len(line) - len(body)]
     for word in body.split(" "):
         candidate = f"{current} {word}" if current.strip() else (current + word)
-        if columns(candidate) <= width or not current.strip():
+        if columns(candidate) <= WIDTH or not current.strip():
             current = candidate
         else:
             out.append(current)
-            current = indent + word
+            current = "  " + word
     out.append(current)
     return out
 
@@ -214,26 +207,31 @@ def _rule(ws: Sequence[int]) -> str:
     return "  ".join("-" * w for w in ws)
 
 
-def _long_form(headers: Sequence[str], row: Sequence[object], upto: int, width: int) -> list[str]:
+def _hanging(lead: str, value: object, width: int) -> list[str]:
+    """``lead`` and ``value`` wrapped as a reason (:func:`wrap_cell`) in the columns after it,
+    its continuation lines under its first character."""
+    first, *more = wrap_cell(value, width - columns(lead))
+    return [lead + first, *(" " * columns(lead) + part for part in more)]
+
+
+def _long_form(headers: Sequence[str], row: Sequence[object], upto: int) -> list[str]:
     """A row that left the table: its first cell (cut into lines if it must be), then each
     cell before ``upto`` on lines of its own, ``    HEADER value``."""
-    lines = _chunks(row[0], width)
+    lines = _chunks(row[0], WIDTH)
     for header, value in zip(headers[1:upto], row[1:upto], strict=True):
         lead = f"    {header} "
-        lines.extend(lead + part for part in _chunks(value, width - columns(lead)))
+        lines.extend(lead + part for part in _chunks(value, WIDTH - columns(lead)))
     return lines
 
 
-def fit_table(
-    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
-) -> list[str]:
+def fit_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """An aligned table whose last column (the reason) is wrapped under itself so that no line
-    is wider than ``width``; every cell through ``clean``. A row whose other cells leave less than
+    is wider than ``WIDTH``; every cell through ``clean``. A row whose other cells leave less than
     MIN_REASON columns is printed below the table in the long form instead (its first cell,
     then each other field on a line of its own, indented)."""
     fixed = len(headers) - 1
-    cells, fitting, ws = _fitting(headers, rows, width - 2 * fixed - MIN_REASON)
-    room = width - sum(ws) - 2 * fixed
+    cells, fitting, ws = _fitting(headers, rows, WIDTH - 2 * fixed - MIN_REASON)
+    room = WIDTH - sum(ws) - 2 * fixed
     reasons = {r: wrap_cell(rows[r][fixed], room) for r in fitting}
     last = max([columns(headers[fixed])] + [columns(t) for v in reasons.values() for t in v])
     lines = []
@@ -247,48 +245,41 @@ def fit_table(
     for r in [r for r in range(len(rows)) if r not in fitting]:
         # The long form: the run id, any other identifier on a line of its own, then
         # "row R, OUTCOME: reason" (the last three columns).
-        lines.extend(_long_form(headers, rows[r], len(headers) - 3, width))
+        lines.extend(_long_form(headers, rows[r], len(headers) - 3))
         row, outcome, reason = rows[r][-3:]
         lead = f"    {headers[-3]} {shorten(row, LONG_CELL)}, {shorten(outcome, LONG_CELL)}: "
-        first, *more = wrap_cell(reason, width - columns(lead))
-        lines.append(lead + first)
-        lines.extend(" " * columns(lead) + part for part in more)
+        lines.extend(_hanging(lead, reason, WIDTH))
     return lines
 
 
-def command_lines(
-    words: Sequence[tuple[str, object | None]], *, indent: str = "  ", width: int = WIDTH
-) -> list[str]:
+def command_lines(words: Sequence[tuple[str, object | None]]) -> list[str]:
     """A command to paste, ``words`` as (flag or literal, value or None) pairs, wrapped at
-    ``width`` with `` \\`` continuations (continuation lines indented two more). Each value is
-    one shell word (``shell_word``); a value too long for a line is cut into pieces, each a
-    shell word of its own on a line of its own from the first column, that the shell joins
-    back into one (``'a'\\<newline>'b'`` is ``ab``)."""
-    tokens = [flag if value is None else f"{flag} {shell_word(value)}" for flag, value in words]
+    ``WIDTH`` with `` \\`` continuations, indented two columns (continuation lines four). Each
+    value is one shell word (``shell_word``); a value too long for a line is cut into pieces,
+    each a shell word of its own on a line of its own from the first column, that the shell
+    joins back into one (``'a'\\<newline>'b'`` is ``ab``)."""
     lines: list[str] = []
-    line = indent
-    more = indent + "  "
-    for i, (token, (flag, value)) in enumerate(zip(tokens, words, strict=True)):
-        reserve = 0 if i == len(tokens) - 1 else 2  # the " \" that ends a line that is continued
+    line = "  "
+    for i, (flag, value) in enumerate(words):
+        token = flag if value is None else f"{flag} {shell_word(value)}"
+        reserve = 0 if i == len(words) - 1 else 2  # the " \" that ends a line that is continued
         sep = "" if line.strip() == "" else " "
-        if columns(line + sep + token) + reserve <= width:
+        if columns(line + sep + token) + reserve <= WIDTH:
             line += sep + token
             continue
         if line.strip():
             lines.append(line + " \\")
-            line = more
-        if columns(line + token) + reserve <= width:
+            line = "    "
+        # A literal qlfsm wrote itself is kept whole, even too long for a line of its own.
+        if columns(line + token) + reserve <= WIDTH or value is None:
             line += token
             continue
         # Too long for a line of its own: the flag, then the value in joined pieces.
-        if value is None:  # a literal qlfsm wrote itself: kept whole
-            line += token
-            continue
         line += flag
         lines.append(line + " \\")
         # The pieces of one word start at the first column: the shell drops a backslash-
         # newline, so an indent there would split the word in two.
-        *parts, line = _word_pieces(str(value), width - 1)
+        *parts, line = _word_pieces(str(value), WIDTH - 1)
         lines.extend(part + "\\" for part in parts)
     lines.append(line)
     return lines
@@ -333,32 +324,24 @@ def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> l
     return fit_table(headers, rows) if rows else []
 
 
-def reason_below_table(
-    headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int = WIDTH
-) -> list[str]:
+def reason_below_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """An aligned table of every column but the last, each row followed by its last column
     (the reason) on lines of its own, ``    HEADER: reason``, wrapped as ``fit_table`` wraps a
     reason (cut after a space, at most four lines, then ``...``), continuation lines under
     the reason's first character. For a table whose other columns leave a reason no room
-    beside them (the demo's, D-22). A row whose other cells are wider than ``width`` leaves
+    beside them (the demo's, D-22). A row whose other cells are wider than ``WIDTH`` leaves
     the table for the long form: its first cell, then each other cell on a line of its own,
     ``    HEADER value``, then its reason."""
     fixed = len(headers) - 1
-    cells, fitting, ws = _fitting(headers, rows, width - 2 * (fixed - 1))
+    cells, fitting, ws = _fitting(headers, rows, WIDTH - 2 * (fixed - 1))
     lead = f"    {headers[fixed]}: "
-    under = " " * columns(lead)
-
-    def reason(r: int) -> list[str]:
-        first, *more = wrap_cell(rows[r][fixed], width - columns(lead))
-        return [lead + first, *(under + part for part in more)]
-
     lines: list[str] = []
     if fitting:
         lines.extend([_line(headers[:fixed], ws).rstrip(), _rule(ws)])
         for r in fitting:
             lines.append(_line(cells[r], ws).rstrip())
-            lines.extend(reason(r))
+            lines.extend(_hanging(lead, rows[r][fixed], WIDTH))
     for r in [r for r in range(len(rows)) if r not in fitting]:
-        lines.extend(_long_form(headers, rows[r], fixed, width))
-        lines.extend(reason(r))
+        lines.extend(_long_form(headers, rows[r], fixed))
+        lines.extend(_hanging(lead, rows[r][fixed], WIDTH))
     return lines

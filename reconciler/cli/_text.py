@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from reconciler._escape import clean as clean
 from reconciler._escape import json_line as json_line
@@ -19,9 +18,8 @@ from reconciler._escape import one_line as one_line
 from reconciler._escape import shell_word as shell_word
 
 
-def use_colour(stream: Any = None) -> bool:
-    s = stream if stream is not None else sys.stdout
-    return bool(getattr(s, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+def use_colour() -> bool:
+    return bool(getattr(sys.stdout, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

@@ -134,7 +134,7 @@ ADR0448 = "ADR-0448"
 _EDGE_KEYS = frozenset({"from_status", "to_status", "version", "attempt_id"})
 
 SPECS: Mapping[str, MachineSpec] = {"run": RUN_SPEC, "attempt": ATTEMPT_SPEC}
-ROW_FACTS: Mapping[tuple[str, str], str] = {
+ROW_FACTS: Mapping[tuple[str | None, str | None], str] = {
     **{(ADR0068, r.row): r.facts for r in PRIMARY_TABLE.rows},
     **{(ADR0448, r.row): r.facts for r in LEGACY_TABLE.rows},
 }
@@ -178,7 +178,6 @@ class Step:
 
     def as_dict(self) -> dict[str, Any]:
         """The step as the `explain --json` schema's step object, its members in their order."""
-        record, row = self.record, self.row
         return {
             "sequence": self.sequence,
             "at_ms": self.at_ms,
@@ -192,12 +191,10 @@ class Step:
             "to": self.dest,
             "trigger": self.trigger,
             "trigger_from_tables": self.trigger_from_tables,
-            "record": record,
-            "row": row,
+            "record": self.record,
+            "row": self.row,
             "row_recorded": self.row_recorded,
-            "row_facts": (
-                ROW_FACTS.get((record, row)) if record is not None and row is not None else None
-            ),
+            "row_facts": ROW_FACTS.get((self.record, self.row)),
             "decision": dict(self.decision) if self.decision is not None else None,
             "resolution": dict(self.resolution) if self.resolution is not None else None,
             "payload": dict(self.payload),
@@ -245,21 +242,15 @@ class Steps:
         inclusive), which are not read: the next page starts after the value. Only events that
         move no state may be skipped (the human page's folds, issue 29): the machines' states
         after them are those before."""
-        return map(_Placer(self._owner), self._events_skipping(skip))
-
-    def _events_skipping(self, skip: Mapping[int, int]) -> Iterator[EventRow]:
+        place = _Placer(self._owner)
         after = 0
-        while True:
-            rows = self._repo.events_page(self._run_id, after=after, limit=self._page)
-            if not rows:
-                return
+        while rows := self._repo.events_page(self._run_id, after=after, limit=self._page):
             after = rows[-1].sequence
             for e in rows:
-                last = skip.get(e.sequence)
-                if last is not None:
-                    after = last  # the rest of this page is read again from there, if any
+                if e.sequence in skip:
+                    after = skip[e.sequence]  # the rest of this page is read again from there
                     break
-                yield e
+                yield place(e)
             else:
                 if len(rows) < self._page:
                     return
@@ -367,15 +358,12 @@ def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
 
 class _Placer:
     """Places one event after another on the Run and Attempt machines of a run whose owner is
-    ``owner``: it holds only the machines' current states and a per-run memo."""
+    ``owner``: it holds only the machines' current states."""
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.run_state: str | None = None
         self.attempt_state: dict[str, str] = {}
-        # A run's events repeat a few edges, so each edge's trigger is looked up once per run
-        # (issue 29).
-        self.triggers: dict[tuple[str, str, str, bool, bool, str | None, bool], str | None] = {}
 
     def row_of(
         self,
@@ -426,10 +414,8 @@ class _Placer:
                 self.run_state = dest
             elif attempt_id is not None and dest is not None:
                 self.attempt_state[attempt_id] = dest
-        decision = payload.get(DECISION_KEY)
-        decision = decision if isinstance(decision, dict) else None
-        resolution = payload.get(RESOLUTION_KEY)
-        resolution = resolution if isinstance(resolution, dict) else None
+        decision = _object(payload.get(DECISION_KEY))
+        resolution = _object(payload.get(RESOLUTION_KEY))
         actor = (e.actor_type, e.actor_id)
         record, row, recorded = self.row_of(decision, payload, actor, e.dedupe_key)
         trigger: str | None = None
@@ -444,13 +430,10 @@ class _Placer:
             if legacy and machine == "run" and row is not None:
                 edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
             receipt = actor == RECEIPT_ACTOR
-            key = (machine, source, dest, adr0068, receipt, edge_row, legacy)
-            if key not in self.triggers:
-                self.triggers[key] = edge_trigger(
-                    SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
-                    legacy=legacy,
-                )  # fmt: skip
-            trigger = self.triggers[key]
+            trigger = edge_trigger(
+                SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
+                legacy=legacy,
+            )  # fmt: skip
         return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -475,6 +458,10 @@ class _Placer:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _object(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 # A run's events repeat a few types, so each type's machine is looked up once (issue 29); the
@@ -525,6 +512,9 @@ def _legacy_row(
     return None, None, False
 
 
+# A run's events repeat a few edges, so each edge's trigger is looked up once (issue 29); the
+# cache is bounded.
+@functools.lru_cache(maxsize=256)
 def edge_trigger(
     spec: MachineSpec,
     source: str,
@@ -543,10 +533,8 @@ def edge_trigger(
         of_row = [e for e in edges if e.guard is not None and e.cites == f"ADR-0448 row {row}"]
         if of_row:
             return of_row[0].trigger if len({e.trigger for e in of_row}) == 1 else None
-    if not adr0068:
-        edges = [e for e in edges if e.guard is None]
-    else:
-        edges = [e for e in edges if e.guard is not None]
+    edges = [e for e in edges if (e.guard is not None) == adr0068]
+    if adr0068:
         if receipt:
             # spec 04 "Writes": the receipt's edges, whether found on the first read (row 5)
             # or the second (reported as row 13, D-3a).

@@ -5,6 +5,7 @@ never prints (the command line renders it)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sqlite3
@@ -48,9 +49,7 @@ def explain_run(
         return dataclasses.replace(found, now=legacy_now(conn, run, frozenset(chosen.enabled)))
     if run.execution_owner != "runtime":
         return found
-    now = None
-    if receipt_root is not None:
-        now = _primary_now(db, receipt_root, profile, run.id)
+    now = None if receipt_root is None else _primary_now(db, receipt_root, profile, run.id)
     return _with_decision(dataclasses.replace(found, now=now), db)
 
 
@@ -100,8 +99,7 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
     root = check_receipt_root(root)
     profile = check_profile(profile if profile is not None else default_profile())
     inspect_receipt_root(root)
-    conn = open_database(db, read_only=True)
-    try:
+    with contextlib.closing(open_database(db, read_only=True)) as conn:
         conn.execute("PRAGMA query_only = ON")  # nothing may be written
         check_schema(conn, path=db)
         try:
@@ -116,8 +114,6 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
             )
         except ReceiptRootError as exc:
             raise UsageError(f"{exc}; nothing was written") from exc
-    finally:
-        conn.close()
     if entry is None:
         why = (
             "the candidate page was truncated before it"

@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._connection import in_transaction
 from ._errors import Conflict, RowNotInserted
 from ._rows import columns
 
 
-@dataclass(frozen=True, slots=True)
-class JournalRow:
+class JournalRow(NamedTuple):
+    """A receipt journal row as selected by ``JOURNAL_COLUMNS`` (a tuple, like every row read)."""
+
     attempt_id: str
     run_id: str
     state: str

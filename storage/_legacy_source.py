@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._candidates import integer, lenient, optional_text, shown, text
 from ._changes import MAX_COUNTER
@@ -83,8 +82,7 @@ def candidates_sql(origin_count: int, *, keyset_index: bool = True) -> str:
     return " UNION ALL ".join(arms) + f" ORDER BY 6, 1 LIMIT {limit}"
 
 
-@dataclass(frozen=True)
-class ActiveAttempt:
+class ActiveAttempt(NamedTuple):
     id: str
     status: str
     pid: int | None
@@ -94,8 +92,7 @@ class ActiveAttempt:
     callback_sequence: int
 
 
-@dataclass(frozen=True)
-class LegacyCandidate:
+class LegacyCandidate(NamedTuple):
     run_id: str
     status: str
     version: int
@@ -201,8 +198,7 @@ def active_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[int, ActiveA
     )
 
 
-@dataclass(frozen=True)
-class LatestAttempt:
+class LatestAttempt(NamedTuple):
     id: str
     status: str
     error_code: str | None
@@ -293,8 +289,7 @@ def _int(value: object) -> int | None:
 # --- 2.x start-up normalization (`initData`, spec 02 "Legacy 2.x tables") ---------------------
 
 
-@dataclass(frozen=True)
-class Normalized:
+class Normalized(NamedTuple):
     running_instances: int
     crontabs: int
 

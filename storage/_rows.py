@@ -6,12 +6,12 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class RunRow:
+class RunRow(NamedTuple):
+    """A Runs row as selected by ``RUN_COLUMNS``: a row is read by position, so it is a tuple."""
+
     id: str
     project_id: str
     task_id: str
@@ -32,8 +32,9 @@ class RunRow:
     error_summary: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptRow:
+class AttemptRow(NamedTuple):
+    """An Attempts row as selected by ``ATTEMPT_COLUMNS`` (a tuple, like every row read)."""
+
     id: str
     run_id: str
     attempt: int
@@ -58,8 +59,9 @@ class AttemptRow:
 EventColumns = tuple[str, str, int, str, "str | None", str, "str | None", "str | None", str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class EventRow:
+class EventRow(NamedTuple):
+    """A RunEvents row as selected by ``EVENT_COLUMNS``, its payload parsed."""
+
     id: str
     run_id: str
     sequence: int
@@ -83,7 +85,8 @@ class EventRow:
 
 def columns(row: type[Any]) -> tuple[str, ...]:
     """A row type's columns: its fields, in the order every SELECT of it lists them."""
-    return tuple(f.name for f in fields(row))
+    fields: tuple[str, ...] = row._fields
+    return fields
 
 
 RUN_COLUMNS = ", ".join(columns(RunRow))

@@ -1,5 +1,6 @@
 """The records of storage and the node are standard dataclasses: constructed, compared, hashed,
-frozen and slotted as dataclasses are, so `dataclasses.replace`/`asdict` apply to them."""
+frozen and slotted as dataclasses are, so `dataclasses.replace`/`asdict` apply to them; a row
+read from a table by position is a NamedTuple (`_replace`/`_asdict`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from typing import Any
 import pytest
 
 from reconciler.node import Evidence, FakeProcessTable, Missing, Unusable
-from storage import Actor, AttemptChange, EventRow, JournalRow, RunChange, RunRow
+from storage import (
+    Actor,
+    AttemptChange,
+    AttemptRow,
+    EventRow,
+    JournalRow,
+    PendingRow,
+    QuarantinedRow,
+    RunChange,
+    RunRow,
+)
 
 
 def test_a_default_factory_makes_a_new_value_for_each_record() -> None:
@@ -48,12 +59,23 @@ def test_a_slots_record_has_slots_and_no_instance_dict() -> None:
     assert Evidence.__match_args__ == ("verdict", "reason", "pid")
 
 
-def test_a_row_record_is_a_dataclass_that_replace_and_asdict_take() -> None:
-    for cls in (RunRow, EventRow, JournalRow, Actor, RunChange, Evidence):
+def test_a_record_is_a_dataclass_that_replace_and_asdict_take() -> None:
+    for cls in (Actor, RunChange, Evidence):
         assert dataclasses.is_dataclass(cls)
     assert dataclasses.replace(Actor("system"), id="node-1") == Actor("system", "node-1")
-    row = JournalRow("at-1", "run-1", "pending", None, None, 5, 6)
-    assert list(dataclasses.asdict(row)) == [
+    assert dataclasses.asdict(Actor("system", "node-1")) == {"type": "system", "id": "node-1"}
+
+
+def test_a_row_read_by_position_is_a_frozen_named_tuple_that_replace_and_asdict_take() -> None:
+    for cls in (RunRow, AttemptRow, EventRow, JournalRow, PendingRow, QuarantinedRow):
+        assert issubclass(cls, tuple) and not dataclasses.is_dataclass(cls)
+    row: Any = JournalRow("at-1", "run-1", "pending", None, None, 5, 6)
+    with pytest.raises(AttributeError):
+        row.state = "quarantined"
+    assert row._replace(state="quarantined") == JournalRow(
+        "at-1", "run-1", "quarantined", None, None, 5, 6
+    )
+    assert list(row._asdict()) == [
         "attempt_id",
         "run_id",
         "state",

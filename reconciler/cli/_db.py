@@ -7,7 +7,6 @@ import json
 import os
 import sqlite3
 import sys
-from dataclasses import asdict
 from typing import Any
 
 from fsm.qinglong import RUN_STATES
@@ -133,16 +132,16 @@ def inspect_command(argv: list[str]) -> int:
             out: list[dict[str, Any]] = []
             for run in runs:
                 assert run is not None
-                item: dict[str, Any] = {"run": asdict(run), "attempts": [], "events": []}
+                item: dict[str, Any] = {"run": run._asdict(), "attempts": [], "events": []}
                 if args.run:
-                    item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
+                    item["attempts"] = [a._asdict() for a in repo.attempts_of(run.id)]
                     # One keyset page of events, one more read to know whether more follow.
                     chunk = repo.events_page(run.id, after=after_sequence, limit=args.limit + 1)
                     truncated = len(chunk) > args.limit
-                    item["events"] = [asdict(e) for e in chunk[: args.limit]]
+                    item["events"] = [e._asdict() for e in chunk[: args.limit]]
                 elif args.json:
-                    item["attempts"] = [asdict(a) for a in repo.attempts_of(run.id)]
-                    item["events"] = [asdict(e) for e in repo.events_of(run.id)]
+                    item["attempts"] = [a._asdict() for a in repo.attempts_of(run.id)]
+                    item["events"] = [e._asdict() for e in repo.events_of(run.id)]
                 out.append(item)
         except sqlite3.DatabaseError as exc:
             # Named for what it is (locked, corrupt, ...): one line, exit 1 (spec 06).

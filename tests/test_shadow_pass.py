@@ -146,7 +146,7 @@ def _page(db: LegacyDb, problem_last: bool) -> list[LegacyCandidate]:
         conn.close()
     if problem_last:
         unreadable = LegacyCandidate("row 3", "running", 1, "manual", None, T0_MS + 5, 0, None)
-        page.append(unreadable.__class__(**{**unreadable.__dict__, "problem": "not_utf8"}))
+        page.append(unreadable._replace(problem="not_utf8"))
     return page
 
 

@@ -430,10 +430,7 @@ class _Placer:
             if legacy and machine == "run" and row is not None:
                 edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
             receipt = actor == RECEIPT_ACTOR
-            trigger = edge_trigger(
-                SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=edge_row,
-                legacy=legacy,
-            )  # fmt: skip
+            trigger = _trigger(machine, source, dest, adr0068, receipt, edge_row, legacy)
         return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -513,8 +510,22 @@ def _legacy_row(
 
 
 # A run's events repeat a few edges, so each edge's trigger is looked up once (issue 29); the
-# cache is bounded.
+# cache is bounded, and keyed by the machine's name: hashing its spec costs more than the lookup.
 @functools.lru_cache(maxsize=256)
+def _trigger(
+    machine: str,
+    source: str,
+    dest: str,
+    adr0068: bool,
+    receipt: bool,
+    row: str | None,
+    legacy: bool,
+) -> str | None:
+    return edge_trigger(
+        SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=row, legacy=legacy
+    )
+
+
 def edge_trigger(
     spec: MachineSpec,
     source: str,

@@ -20,10 +20,10 @@ from _primary_support import (
     sleepers,
 )
 
+from reconciler import FatalError, UsageError
 from reconciler import _reconcile as _primary_cli
 from reconciler._reconcile import check_receipt_root, primary_pass
 from reconciler.cli._reconcile import exit_code
-from reconciler.cli._util import FatalError, UsageError
 from reconciler.node import ReceiptRootError, validate_receipt_root
 from storage import PRIMARY_CANDIDATES_SQL, Repository
 

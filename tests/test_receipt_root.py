@@ -28,7 +28,7 @@ from _primary_support import (
 )
 from conftest import Snapshot
 
-from reconciler.cli._exit import UsageError
+from reconciler import UsageError
 from reconciler.node import (
     FakeClock,
     FileReceiptStore,

@@ -244,7 +244,7 @@ def instructions(argv: list[str]) -> int:
 
 def statements_per_dead_candidate(work: Path, n: int = 32) -> float:
     """(d): every statement the pass sends, minus the ones it sends once per pass."""
-    from reconciler.node._clock import SystemClock
+    from reconciler.node import SystemClock
     from reconciler.node._receipt_store import FileReceiptStore
     from reconciler.primary._pass import reconcile_connection
 

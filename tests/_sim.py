@@ -1,6 +1,6 @@
 """The ordering-exploration harness: one simulated node, every actor's atomic steps.
 
-Built on the same ports as the real parts: ``FakeClock`` (reconciler/node/_clock.py),
+Built on the same ports as the real parts: ``FakeClock`` (reconciler/_clock.py),
 ``FakeProcessTable`` (reconciler/node/_identity.py), ``MemoryReceiptStore``
 (reconciler/node/_receipt_store.py) and a REAL SQLite file made by `db init`, in its own temporary
 directory. The reconcilers are the real, unmodified code:

@@ -207,7 +207,7 @@ def _subpackage(module: str) -> str:
 
 def _reaching_in(root: Path = REPO) -> set[tuple[str, str]]:
     # Every import statement (function bodies included) naming a private module of ANOTHER
-    # subpackage (`reconciler.node._clock` from `reconciler.primary`). The root package's
+    # subpackage (`reconciler.node._identity` from `reconciler.primary`). The root package's
     # helpers (`reconciler._escape`, `_lazy`, `_profiles`) are shared by all, no one's private.
     found: set[tuple[str, str]] = set()
     for pkg in PACKAGES:

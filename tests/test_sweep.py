@@ -27,7 +27,13 @@ from _primary_support import (
 )
 
 from reconciler import _sweep
-from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, quarantine_ref
+from reconciler.node import (
+    FakeClock,
+    FileReceiptStore,
+    ProcProvider,
+    ReceiptRootError,
+    quarantine_ref,
+)
 from reconciler.ops import operator_actor, resolve, sweep
 from storage import Repository, journal_quarantine, journal_register, transaction
 from storage._operator import PENDING_PAGE_SQL, QUARANTINED_PAGE_SQL
@@ -417,3 +423,44 @@ def test_a_database_without_the_purge_index_still_pages_its_quarantine(
     quarantined_terminal(repo, conn, store, 1)
     conn.execute("DROP INDEX ql3_local_receipt_journal_purge_idx")
     assert swept(conn, store)["quarantine"]["rows_removed"] == 1 and journal(conn) == {}
+
+
+@linux_only
+def test_the_start_up_sweep_builds_the_real_store_and_provider_for_its_journal_rows(
+    repo: Repository, conn: Any, store: FileReceiptStore, tmp_path: Path
+) -> None:
+    # `sweep_files` (start-up's and `qlfsm sweep`'s) builds the node's ports itself, only when
+    # the journal has a row: with rows it acts exactly as `sweep` given those ports would.
+    clock = FakeClock(T0 + 30 * DAY_MS)
+    empty = _sweep.sweep_files(conn, store.root, clock).as_dict()
+    assert empty["state"] == "done" and empty["receipts"]["examined"] == 0
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    register(conn, "at-1", "run-1")
+    assert run_pass(conn, store)["candidates"][0]["reason"] == "process_not_running:pid_absent"
+    store.publish(receipt("run-1", "at-1"))  # a wrapper that published too late
+    q = quarantined_terminal(repo, conn, store, 2)
+    missing = _sweep.sweep_files(conn, str(tmp_path / "no"), clock).as_dict()
+    assert missing["state"] == "root_missing" and missing["receipts"]["examined"] == 0
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ReceiptRootError, match="not a directory"):
+        _sweep.sweep_files(conn, str(tmp_path / "file"), clock)
+    assert receipt_file(store, "at-1").exists() and len(list(q.iterdir())) == 2
+    result = _sweep.sweep_files(conn, store.root, clock).as_dict()
+    assert result["receipts"] == {
+        "examined": 1,
+        "receipts_removed": 1,
+        "rows_resolved": 1,
+        "kept_active": 0,
+        "kept_process_alive": 0,
+        "errors": 0,
+    }
+    assert result["quarantine"] == {
+        "examined": 1,
+        "copies_purged": 2,
+        "rows_removed": 1,
+        "kept_active": 0,
+        "errors": 0,
+    }
+    assert not receipt_file(store, "at-1").exists() and list(q.iterdir()) == []
+    assert journal(conn) == {}

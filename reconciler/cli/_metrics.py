@@ -23,8 +23,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._atomic import replace_file
 from reconciler.cli._exit import UsageError
-from reconciler.node import write_durably
 from reconciler.primary import RESULTS
 
 EXTRA = "metrics"
@@ -181,22 +181,13 @@ def _shadow_metrics(gauge: Any, reg: Any, audit: Mapping[str, Any]) -> None:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: a temporary file in the same directory (a name the
-    collector does not read), fsync, rename, fsync of the directory. MetricsNotWritten on any
-    failure, the temporary file removed and the old file untouched."""
+    """Replace ``path`` with ``data`` (``reconciler._atomic.replace_file``): a temporary file in
+    the same directory (a name the collector does not read), readable by the collector.
+    MetricsNotWritten on any failure, the temporary file removed and the old file untouched."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        write_durably(os.open(tmp, flags, 0o644), data)
-        os.replace(tmp, path)
+        replace_file(path, tmp, data, mode=0o644, flags=flags)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise MetricsNotWritten(f"{exc.strerror or exc}") from exc
-    with contextlib.suppress(OSError):
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)

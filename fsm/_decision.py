@@ -421,12 +421,28 @@ class DecisionCore(Generic[F, D]):
     def _step(self, facts: F, step: Taken, base: tuple[str, ...]) -> Self:
         path = (*base, step.row.row)
         then = step.case.then
-        if then in self.engine.table.decisions:
-            decided = self.conclude(step, facts, path)
-            return dataclasses.replace(self, facts=facts, path=path, taken=step, answer=decided)
-        need = Need(then, step.row.row)
-        return dataclasses.replace(
-            self, facts=facts, state=then, path=path, taken=None, answer=need
+        engine, conclude = self.engine, self.conclude
+        # Built like dataclasses.replace builds it (every field by keyword, so a subclass's
+        # __init__ sees what it would), without replace's walk over the fields.
+        if then in engine.table.decisions:
+            decided = conclude(step, facts, path)
+            return type(self)(
+                engine=engine,
+                facts=facts,
+                conclude=conclude,
+                state=self.state,
+                path=path,
+                taken=step,
+                answer=decided,
+            )
+        return type(self)(
+            engine=engine,
+            facts=facts,
+            conclude=conclude,
+            state=then,
+            path=path,
+            taken=None,
+            answer=Need(then, step.row.row),
         )
 
 

@@ -3,12 +3,12 @@
 and the ADR-0448 bootstrap (switches, profile, fail-open, the audit record: ``run_shadow``,
 ``parse_origins``).
 
-The parts have their own public names: ``reconciler.node`` (receipts, process identity, the
-launcher), ``reconciler.primary`` (the ADR-0068 pass), ``reconciler.shadow`` (the ADR-0448
-pass), ``reconciler.ops`` (explain, resolve, sweep), ``reconciler.diagrams``. This package
-imports none of them: a start-up with zero candidates and an empty receipt journal loads
-neither the machines, the passes nor the node (spec 04 "Before any candidate"); the
-application layer imports a part when it has work for it.
+The parts have their own public names: ``reconciler.node`` (receipts, process identity),
+``reconciler.launcher`` (`qlfsm launch`), ``reconciler.primary`` (the ADR-0068 pass),
+``reconciler.shadow`` (the ADR-0448 pass), ``reconciler.ops`` (explain, resolve, sweep),
+``reconciler.diagrams``. This package imports none of them: a start-up with zero candidates
+and an empty receipt journal loads neither the machines, the passes nor the node (spec 04
+"Before any candidate"); the application layer imports a part when it has work for it.
 The command line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``).
 """
 

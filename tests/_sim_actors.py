@@ -1,5 +1,5 @@
 """The node's actors as atomic steps (tests/_sim.py): the launcher (one rule per durable step of
-``reconciler.node._launcher.launch``), the wrapper, the processes, the operator, the outage.
+``reconciler.launcher.launch``), the wrapper, the processes, the operator, the outage.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from _sim_node import (
     T0,
 )
 
+from reconciler.launcher import new_token
+from reconciler.launcher._launcher import _mark_failed
 from reconciler.node import (
     CaptureFailed,
     Receipt,
     ReceiptExists,
     capture_handle,
     encode_receipt,
-    new_token,
 )
-from reconciler.node._launcher import _mark_failed
 from reconciler.ops import ResolveRefused, operator_actor, resolve
 from storage import (
     AttemptChange,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 class NodeActors:
     """The World's actors other than the reconcilers: each method is one atomic step."""
 
-    # --- the launcher (mirrors reconciler/node/_launcher.launch, one rule per durable step) -------
+    # --- the launcher (mirrors reconciler.launcher.launch, one rule per durable step) -------------
 
     def db_free(self) -> bool:
         """False while the reconciler holds the write lock (parked at its COMMIT gate): a

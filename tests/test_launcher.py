@@ -27,16 +27,14 @@ from _primary_support import (
 )
 from conftest import Snapshot
 
+from reconciler.launcher import LaunchFailed, LaunchRefused, launch
 from reconciler.node import (
     FakeClock,
     FileReceiptStore,
     Found,
-    LaunchFailed,
-    LaunchRefused,
     ProcProvider,
     decode_receipt,
     inspect_handle,
-    launch,
     parse_handle,
 )
 from reconciler.primary import reconcile_connection

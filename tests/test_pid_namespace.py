@@ -20,7 +20,8 @@ import pytest
 from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from test_launcher import prepared
 
-from reconciler.node import FileReceiptStore, Missing, launch, parse_quarantine_ref, quarantine_ref
+from reconciler.launcher import launch
+from reconciler.node import FileReceiptStore, Missing, parse_quarantine_ref, quarantine_ref
 from reconciler.node._attempt_lock import LOCK_SUFFIX, hold_lock, lock_name, lock_path, probe_lock
 from reconciler.node._receipt import receipt_name, temp_name
 from storage import Repository, journal_get, journal_register
@@ -367,7 +368,7 @@ def test_a_refused_launch_leaves_no_lock_file_and_a_held_lock_refuses_a_second_l
     (root / "at").mkdir(parents=True, mode=0o700)
     root.chmod(0o700)
     with lock_holder(root, "at-1"):
-        from reconciler.node import LaunchRefused
+        from reconciler.launcher import LaunchRefused
 
         with pytest.raises(LaunchRefused, match="held by another process"):
             launch(conn, str(root), "run-1", ["sleep", "600"])

@@ -41,11 +41,13 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_package() -> None:
 
 def test_the_root_exports_the_application_layer_and_each_part_its_own_names() -> None:
     import reconciler
+    import reconciler.launcher
     import reconciler.node
     import reconciler.primary
     import reconciler.shadow
     from reconciler import _shadow_entry, _startup
-    from reconciler.node import _identity, _launcher, _receipt
+    from reconciler.launcher import _launcher
+    from reconciler.node import _identity, _receipt
     from reconciler.primary import _pass as primary_pass
     from reconciler.shadow import _pass
 
@@ -54,7 +56,8 @@ def test_the_root_exports_the_application_layer_and_each_part_its_own_names() ->
     assert reconciler.startup is _startup.startup and reconciler.shadow_pass is _startup.shadow_pass
     assert reconciler.run_shadow is _shadow_entry.run_shadow
     assert reconciler.shadow.run_pass is _pass.run_pass
-    assert reconciler.node.launch is _launcher.launch
+    assert reconciler.launcher.launch is _launcher.launch
+    assert not hasattr(reconciler.node, "launch")  # the passes never load the launcher
     assert reconciler.node.encode_receipt is _receipt.encode_receipt
     assert reconciler.node.parse_handle is _identity.parse_handle
     assert issubclass(reconciler.ProfileError, ValueError)

@@ -27,7 +27,8 @@ from _primary_support import T0, linux_only, make_run
 from conftest import read_snapshot
 
 from reconciler._flight import startup_lock_path
-from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle, launch
+from reconciler.launcher import launch
+from reconciler.node import FakeClock, FileReceiptStore, ProcProvider, inspect_handle
 from reconciler.primary import reconcile_connection
 from storage import LOCK_BUDGET_ENV, Repository, connect
 

@@ -18,6 +18,7 @@ from _primary_support import T0, linux_only, make_run
 from test_cli_schemas import validate
 
 import reconciler
+import reconciler.launcher
 from reconciler import _startup
 from reconciler.cli import main
 from storage import Repository, connect
@@ -47,9 +48,9 @@ def service_node(db_path: Path, root: Path) -> None:
         repo = Repository(conn)
         prepared(repo, "run-done", "at-done")
         prepared(repo, "run-killed", "at-killed")
-        done = reconciler.node.launch(conn, str(root), "run-done", ["sh", "-c", "exit 0"])
+        done = reconciler.launcher.launch(conn, str(root), "run-done", ["sh", "-c", "exit 0"])
         assert done.process.wait(timeout=30) == 0  # the wrapper published the receipt
-        killed = reconciler.node.launch(conn, str(root), "run-killed", ["sleep", "30"])
+        killed = reconciler.launcher.launch(conn, str(root), "run-killed", ["sleep", "30"])
         with contextlib.suppress(ProcessLookupError):
             os.killpg(killed.pid, signal.SIGKILL)
         killed.process.wait(timeout=30)  # reaped: its pid is gone from /proc

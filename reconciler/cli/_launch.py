@@ -1,4 +1,4 @@
-"""`qlfsm launch` (spec 06): the command line of :func:`reconciler.node.launch`."""
+"""`qlfsm launch` (spec 06): the command line of :func:`reconciler.launcher.launch`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 from reconciler.cli._text import shell_word
 from reconciler.cli._util import FatalError, UsageError, clean, operator_login, parser, print_json
-from reconciler.node import LaunchFailed, LaunchRefused, launch, validate_receipt_root
+from reconciler.launcher import LaunchFailed, LaunchRefused, launch
+from reconciler.node import validate_receipt_root
 
 
 def _create(conn: Any, run_id: str, attempt_id: str | None, login: str | None) -> None:

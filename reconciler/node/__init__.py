@@ -1,5 +1,6 @@
 """The node's ports and adapters: the clock, the receipt codec and its file store, process
-identity (`ql3lp1` handles and the `/proc` probe), the launcher and the receipt wrapper.
+identity (`ql3lp1` handles and the `/proc` probe), and the receipt wrapper (the launcher is
+``reconciler.launcher``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from reconciler.node._identity import (
     parse_handle,
     parse_proc_stat,
 )
-from reconciler.node._launcher import Launched, LaunchFailed, LaunchRefused, launch, new_token
 from reconciler.node._receipt import (
     MAX_SAFE_INTEGER,
     InvalidReceipt,
@@ -65,9 +65,6 @@ __all__ = [
     "Found",
     "Invalid",
     "InvalidReceipt",
-    "LaunchFailed",
-    "LaunchRefused",
-    "Launched",
     "MemoryReceiptStore",
     "Missing",
     "PassProvider",
@@ -92,10 +89,8 @@ __all__ = [
     "encode_receipt",
     "format_handle",
     "inspect_handle",
-    "launch",
     "lock_evidence",
     "needs_lock",
-    "new_token",
     "parse_handle",
     "parse_proc_stat",
     "parse_quarantine_ref",

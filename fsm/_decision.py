@@ -63,8 +63,8 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 from transitions.core import EventData, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._machine import reachable, transitions_machine
-from ._observe import LISTENERS, Listener, named, remembered, reporting, told
+from ._machine import guard_condition, reachable, transitions_machine
+from ._observe import LISTENERS, Listener, remembered, reporting, told
 from ._spec import Edge, MachineSpec
 
 Predicate = Callable[[Any], bool]
@@ -271,7 +271,7 @@ class DecisionEngine:
             for case in row.cases:
                 taken = Taken(row, case)
                 self._guards.setdefault((event, case.state), []).append(case.guard)
-                condition = _condition(case.guard, self.predicates[case.guard])
+                condition = guard_condition(case.guard, self.predicates[case.guard], "facts")
                 after = [_record(taken)]
                 if self._reports:
                     condition = reporting(table.name, case.guard, condition, self.listeners)
@@ -444,13 +444,6 @@ class DecisionCore(Generic[F, D]):
             taken=None,
             answer=Need(then, step.row.row),
         )
-
-
-def _condition(name: str, predicate: Predicate) -> Callable[[EventData], bool]:
-    def condition(event: EventData) -> bool:
-        return predicate(event.kwargs.get("facts"))
-
-    return named(name, condition)
 
 
 def _record(taken: Taken) -> Callable[[EventData], None]:

@@ -126,7 +126,7 @@ def transitions_config(
         item: dict[str, Any] = {"trigger": e.trigger, "source": e.source, "dest": e.dest}
         if e.guard is not None:
             predicate = guards[e.guard] if guards is not None else _unknown(e.guard)
-            item["conditions"] = [_condition(e.guard, predicate)]
+            item["conditions"] = [guard_condition(e.guard, predicate)]
         out.append(item)
     return out
 
@@ -138,9 +138,14 @@ def _unknown(name: str) -> Guard:
     return unknown
 
 
-def _condition(name: str, predicate: Guard) -> Callable[[EventData], bool]:
+def guard_condition(
+    name: str, predicate: Guard, argument: str = "evidence"
+) -> Callable[[EventData], bool]:
+    """A `transitions` condition named ``name``: ``predicate`` of the trigger's keyword
+    ``argument`` (a lifecycle's evidence; a decision machine's facts)."""
+
     def condition(event: EventData) -> bool:
-        return bool(predicate(event.kwargs.get("evidence")))
+        return bool(predicate(event.kwargs.get(argument)))
 
     return named(name, condition)
 

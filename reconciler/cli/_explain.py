@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fsm.qinglong import ATTEMPT_ACTIVE
+from reconciler._atomic import replace_file
 from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
@@ -316,14 +317,10 @@ def _write_svg(path: str, found: Explanation, dot: str | None) -> None:
         svg = path_svg(title, taken, dot)
     except DiagramsError as exc:
         raise UsageError(f"--svg: {exc}") from exc
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(svg)
-        os.replace(tmp, path)
+        # A drawing to share: the mode `open` would give it (0666 less the umask).
+        replace_file(path, f"{path}.{os.getpid()}.tmp", svg.encode("utf-8"), mode=0o666)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise FatalError(f"--svg {path!r} cannot be written ({exc.strerror})") from exc
 
 

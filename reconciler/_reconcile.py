@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reconciler._clock import Clock, SystemClock
 from reconciler._errors import FatalError, RetryLater, UsageError
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     # (spec 04 "Before any candidate"), not by the zero-candidate path; so is the node.
     from reconciler.node import FileReceiptStore, ProcessProvider
     from reconciler.primary import PrimaryReconciler, Probe
+
+T = TypeVar("T")
 
 
 def default_profile() -> str:
@@ -113,13 +115,13 @@ def database_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
-def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
-    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
-    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
-    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
+def read_named(db: str, query: Callable[[], T]) -> T:
+    """A candidate read (start-up's page, `drain`'s windows), its failure named: the real
+    problem (locked: exit 75; read-only, corrupt, not QingLong's: exit 1), never advice to
+    `db init` a file that exists."""
     started = time.monotonic()
     try:
-        return primary_candidates(conn)
+        return query()
     except sqlite3.DatabaseError as exc:
         named = database_error(db, exc, waited_s=time.monotonic() - started)
         if isinstance(named, Busy):
@@ -237,12 +239,16 @@ def run_primary(
     else:
         with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
             summary = _pass(conn, db, inputs)
-    warnings: list[str] = summary.get("warnings") or []
-    if warnings:
-        say = to_stderr if notify is None else notify
-        for warning in warnings:
-            say(f"qlfsm: warning: {warning}")  # one line each (D-16)
+    warn(notify, summary.get("warnings") or [])
     return summary
+
+
+def warn(notify: Callable[[str], None] | None, warnings: Iterable[str]) -> None:
+    """Each warning of a pass as one ``notify`` line (default stderr): ``qlfsm: warning: ...``
+    (D-16)."""
+    say = to_stderr if notify is None else notify
+    for warning in warnings:
+        say(f"qlfsm: warning: {warning}")
 
 
 @contextmanager
@@ -287,7 +293,9 @@ def _on_connection(
 
 
 def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:
-    page, truncated = candidate_page(conn, db)  # the page, read once for the whole pass
+    # The ONE statement of the zero-candidate path: up to 256 candidates and a truncation flag,
+    # read once for the whole pass.
+    page, truncated = read_named(db, lambda: primary_candidates(conn))
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.

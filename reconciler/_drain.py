@@ -63,11 +63,10 @@ def drain(
     ``on_page`` gets each page's summary as soon as it is committed. ``clock``, ``provider``
     and ``probe``: the pass's ports (default the system clock and ``/proc``)."""
     root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
-    if budget is None:
-        budget = lock_budget_s()
+    lock = lock_budget_s() if budget is None else budget
+    inputs = PassInputs(root, profile, lock, dry_run, (clock, provider, probe))
     # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
-    with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
-        inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
+    with pass_connection(db, lock, notify, dry_run=dry_run) as conn:
         return _drain(conn, db, inputs, on_page, notify)
 
 

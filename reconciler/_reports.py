@@ -35,11 +35,7 @@ class ReconcileReport:
     def from_summary(cls, summary: Mapping[str, Any]) -> ReconcileReport:
         return cls(
             safe=bool(summary["safe"]),
-            scanned=int(summary["scanned"]),
-            recovered=int(summary["recovered"]),
-            remaining=int(summary["remaining"]),
-            unresolved=int(summary["unresolved"]),
-            failed=int(summary["failed"]),
+            **{k: int(summary[k]) for k in COUNTS},
             truncated=bool(summary["truncated"]),
             candidates=tuple(
                 CandidateResult(

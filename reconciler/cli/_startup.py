@@ -19,22 +19,12 @@ from reconciler.cli._report import candidate_lines, plain_counts
 from reconciler.cli._shadow import db_profile_origins, human_audit, warn_unknown_origins
 from reconciler.cli._sweep import human_sweep
 from reconciler.cli._text import clean
-from reconciler.cli._util import (
-    EXIT_BLOCKED,
-    EXIT_SAFE,
-    UsageError,
-    parser,
-    print_json,
-    run_command,
-)
+from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, UsageError, parser, print_json
 from reconciler.cli._verdict import blocking_lines, verdict_line
 
 
 def startup_command(argv: list[str]) -> int:
-    return run_command(argv, _startup)
-
-
-def _startup(argv: list[str]) -> int:
+    """The command's body; ``reconciler.cli._main`` runs it under ``run_command``."""
     p = parser(
         "qlfsm startup",
         "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
@@ -99,11 +99,8 @@ def check_database(db: str) -> None:
     """The check a writing command makes before its first write (docs/decisions.md D-15):
     ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
     closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    conn = open_database(db)
-    try:
+    with closing(open_database(db)) as conn:
         check_schema(conn, path=db)
-    finally:
-        conn.close()
 
 
 def database_file(conn: sqlite3.Connection) -> str:
@@ -258,8 +255,7 @@ def pass_connection(
     """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
     its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
     lock."""
-    conn = open_database(db, read_only=True) if dry_run else open_database(db)
-    try:
+    with closing(open_database(db, read_only=dry_run)) as conn:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
@@ -268,8 +264,6 @@ def pass_connection(
             # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
             with single_flight(db, budget, notify):
                 yield conn
-    finally:
-        conn.close()
 
 
 def _on_connection(

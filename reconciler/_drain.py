@@ -108,9 +108,8 @@ def _drain(
         warn(notify, summary.get("warnings", []))
         if on_page is not None:
             on_page(summary)
-        if pass_.stopped is not None:
-            break  # read-only or full: no later page could write either (row 14 says why)
-        if last == end:
+        if pass_.stopped is not None or last == end:
+            # Stopped: read-only or full, no later page could write either (row 14 says why).
             break
         after = last
     return _total(conn, db, pages, inputs.dry_run)

@@ -79,8 +79,7 @@ def reconcile(
     `qlfsm reconcile` exits 2, 1 or 75.
     """
     prof = default_profile() if profile is None else profile
-    summary = primary_pass(db, receipt_root, prof, budget, **options)
-    return ReconcileReport.from_summary(summary)
+    return ReconcileReport.from_summary(primary_pass(db, receipt_root, prof, budget, **options))
 
 
 # --- shadow -------------------------------------------------------------------------------------

@@ -52,33 +52,31 @@ def default_profile() -> str:
     return os.environ.get(PROFILE_ENV, "") or "standalone"
 
 
+def _as_usage(call: Callable[[], T], error: type[Exception], tail: str = "") -> T:
+    """``call()``; its ``error`` is a UsageError (exit 2) with the same message (and ``tail``)."""
+    try:
+        return call()
+    except error as exc:
+        raise UsageError(f"{exc}{tail}") from exc
+
+
 def check_profile(profile: str) -> str:
     # spec 04 "Profiles": a cluster never uses local PID evidence.
-    try:
-        return local_profile(profile)
-    except ProfileError as exc:
-        raise UsageError(str(exc)) from exc
+    return _as_usage(lambda: local_profile(profile), ProfileError)
 
 
 def check_receipt_root(path: str) -> str:
     """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
     ``reconciler._root_check``."""
-    try:
-        return validate_receipt_root(
-            path, empty="receipt root is empty: set --receipt-root to an absolute directory"
-        )
-    except ReceiptRootError as exc:
-        raise UsageError(str(exc)) from exc
+    empty = "receipt root is empty: set --receipt-root to an absolute directory"
+    return _as_usage(lambda: validate_receipt_root(path, empty=empty), ReceiptRootError)
 
 
 def inspect_receipt_root(root: str) -> bool:
     """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
     True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
     else, or a root another user may write (D-16, ``reconciler._root_check``)."""
-    try:
-        return check_root_dir(root)
-    except ReceiptRootError as exc:
-        raise UsageError(f"{exc}; nothing was written") from exc
+    return _as_usage(lambda: check_root_dir(root), ReceiptRootError, "; nothing was written")
 
 
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
@@ -142,10 +140,7 @@ def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    try:
-        return lock_budget_from_env(environ)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    return _as_usage(lambda: lock_budget_from_env(environ), ValueError)
 
 
 class PassOptions(TypedDict, total=False):
@@ -255,7 +250,7 @@ def pass_connection(
     """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
     its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
     lock."""
-    with closing(open_database(db, read_only=dry_run)) as conn:
+    with closing(open_database(db, read_only=True) if dry_run else open_database(db)) as conn:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from reconciler._errors import FatalError, RetryLater, UsageError
+from reconciler._errors import RetryLater, UsageError
 from reconciler._reconcile import (
     PassInputs,
     check_inputs,
@@ -35,11 +35,11 @@ from reconciler._reconcile import (
     locked_line,
     pass_connection,
     primary_reconciler,
+    read_named,
+    warn,
 )
-from reconciler._summary import RESULTS
+from reconciler._summary import COUNTS
 from storage import LockBudget
-
-COUNTS = ("scanned", *RESULTS)
 
 
 def drain(
@@ -63,11 +63,10 @@ def drain(
     ``on_page`` gets each page's summary as soon as it is committed. ``clock``, ``provider``
     and ``probe``: the pass's ports (default the system clock and ``/proc``)."""
     root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
-    if budget is None:
-        budget = lock_budget_s()
+    lock = lock_budget_s() if budget is None else budget
+    inputs = PassInputs(root, profile, lock, dry_run, (clock, provider, probe))
     # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
-    with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
-        inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
+    with pass_connection(db, lock, notify, dry_run=dry_run) as conn:
         return _drain(conn, db, inputs, on_page, notify)
 
 
@@ -83,11 +82,11 @@ def _drain(
 
     check_schema(conn, path=db)
     store = FileReceiptStore(inputs.root)
-    end = _read(db, partial(last_candidate, conn))
+    end = read_named(db, partial(last_candidate, conn))
     pages: list[dict[str, Any]] = []
     after: int | None = None
     while end is not None:
-        page, _, last = _read(db, partial(candidate_window, conn, after, end))
+        page, _, last = read_named(db, partial(candidate_window, conn, after, end))
         if not page:
             break
 
@@ -106,13 +105,11 @@ def _drain(
             raise RetryLater(f"{locked_line(db, summary, inputs.budget)}; {_kept(pages)}")
         summary["page"] = len(pages) + 1
         pages.append(summary)
-        for warning in summary.get("warnings", []):
-            _say(notify, f"qlfsm: warning: {warning}")
+        warn(notify, summary.get("warnings", []))
         if on_page is not None:
             on_page(summary)
-        if pass_.stopped is not None:
-            break  # read-only or full: no later page could write either (row 14 says why)
-        if last == end:
+        if pass_.stopped is not None or last == end:
+            # Stopped: read-only or full, no later page could write either (row 14 says why).
             break
         after = last
     return _total(conn, db, pages, inputs.dry_run)
@@ -131,7 +128,7 @@ def _total(
         truncated = left > PRIMARY_PAGE
     else:
         # What start-up's own query finds now (one statement): more than a page still blocks.
-        now, truncated = _read(db, partial(primary_candidates, conn))
+        now, truncated = read_named(db, partial(primary_candidates, conn))
         left = len(now) + int(truncated)
     summary: dict[str, Any] = {
         "safe": all(p["safe"] for p in pages) and not truncated,
@@ -156,25 +153,3 @@ def _kept(pages: list[dict[str, Any]]) -> str:
         return "no earlier page was drained"
     decided = sum(int(p["recovered"]) for p in pages)
     return f"the {len(pages)} page(s) drained before it keep their {decided} decision(s)"
-
-
-def _read(db: str, query: Callable[[], Any]) -> Any:
-    """A candidate read, its failure named (locked: exit 75; anything else: exit 1)."""
-    import time
-
-    from storage import Busy, database_error
-
-    started = time.monotonic()
-    try:
-        return query()
-    except sqlite3.DatabaseError as exc:
-        named = database_error(db, exc, waited_s=time.monotonic() - started)
-        if isinstance(named, Busy):
-            raise RetryLater(str(named)) from exc
-        raise FatalError(str(named)) from exc
-
-
-def _say(notify: Callable[[str], None] | None, line: str) -> None:
-    from reconciler._notify import to_stderr
-
-    (to_stderr if notify is None else notify)(line)

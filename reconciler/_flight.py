@@ -54,15 +54,13 @@ class StartupLocked(Busy):
     """Another start-up held the single-flight lock past the lock budget: try again (75)."""
 
     def __init__(self, db: str, pid: int | None, waited_s: float, lock: str) -> None:
+        super().__init__(0, waited_s, db)
         who = f"the start-up of pid {pid}" if pid is not None else "another start-up"
-        Exception.__init__(
-            self,
+        # Its own message, not the locked database's.
+        self.args = (
             f"{who} still holds {lock!r} for database {db!r} (waited {waited_s:.1f} s, "
             "$QLFSM_LOCK_BUDGET_S); try again when it has finished",
         )
-        self.tries = 0
-        self.waited_s = waited_s
-        self.path = db
         self.pid = pid
 
 

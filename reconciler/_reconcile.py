@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reconciler._clock import Clock, SystemClock
 from reconciler._errors import FatalError, RetryLater, UsageError
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from reconciler.node import FileReceiptStore, ProcessProvider
     from reconciler.primary import PrimaryReconciler, Probe
 
+T = TypeVar("T")
+
 
 def default_profile() -> str:
     """spec 06: `QL_DEPLOYMENT_PROFILE`; unset or empty means `standalone` (checked by
@@ -50,33 +52,31 @@ def default_profile() -> str:
     return os.environ.get(PROFILE_ENV, "") or "standalone"
 
 
+def _as_usage(call: Callable[[], T], error: type[Exception], tail: str = "") -> T:
+    """``call()``; its ``error`` is a UsageError (exit 2) with the same message (and ``tail``)."""
+    try:
+        return call()
+    except error as exc:
+        raise UsageError(f"{exc}{tail}") from exc
+
+
 def check_profile(profile: str) -> str:
     # spec 04 "Profiles": a cluster never uses local PID evidence.
-    try:
-        return local_profile(profile)
-    except ProfileError as exc:
-        raise UsageError(str(exc)) from exc
+    return _as_usage(lambda: local_profile(profile), ProfileError)
 
 
 def check_receipt_root(path: str) -> str:
     """spec 03 "Root", checked before anything is touched: the receipt store's own rules, from
     ``reconciler._root_check``."""
-    try:
-        return validate_receipt_root(
-            path, empty="receipt root is empty: set --receipt-root to an absolute directory"
-        )
-    except ReceiptRootError as exc:
-        raise UsageError(str(exc)) from exc
+    empty = "receipt root is empty: set --receipt-root to an absolute directory"
+    return _as_usage(lambda: validate_receipt_root(path, empty=empty), ReceiptRootError)
 
 
 def inspect_receipt_root(root: str) -> bool:
     """The normalised ``root`` looked at with one ``lstat`` (no SQL, whatever the candidates):
     True a real directory qlfsm may trust, False missing; UsageError (exit 2) for anything
     else, or a root another user may write (D-16, ``reconciler._root_check``)."""
-    try:
-        return check_root_dir(root)
-    except ReceiptRootError as exc:
-        raise UsageError(f"{exc}; nothing was written") from exc
+    return _as_usage(lambda: check_root_dir(root), ReceiptRootError, "; nothing was written")
 
 
 def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
@@ -97,11 +97,8 @@ def check_database(db: str) -> None:
     """The check a writing command makes before its first write (docs/decisions.md D-15):
     ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
     closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    conn = open_database(db)
-    try:
+    with closing(open_database(db)) as conn:
         check_schema(conn, path=db)
-    finally:
-        conn.close()
 
 
 def database_file(conn: sqlite3.Connection) -> str:
@@ -113,13 +110,13 @@ def database_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
-def candidate_page(conn: sqlite3.Connection, db: str) -> tuple[list[Any], bool]:
-    """The ONE statement of the zero-candidate path: up to 256 candidates and a truncation
-    flag (``storage.primary_candidates``). A failure names the real problem (locked, read-
-    only, corrupt, not QingLong's) and never advises `db init` for a file that exists."""
+def read_named(db: str, query: Callable[[], T]) -> T:
+    """A candidate read (start-up's page, `drain`'s windows), its failure named: the real
+    problem (locked: exit 75; read-only, corrupt, not QingLong's: exit 1), never advice to
+    `db init` a file that exists."""
     started = time.monotonic()
     try:
-        return primary_candidates(conn)
+        return query()
     except sqlite3.DatabaseError as exc:
         named = database_error(db, exc, waited_s=time.monotonic() - started)
         if isinstance(named, Busy):
@@ -143,10 +140,7 @@ def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    try:
-        return lock_budget_from_env(environ)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    return _as_usage(lambda: lock_budget_from_env(environ), ValueError)
 
 
 class PassOptions(TypedDict, total=False):
@@ -237,12 +231,16 @@ def run_primary(
     else:
         with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
             summary = _pass(conn, db, inputs)
-    warnings: list[str] = summary.get("warnings") or []
-    if warnings:
-        say = to_stderr if notify is None else notify
-        for warning in warnings:
-            say(f"qlfsm: warning: {warning}")  # one line each (D-16)
+    warn(notify, summary.get("warnings") or [])
     return summary
+
+
+def warn(notify: Callable[[str], None] | None, warnings: Iterable[str]) -> None:
+    """Each warning of a pass as one ``notify`` line (default stderr): ``qlfsm: warning: ...``
+    (D-16)."""
+    say = to_stderr if notify is None else notify
+    for warning in warnings:
+        say(f"qlfsm: warning: {warning}")
 
 
 @contextmanager
@@ -252,8 +250,7 @@ def pass_connection(
     """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
     its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
     lock."""
-    conn = open_database(db, read_only=True) if dry_run else open_database(db)
-    try:
+    with closing(open_database(db, read_only=True) if dry_run else open_database(db)) as conn:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
@@ -262,8 +259,6 @@ def pass_connection(
             # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
             with single_flight(db, budget, notify):
                 yield conn
-    finally:
-        conn.close()
 
 
 def _on_connection(
@@ -287,7 +282,9 @@ def _on_connection(
 
 
 def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:
-    page, truncated = candidate_page(conn, db)  # the page, read once for the whole pass
+    # The ONE statement of the zero-candidate path: up to 256 candidates and a truncation flag,
+    # read once for the whole pass.
+    page, truncated = read_named(db, lambda: primary_candidates(conn))
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler._summary import CandidateResult
+from reconciler._summary import COUNTS, CandidateResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +35,7 @@ class ReconcileReport:
     def from_summary(cls, summary: Mapping[str, Any]) -> ReconcileReport:
         return cls(
             safe=bool(summary["safe"]),
-            scanned=int(summary["scanned"]),
-            recovered=int(summary["recovered"]),
-            remaining=int(summary["remaining"]),
-            unresolved=int(summary["unresolved"]),
-            failed=int(summary["failed"]),
+            **{k: int(summary[k]) for k in COUNTS},
             truncated=bool(summary["truncated"]),
             candidates=tuple(
                 CandidateResult(
@@ -56,11 +52,7 @@ class ReconcileReport:
         ``warnings`` only when set)."""
         out: dict[str, Any] = {
             "safe": self.safe,
-            "scanned": self.scanned,
-            "recovered": self.recovered,
-            "remaining": self.remaining,
-            "unresolved": self.unresolved,
-            "failed": self.failed,
+            **{k: getattr(self, k) for k in COUNTS},
             "truncated": self.truncated,
             "candidates": [c.as_dict() for c in self.candidates],
         }
@@ -121,23 +113,18 @@ class StartupReport:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object `qlfsm startup --json` prints (schemas/startup.json)."""
-        sweep = copy.deepcopy(dict(self.sweep))
         if self.dry_run:
-            skipped = {"state": "skipped", "reason": "dry_run"}
-            return {
-                "shadow": skipped,
-                "primary": self.primary.as_dict(),
-                "sweep": sweep,
-                "safe": self.safe,
-                "dry_run": True,
-                "first_boot": self.first_boot,
-            }
-        if self.shadow is None:
+            shadow: dict[str, Any] = {"state": "skipped", "reason": "dry_run"}
+        elif self.shadow is None:
             raise ValueError("only a dry run skips the shadow pass")
-        return {
-            "shadow": self.shadow.as_dict(),
+        else:
+            shadow = self.shadow.as_dict()
+        out = {
+            "shadow": shadow,
             "primary": self.primary.as_dict(),
-            "sweep": sweep,
+            "sweep": copy.deepcopy(dict(self.sweep)),
             "safe": self.safe,
-            "first_boot": self.first_boot,
         }
+        if self.dry_run:
+            out["dry_run"] = True
+        return {**out, "first_boot": self.first_boot}

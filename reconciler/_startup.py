@@ -79,8 +79,7 @@ def reconcile(
     `qlfsm reconcile` exits 2, 1 or 75.
     """
     prof = default_profile() if profile is None else profile
-    summary = primary_pass(db, receipt_root, prof, budget, **options)
-    return ReconcileReport.from_summary(summary)
+    return ReconcileReport.from_summary(primary_pass(db, receipt_root, prof, budget, **options))
 
 
 # --- shadow -------------------------------------------------------------------------------------
@@ -282,13 +281,6 @@ def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
 # --- the sweep after a SAFE start-up ------------------------------------------------------------
 
 
-def _empty_sweep(state: str, error: str | None = None) -> dict[str, Any]:
-    out = SweepResult(state=state).as_dict()
-    if error is not None:
-        out["error"] = error
-    return out
-
-
 def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dict[str, Any]:
     """One sweep on ``db`` (opened without creating it) and ``receipt_root`` (normalised
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
@@ -315,7 +307,7 @@ def startup_sweep(
     pass (``run``); never raises for a failure of its own (one warning line, state
     `failed`)."""
     if not run:
-        return _empty_sweep("skipped")
+        return SweepResult(state="skipped").as_dict()
     say = to_stderr if notify is None else notify
     try:
         result = run_sweep(db, receipt_root, lock)
@@ -326,7 +318,7 @@ def startup_sweep(
                 f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe"
             )
         )
-        return _empty_sweep("failed", type(exc).__name__)
+        return {**SweepResult(state="failed").as_dict(), "error": type(exc).__name__}
     for warning in result.get("warnings", []):
         say(one_line(f"qlfsm: warning: {warning}"))
     return result

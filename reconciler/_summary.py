@@ -13,6 +13,8 @@ Fingerprint = tuple[str, str, int, str, str, int, str | None, int | None]
 
 # spec 04 "Summary": the four outcomes a candidate can end with, in the order they are counted.
 RESULTS = ("recovered", "remaining", "unresolved", "failed")
+# ... and every count of a summary, in its order.
+COUNTS = ("scanned", *RESULTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +28,8 @@ class CandidateResult:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        # spec 04: never a token, a command or an environment in here.
-        return {
-            "run_id": self.run_id,
-            "attempt_id": self.attempt_id,
-            "row": self.row,
-            "outcome": self.outcome,
-            "reason": self.reason,
-        }
+        # spec 04: never a token, a command or an environment in here (the fields, in order).
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 def fingerprint(run: RunRow, attempt: AttemptRow) -> Fingerprint:
@@ -75,16 +71,7 @@ def empty_summary(truncated: bool, observed: int = 0) -> dict[str, object]:
     (as QingLong's coordinator reports it). None of them was decided, so the four outcome
     counts stay 0: this is the "unless truncated" of ``scanned = recovered + remaining +
     unresolved + failed`` (spec 04 "Summary"; docs/decisions.md)."""
-    return {
-        "safe": not truncated,
-        "scanned": observed,
-        "recovered": 0,
-        "remaining": 0,
-        "unresolved": 0,
-        "failed": 0,
-        "truncated": truncated,
-        "candidates": [],
-    }
+    return {**summarize([], truncated), "scanned": observed}
 
 
 def before_any_candidate(page: Sequence[object], truncated: bool) -> dict[str, object] | None:

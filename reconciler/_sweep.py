@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -110,15 +110,9 @@ class SweepResult:
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "state": self.state,
-            "receipts": dict(self.receipts.__dict__),
-            "quarantine": dict(self.quarantine.__dict__),
-            "remaining": self.remaining,
-            "errors": list(self.errors),
-        }
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
+        out = asdict(self)
+        if not self.warnings:
+            del out["warnings"]
         return out
 
     def _unusable(self, attempt_id: str, run_id: str, problem: str | None) -> bool:

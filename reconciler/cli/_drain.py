@@ -48,7 +48,8 @@ def drain_command(argv: list[str]) -> int:
         )  # fmt: skip
         _guard.advise_after_interrupt(f"{written}; run qlfsm drain again for the rest")
         if not args.json:
-            sys.stdout.write(page_line(summary) + "\n")
+            # One page, one line (at most 100 columns: counts only, D-22).
+            sys.stdout.write(f"page {summary['page']}: {counts_line(summary)}\n")
             sys.stdout.flush()
 
     _guard.advise_after_interrupt(
@@ -60,11 +61,6 @@ def drain_command(argv: list[str]) -> int:
     else:
         sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
     return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
-
-
-def page_line(summary: dict[str, Any]) -> str:
-    """One page, one line (at most 100 columns: counts only, D-22)."""
-    return f"page {summary['page']}: {counts_line(summary)}"
 
 
 def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:

@@ -24,7 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler._atomic import replace_file
+from reconciler._reports import StartupReport
 from reconciler.cli._exit import UsageError
+from reconciler.cli._guard import say
+from reconciler.cli._text import shell_word
 from reconciler.primary import RESULTS
 
 EXTRA = "metrics"
@@ -32,10 +35,6 @@ EXTRA = "metrics"
 SUFFIX = ".prom"
 SHADOW_STATES = ("disabled", "profile_rejected", "reconciled", "incomplete", "failed")
 PASSES = ("normalize", "shadow", "primary", "sweep", "total")
-
-
-class MetricsNotWritten(Exception):
-    """The metrics file could not be written (the message names the file and the error)."""
 
 
 def check_metrics_file(path: str) -> Any:
@@ -90,19 +89,18 @@ def _snake(name: str) -> str:
 
 
 def write_metrics(
-    client: Any,
-    path: str,
-    db: str,
-    *,
-    shadow: Mapping[str, Any] | None,
-    summary: Mapping[str, Any],
-    safe: bool,
-    durations: Mapping[str, float],
+    client: Any, path: str, db: str, report: StartupReport, shadow: Mapping[str, Any] | None
 ) -> None:
-    """The start-up as one Prometheus text exposition (``prometheus_client.generate_latest``),
-    written to ``path`` by :func:`write_atomically`."""
+    """The start-up ``report`` (``shadow``: its audit record) as one Prometheus text exposition
+    (``prometheus_client.generate_latest``), written to ``path`` by
+    ``reconciler._atomic.replace_file``: a temporary file in the same directory (a name the
+    collector does not read), readable by the collector. Written before the report is printed
+    (a lost stdout must not lose the metrics too); a failed write is one warning line, the
+    temporary file removed and the old file untouched, and never changes the verdict
+    (docs/decisions.md D-22)."""
     from prometheus_client import CollectorRegistry, Counter, Gauge
 
+    summary = report.primary.as_dict()
     labels = executors(db, summary)
     client.disable_created_metrics()  # a one-shot file: no `_created` series
     reg = CollectorRegistry()
@@ -119,7 +117,8 @@ def write_metrics(
         attempt = c.get("attempt_id")
         executor = labels.get(str(attempt), "other") if attempt else "none"
         decided.labels(executor, str(c.get("outcome"))).inc()
-    _gauge(Gauge, reg, "qlfsm_startup_safe", "1 when the last start-up was SAFE to start", safe)
+    _gauge(Gauge, reg, "qlfsm_startup_safe", "1 when the last start-up was SAFE to start",
+           report.safe)  # fmt: skip
     _gauge(Gauge, reg, "qlfsm_startup_primary_scanned", "candidates the ADR-0068 pass observed",
            int(summary.get("scanned", 0)))  # fmt: skip
     _gauge(Gauge, reg, "qlfsm_startup_primary_truncated",
@@ -132,14 +131,25 @@ def write_metrics(
         registry=reg,
     )
     for name in PASSES:
-        if name in durations:
-            took.labels(name).set(round(durations[name], 6))
+        if name in report.durations:
+            took.labels(name).set(round(report.durations[name], 6))
     _gauge(Gauge, reg, "qlfsm_startup_last_run_timestamp_seconds",
            "when the last start-up ended (Unix time): a stale value means no start-up since",
            time.time())  # fmt: skip
     if shadow is not None:
         _shadow_metrics(Gauge, reg, shadow)
-    write_atomically(path, bytes(client.generate_latest(reg)))
+    data = bytes(client.generate_latest(reg))
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        replace_file(path, tmp, data, mode=0o644, flags=flags)
+    except OSError as exc:
+        say(
+            f"qlfsm: warning: metrics file {shell_word(path)} not written "
+            f"({exc.strerror or exc}); start-up is done and its verdict stands; the previous "
+            "file, if any, is unchanged"
+        )
 
 
 def _gauge(gauge: Any, reg: Any, name: str, doc: str, value: float) -> None:
@@ -178,16 +188,3 @@ def _shadow_metrics(gauge: Any, reg: Any, audit: Mapping[str, Any]) -> None:
         for key, value in entry.items():
             if key != "origin":
                 per_origin.labels(str(entry["origin"]), _snake(key)).set(int(value))
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (``reconciler._atomic.replace_file``): a temporary file in
-    the same directory (a name the collector does not read), readable by the collector.
-    MetricsNotWritten on any failure, the temporary file removed and the old file untouched."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        replace_file(path, tmp, data, mode=0o644, flags=flags)
-    except OSError as exc:
-        raise MetricsNotWritten(f"{exc.strerror or exc}") from exc

@@ -48,11 +48,8 @@ def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) ->
     """The human summary: one line of counts, the candidates, what blocks start-up (with the
     command that explains each blocking run) and the verdict (``_verdict``: one wording)."""
     head = counts_line(summary) + (" (page truncated at 256)" if summary["truncated"] else "")
-    lines = [head]
-    if summary["candidates"]:
-        # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
-
-        lines.extend(candidate_lines(summary, reconcile=True))
+    # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
+    lines = [head, *candidate_lines(summary, reconcile=True)]
     dry_run_of = "the pass" if summary.get("dry_run") else None
     lines += closing_lines(
         summary, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of

@@ -140,10 +140,6 @@ def _words(line: str) -> list[str]:
     return out
 
 
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - columns(text))
-
-
 def outcome_words(candidate: Mapping[str, Any]) -> str:
     """The candidate's spec 04 outcome as what happened to the run: completed, lost, decided
     elsewhere (with the status another writer gave it), kept running, blocked or failed."""
@@ -200,7 +196,7 @@ def _fitting(
 
 
 def _line(cells: Sequence[str], ws: Sequence[int]) -> str:
-    return "  ".join(_pad(c, w) for c, w in zip(cells, ws, strict=True))
+    return "  ".join(c + " " * (w - columns(c)) for c, w in zip(cells, ws, strict=True))
 
 
 def _rule(ws: Sequence[int]) -> str:

@@ -13,28 +13,18 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._reports import StartupReport
 from reconciler._startup import check_startup, run_startup
-from reconciler.cli._guard import say
 from reconciler.cli._report import candidate_lines, plain_counts
 from reconciler.cli._shadow import db_profile_origins, human_audit, warn_unknown_origins
 from reconciler.cli._sweep import human_sweep
-from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import (
-    EXIT_BLOCKED,
-    EXIT_SAFE,
-    UsageError,
-    parser,
-    print_json,
-    run_command,
-)
+from reconciler.cli._text import clean
+from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, UsageError, parser, print_json
 from reconciler.cli._verdict import blocking_lines, verdict_line
 
 
 def startup_command(argv: list[str]) -> int:
-    return run_command(argv, _startup)
-
-
-def _startup(argv: list[str]) -> int:
+    """The command's body; ``reconciler.cli._main`` runs it under ``run_command``."""
     p = parser(
         "qlfsm startup",
         "Start-up order: (2.x normalization) -> legacy shadow -> primary (ADR-0068); after a "
@@ -92,68 +82,28 @@ def _startup(argv: list[str]) -> int:
         first_boot=args.first_boot,
         dry_run=args.dry_run,
     )
-    summary, audit = report.primary.as_dict(), None
-    if report.shadow is not None:
-        audit = report.shadow.as_dict()
+    audit = None if report.shadow is None else report.shadow.as_dict()
     if client is not None and audit is not None:
-        _metrics(client, args.metrics_file, args.db, audit, summary, report.safe, report.durations)
+        from reconciler.cli._metrics import write_metrics
+
+        write_metrics(client, args.metrics_file, args.db, report, audit)
     if args.json:
         print_json(report.as_dict())
     else:
-        sweep = None if report.dry_run else report.sweep
-        text = human_startup(audit, summary, report.safe, args.db, sweep, args.receipt_root)
-        if report.first_boot:
-            text = f"{first_boot_line(args.db, dry_run=report.dry_run)}\n{text}"
-        sys.stdout.write(text + "\n")
-    if audit is not None:
-        warn_unknown_origins(audit, args.origins)
+        sys.stdout.write(human_startup(report, audit, args.db, args.receipt_root) + "\n")
+    warn_unknown_origins(audit, args.origins)
     return EXIT_SAFE if report.safe else EXIT_BLOCKED
 
 
-def _metrics(
-    client: Any,
-    path: str,
-    db: str,
-    audit: Mapping[str, Any],
-    summary: Mapping[str, Any],
-    safe: bool,
-    took: Mapping[str, float],
-) -> None:
-    """Written before the report is printed (a lost stdout must not lose the metrics too);
-    a failure is one warning line and never changes the verdict (docs/decisions.md D-22)."""
-    from reconciler.cli._metrics import MetricsNotWritten, write_metrics
-
-    try:
-        write_metrics(client, path, db, shadow=audit, summary=summary, safe=safe, durations=took)
-    except MetricsNotWritten as exc:
-        say(
-            f"qlfsm: warning: metrics file {shell_word(path)} not written ({exc}); start-up is "
-            "done and its verdict stands; the previous file, if any, is unchanged"
-        )
-
-
-def first_boot_line(db: str, *, dry_run: bool = False) -> str:
-    """The human line of a first boot (D-21)."""
-    if dry_run:
-        return (
-            f"first boot: database {clean(db)} does not exist; startup --first-boot would create "
-            "it (the `qlfsm db init` schema) and find nothing to recover"
-        )
-    return f"first boot: created database {clean(db)} (the `qlfsm db init` schema)"
-
-
 def human_startup(
-    audit: Mapping[str, Any] | None,
-    summary: Mapping[str, Any],
-    safe: bool,
-    db: str,
-    sweep: Mapping[str, Any] | None = None,
-    receipt_root: str | None = None,
+    report: StartupReport, audit: Mapping[str, Any] | None, db: str, receipt_root: str | None
 ) -> str:
-    """Both passes, every candidate the primary pass decided or left (``_report``: run, row,
-    what happened in plain words, reason; at most 100 columns a line, D-22), what blocks
-    start-up (``_verdict``), the sweep, and the verdict. ``audit`` None: a dry run, which
-    skipped normalization and the shadow pass."""
+    """The first boot (D-21), both passes, every candidate the primary pass decided or left
+    (``_report``: run, row, what happened in plain words, reason; at most 100 columns a line,
+    D-22), what blocks start-up (``_verdict``), the sweep, and the verdict. ``audit`` (the
+    shadow pass's) None: a dry run, which skipped normalization, the shadow pass and the
+    sweep."""
+    summary = report.primary.as_dict()
     trunc = " (truncated at 256: none was decided)" if summary.get("truncated") else ""
     shadow = (
         human_audit(audit)
@@ -162,11 +112,21 @@ def human_startup(
         "normalization skipped too)"
     )
     lines = [shadow, ""]
+    if report.first_boot and report.dry_run:
+        lines.insert(
+            0,
+            f"first boot: database {clean(db)} does not exist; startup --first-boot would create "
+            "it (the `qlfsm db init` schema) and find nothing to recover",
+        )
+    elif report.first_boot:
+        lines.insert(0, f"first boot: created database {clean(db)} (the `qlfsm db init` schema)")
     scanned = f"primary (ADR-0068): {summary.get('scanned', 0)} scanned"
     lines.append(f"{scanned}: {plain_counts(summary)}{trunc}")
     lines.extend(candidate_lines(summary))
     lines.extend(blocking_lines(summary, db, receipt_root))
-    if sweep is not None:
-        lines.append(human_sweep(sweep))
-    lines.append(verdict_line(safe, dry_run_of=None if audit is not None else "the primary pass"))
+    if not report.dry_run:
+        lines.append(human_sweep(report.sweep))
+    lines.append(
+        verdict_line(report.safe, dry_run_of=None if audit is not None else "the primary pass")
+    )
     return "\n".join(lines)

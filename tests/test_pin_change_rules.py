@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from _support import SYSTEM, T0, attempt_in, run_in
 
-from storage import AttemptChange, Expect, InvalidField, Repository, RunChange
+from storage import Actor, AttemptChange, Expect, InvalidField, Repository, RunChange
 
 RUN = "019f70c0-0000-7000-8000-0000000000a1"
 ATT = "019f70c0-0000-7000-8000-0000000000a2"
@@ -78,4 +78,19 @@ def test_expecting_a_field_qlfsm_does_not_read_is_refused_naming_it(
             expect=Expect(run={"shoe_size": 42}),
         )
     assert str(raised.value) == "cannot expect run field 'shoe_size': qlfsm does not read it"
+    assert snapshot() == before
+
+
+def test_an_unknown_actor_is_refused_listing_spec_01s_actors(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "running")
+    before = snapshot()
+    with pytest.raises(InvalidField) as raised:
+        repo.advance(RUN, version, [RunChange("mark_lost")], actor=Actor("robot"), at_ms=T0 + 1)
+    assert str(raised.value) == (
+        "unknown actor type 'robot'; use one of spec 01's actors: agent, api_app, "
+        "compatibility, executor, legacy_shell, mcp_client, reconciler, scheduler, system, "
+        "trigger, user, worker"
+    )
     assert snapshot() == before

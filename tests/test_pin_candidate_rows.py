@@ -114,3 +114,39 @@ def test_the_journal_row_read_with_a_run_is_its_latest_attempts_only(repo: Repos
     journal = run_with_attempts(repo.conn, "run-j")[2]
     assert journal is not None and journal.quarantine_ref == "ref"
     assert run_with_attempts(repo.conn, "run-none") == (None, [], None)
+
+
+def rowid(repo: Repository, run_id: str) -> int:
+    return int(repo.conn.execute('SELECT rowid FROM "Runs" WHERE id = ?', (run_id,)).fetchone()[0])
+
+
+def test_a_drain_window_takes_the_candidates_after_and_up_to_its_bounds_in_id_order(
+    repo: Repository,
+) -> None:
+    from storage._candidates import candidate_window, last_candidate
+
+    assert last_candidate(repo.conn) is None
+    assert candidate_window(repo.conn) == ([], False, None)
+    for n in (3, 0, 4, 1, 2):  # created out of id order
+        attempt_in(repo, f"run-{n}", f"att-{n}", "running")
+    ids = {n: rowid(repo, f"run-{n}") for n in range(5)}
+    assert last_candidate(repo.conn) == ids[4]
+
+    statements: list[str] = []
+    repo.conn.set_trace_callback(statements.append)
+    page, more, last = candidate_window(repo.conn, limit=3)
+    repo.conn.set_trace_callback(None)
+    assert statements[-1].endswith("LIMIT 4")  # one row more than the page, no more
+    assert [c.run_id for c in page] == ["run-0", "run-1", "run-2"]
+    assert (more, last) == (True, ids[2])
+    assert all((c.status, c.active_attempts, c.problem) == ("dispatching", 1, None) for c in page)
+
+    page, more, last = candidate_window(repo.conn, ids[0], ids[3], limit=5)
+    assert [c.run_id for c in page] == ["run-1", "run-2", "run-3"]
+    assert (more, last) == (False, ids[3])
+
+    page, more, last = candidate_window(repo.conn, None, ids[1], limit=2)
+    assert [c.run_id for c in page] == ["run-0", "run-1"]
+    assert (more, last) == (False, ids[1])  # exactly the limit: no more in the window
+
+    assert candidate_window(repo.conn, ids[4]) == ([], False, None)

@@ -1,0 +1,119 @@
+"""The sweep's words (``reconciler._sweep``, D-16 "the unusable journal row", D-17): why a
+journal row cannot be acted on, each warning and error line with its bounds, and the clock a
+purge is judged by (issue 28)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler._sweep import (
+    CLOCK_AHEAD_MS,
+    MAX_ERRORS_SHOWN,
+    QuarantineCounts,
+    SweepResult,
+    _id_problem,
+    _purge_now,
+    _ref_problem,
+)
+from reconciler.node import FakeClock, quarantine_ref
+from storage import QuarantinedRow
+
+ATT = "019f70c0-0000-7000-8000-0000000000c1"
+
+
+def ref_problem(ref: str, attempt_id: str = ATT) -> str | None:
+    return _ref_problem(QuarantinedRow(attempt_id, "run-1", ref, 0, "lost"))
+
+
+def test_a_quarantine_ref_of_the_rows_own_attempt_is_usable() -> None:
+    assert ref_problem(quarantine_ref(ATT, 1)) is None
+    assert ref_problem(quarantine_ref(ATT, 3)) is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "why"),
+    [
+        ("a\x00b", "holds a NUL"),
+        ("/etc/passwd", "is an absolute path"),
+        ("x/../y", "leaves the receipt root (`..`)"),
+        ("x\\..\\y", "leaves the receipt root (`..`)"),
+        ("..", "leaves the receipt root (`..`)"),
+        ("x/..y/z", "is no name of the form .quarantine/<ab>/<attempt id>[+<n>].json"),
+        ("XX/", "is no name of the form .quarantine/<ab>/<attempt id>[+<n>].json"),
+        ("plain", "is no name of the form .quarantine/<ab>/<attempt id>[+<n>].json"),
+    ],
+)
+def test_a_quarantine_ref_that_is_no_name_of_its_own_says_why(ref: str, why: str) -> None:
+    assert ref_problem(ref) == f"has a quarantine_ref {ascii(ref)[:120]} that {why}"
+
+
+def test_a_quarantine_ref_of_another_attempt_names_that_attempt() -> None:
+    other = "019f70c0-0000-7000-8000-0000000000c2"
+    ref = quarantine_ref(other, 1)
+    assert ref_problem(ref) == (f"has a quarantine_ref {ref!a} of another Attempt ({other!a})")
+
+
+def test_a_long_quarantine_ref_is_shown_cut_to_120_characters() -> None:
+    ref = "q" * 300
+    assert ref_problem(ref) == (
+        f"has a quarantine_ref '{'q' * 119} that is no name of the form "
+        ".quarantine/<ab>/<attempt id>[+<n>].json"
+    )
+
+
+def test_an_attempt_id_that_is_no_receipt_path_is_named_so() -> None:
+    assert _id_problem(ATT) is None
+    assert _id_problem("../x") == "has an id that is no receipt path"
+
+
+def test_an_unusable_row_is_named_once_with_both_ids_cut_and_at_most_twenty_times() -> None:
+    result = SweepResult()
+    assert result._unusable(ATT, "run-1", None) is False
+    assert result._unusable("a" * 200, "r" * 200, "has a problem") is True
+    assert result.warnings == [
+        f"journal row of Attempt '{'a' * 119} (run '{'r' * 119}) has a problem: skipped, "
+        "nothing touched; look at it with `qlfsm inspect`"
+    ]
+    for n in range(MAX_ERRORS_SHOWN + 5):
+        result._name(f"a{n}", "r", "p")
+    assert len(result.warnings) == MAX_ERRORS_SHOWN
+    assert result.as_dict()["warnings"] == result.warnings
+
+
+def test_an_error_is_counted_always_and_shown_in_one_cut_line_at_most_twenty_times() -> None:
+    result = SweepResult()
+    counts = QuarantineCounts()
+    result._error(counts, ATT, "purge_quarantine", OSError(f"disk\n  gone {'x' * 300}"))
+    assert result.errors == [
+        {
+            "attempt_id": ATT,
+            "step": "purge_quarantine",
+            "error": f"OSError: {('disk gone ' + 'x' * 300)[:200]}",
+        }
+    ]
+    for n in range(MAX_ERRORS_SHOWN + 5):
+        result._error(counts, f"a{n}", "remove_lock", ValueError("v"))
+    assert counts.errors == MAX_ERRORS_SHOWN + 6
+    assert len(result.errors) == MAX_ERRORS_SHOWN
+    assert result.errors[-1] == {
+        "attempt_id": "a18",
+        "step": "remove_lock",
+        "error": "ValueError: v",
+    }
+    assert result.as_dict()["errors"] == result.errors and "warnings" not in result.as_dict()
+
+
+def test_a_purge_is_judged_by_the_kernels_clock_when_the_clock_runs_more_than_a_minute_ahead() -> (
+    None
+):
+    t = 1_700_000_000_000
+    result = SweepResult()
+    assert _purge_now(FakeClock(t), result) == t  # no second clock
+    assert _purge_now(FakeClock(t + CLOCK_AHEAD_MS, witness_ms=t), result) == t + CLOCK_AHEAD_MS
+    assert _purge_now(FakeClock(t - 10**9, witness_ms=t), result) == t - 10**9  # behind: its own
+    assert result.warnings == []
+    assert _purge_now(FakeClock(t + 1_001_000, witness_ms=t), result) == t
+    assert result.warnings == [
+        "the clock runs 1001 s ahead of the kernel's clock: purge times were judged by the "
+        "kernel's, so nothing is purged early; set the clock right"
+    ]

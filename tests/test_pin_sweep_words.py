@@ -4,6 +4,11 @@ purge is judged by (issue 28)."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
 import pytest
 
 from reconciler._sweep import (
@@ -16,7 +21,8 @@ from reconciler._sweep import (
     _ref_problem,
 )
 from reconciler.node import FakeClock, quarantine_ref
-from storage import QuarantinedRow
+from reconciler.ops import sweep
+from storage import QuarantinedRow, connect
 
 ATT = "019f70c0-0000-7000-8000-0000000000c1"
 
@@ -117,3 +123,81 @@ def test_a_purge_is_judged_by_the_kernels_clock_when_the_clock_runs_more_than_a_
         "the clock runs 1001 s ahead of the kernel's clock: purge times were judged by the "
         "kernel's, so nothing is purged early; set the clock right"
     ]
+
+
+class LockStuckStore:
+    """A receipt store whose every lock removal fails (a port double: the files are not the
+    point here, the sweep's handling of that failure is)."""
+
+    def __init__(self) -> None:
+        self.shards_checked: list[list[str]] = []
+
+    def check_root(self) -> bool:
+        return True
+
+    def check_shards(self, attempt_ids: Iterable[str]) -> None:
+        self.shards_checked.append(sorted(attempt_ids))
+
+    def remove_receipt(self, attempt_id: str) -> bool:
+        return False
+
+    def purge_quarantine(self, ref: str) -> int:
+        return 0
+
+    def lock_state(self, attempt_id: str) -> str:
+        return "free"
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        raise OSError(f"lock of {attempt_id} stuck")
+
+
+def foreign_row(db_path: Path, attempt_id: str, state: str) -> None:
+    with contextlib.closing(sqlite3.connect(db_path)) as other, other:
+        other.execute("PRAGMA foreign_keys = OFF")
+        other.execute("PRAGMA ignore_check_constraints = ON")
+        other.execute(
+            'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
+            "quarantine_ref, purge_after_ms, registered_at_ms, updated_at_ms) "
+            "VALUES (?, 'run-gone', ?, NULL, NULL, 1, 1)",
+            (attempt_id, state),
+        )
+
+
+def test_a_lock_that_cannot_be_removed_keeps_the_row_and_is_one_error_naming_its_step(
+    db_path: Path,
+) -> None:
+    foreign_row(db_path, ATT, "pending")  # its Attempt gone: not active, so it is swept
+    foreign_row(db_path, "att-odd", "x" * 50)
+    store = LockStuckStore()
+    with contextlib.closing(connect(str(db_path))) as conn:
+        result = sweep(conn, store, None, FakeClock())  # type: ignore[arg-type]
+        left = conn.execute('SELECT attempt_id FROM "LocalCompletionReceiptJournal"').fetchall()
+    assert result.receipts.errors == 1 and result.receipts.rows_resolved == 0
+    assert result.errors == [
+        {"attempt_id": ATT, "step": "remove_lock", "error": f"OSError: lock of {ATT} stuck"}
+    ]
+    assert sorted(r[0] for r in left) == sorted([ATT, "att-odd"])
+    assert store.shards_checked == [["01", "at"]]  # each shard checked before any removal
+    assert result.warnings == [
+        f"journal row of Attempt 'att-odd' (run 'run-gone') has state {ascii('x' * 50)[:40]}, "
+        "which the schema forbids: skipped, nothing touched; look at it with `qlfsm inspect`"
+    ]
+
+
+def test_quarantined_rows_beyond_the_page_budget_leave_the_sweep_remaining(
+    db_path: Path,
+) -> None:
+    other = "019f70c0-0000-7000-8000-0000000000c2"
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        for attempt_id in (ATT, other):
+            conn.execute(
+                'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
+                "quarantine_ref, purge_after_ms, registered_at_ms, updated_at_ms) "
+                "VALUES (?, 'run-gone', 'quarantined', ?, 1, 1, 1)",
+                (attempt_id, quarantine_ref(attempt_id, 1)),
+            )
+    with contextlib.closing(connect(str(db_path))) as conn:
+        result = sweep(conn, LockStuckStore(), None, FakeClock(), page=1, max_pages=1)  # type: ignore[arg-type]
+    assert (result.quarantine.examined, result.quarantine.errors) == (1, 1)
+    assert result.remaining is True

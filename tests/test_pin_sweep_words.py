@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from _support import attempt_in
 
 from reconciler._sweep import (
     CLOCK_AHEAD_MS,
@@ -22,7 +23,7 @@ from reconciler._sweep import (
 )
 from reconciler.node import FakeClock, quarantine_ref
 from reconciler.ops import sweep
-from storage import QuarantinedRow, connect
+from storage import QuarantinedRow, Repository, connect
 
 ATT = "019f70c0-0000-7000-8000-0000000000c1"
 
@@ -201,3 +202,96 @@ def test_quarantined_rows_beyond_the_page_budget_leave_the_sweep_remaining(
         result = sweep(conn, LockStuckStore(), None, FakeClock(), page=1, max_pages=1)  # type: ignore[arg-type]
     assert (result.quarantine.examined, result.quarantine.errors) == (1, 1)
     assert result.remaining is True
+
+
+class ScriptedStore(LockStuckStore):
+    """A receipt store double whose answer for each Attempt is given by the test."""
+
+    def __init__(self, script: dict[str, str]) -> None:
+        super().__init__()
+        self.script = script
+
+    def remove_receipt(self, attempt_id: str) -> bool:
+        if self.script.get(attempt_id) == "receipt_fails":
+            raise ValueError(f"receipt of {attempt_id} unreadable")
+        return self.script.get(attempt_id) == "removed"
+
+    def purge_quarantine(self, ref: str) -> int:
+        attempt_id = ref.split("/")[2].split("+")[0].removesuffix(".json")
+        if self.script.get(attempt_id) == "purge_fails":
+            raise OSError(f"copies of {attempt_id} stuck")
+        return 2
+
+    def lock_state(self, attempt_id: str) -> str:
+        return "held" if self.script.get(attempt_id) == "held" else "free"
+
+    def remove_lock(self, attempt_id: str) -> bool:
+        if self.script.get(attempt_id) == "lock_fails":
+            raise OSError(f"lock of {attempt_id} stuck")
+        return True
+
+
+def journal_row(db_path: Path, attempt_id: str, run_id: str, quarantined: bool) -> None:
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(
+            'INSERT INTO "LocalCompletionReceiptJournal" (attempt_id, run_id, state, '
+            "quarantine_ref, purge_after_ms, registered_at_ms, updated_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, 1, 1)",
+            (
+                attempt_id,
+                run_id,
+                "quarantined" if quarantined else "pending",
+                # An id that is no path has no quarantine name of its own: any ref stands in.
+                (quarantine_ref(attempt_id, 1) if ".." not in attempt_id else "x")
+                if quarantined
+                else None,
+                1 if quarantined else None,
+            ),
+        )
+
+
+def ids(prefix: str, n: int = 2) -> list[str]:
+    return [f"{prefix}{k}-0000-7000-8000-000000000000" for k in range(n)]
+
+
+@pytest.mark.parametrize("quarantined", [False, True], ids=["pending", "quarantined"])
+def test_each_kind_of_row_is_counted_once_per_row_and_each_failure_names_its_step(
+    repo: Repository, db_path: Path, quarantined: bool
+) -> None:
+    script: dict[str, str] = {}
+    for attempt_id in ids("ac"):
+        attempt_in(repo, "run-" + attempt_id, attempt_id, "running")
+        journal_row(db_path, attempt_id, "run-" + attempt_id, quarantined)
+    prefixes = {"held": "ha", "removed": "rm", "receipt_fails": "rf", "purge_fails": "pf"}
+    prefixes |= {"lock_fails": "lf", "ok": "ok"}
+    for kind, prefix in prefixes.items():
+        for attempt_id in ids(prefix):
+            script[attempt_id] = kind
+            journal_row(db_path, attempt_id, "run-" + kind, quarantined)
+    for attempt_id in ("../a", "../b"):
+        journal_row(db_path, attempt_id, "run-bad", quarantined)
+    result = sweep(repo.conn, ScriptedStore(script), None, FakeClock())  # type: ignore[arg-type]
+    counts = result.as_dict()["quarantine" if quarantined else "receipts"]
+    assert result.warnings == [
+        f"journal row of Attempt '{a}' (run 'run-bad') has an id that is no receipt path: "
+        "skipped, nothing touched; look at it with `qlfsm inspect`"
+        for a in ("../a", "../b")
+    ]
+    steps = [(e["attempt_id"], e["step"], e["error"]) for e in result.errors]
+    if quarantined:
+        assert counts == {
+            "examined": 16, "copies_purged": 2 * 2 * 5, "rows_removed": 2 * 4,
+            "kept_active": 2, "errors": 4,
+        }  # fmt: skip
+        failing = [(a, "purge_quarantine", f"OSError: copies of {a} stuck") for a in ids("pf")]
+    else:
+        assert counts == {
+            "examined": 16, "receipts_removed": 2, "rows_resolved": 2 * 3,
+            "kept_active": 2, "kept_process_alive": 2, "errors": 4,
+        }  # fmt: skip
+        failing = [
+            (a, "remove_receipt", f"ValueError: receipt of {a} unreadable") for a in ids("rf")
+        ]
+    lock = [(a, "remove_lock", f"OSError: lock of {a} stuck") for a in ids("lf")]
+    assert sorted(steps) == sorted(failing + lock)

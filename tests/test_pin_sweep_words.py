@@ -295,3 +295,22 @@ def test_each_kind_of_row_is_counted_once_per_row_and_each_failure_names_its_ste
         ]
     lock = [(a, "remove_lock", f"OSError: lock of {a} stuck") for a in ids("lf")]
     assert sorted(steps) == sorted(failing + lock)
+
+
+def test_an_ended_attempt_whose_process_cannot_be_judged_keeps_its_row_each_counted(
+    repo: Repository, db_path: Path
+) -> None:
+    from reconciler.node import FakeProcessTable, ProcessHandle, format_handle
+
+    table = FakeProcessTable()
+    handle = format_handle(ProcessHandle("h-1", table.boot, 4242, 4242, "100"))
+    for attempt_id in ids("pa"):
+        attempt_in(repo, "run-" + attempt_id, attempt_id, "failed")
+        repo.conn.execute(
+            'UPDATE "RunAttempts" SET executor_handle = ? WHERE id = ?', (handle, attempt_id)
+        )
+        journal_row(db_path, attempt_id, "run-" + attempt_id, False)
+    table.make_unavailable()
+    result = sweep(repo.conn, ScriptedStore({}), table, FakeClock())
+    assert result.receipts.kept_process_alive == 2
+    assert (result.receipts.rows_resolved, result.errors) == (0, [])

@@ -119,7 +119,7 @@ def test_fsync_dir_is_best_effort_for_a_path_or_descriptor_it_cannot_sync(
 def test_replace_file_writes_a_private_file_synced_before_the_rename_and_its_directory_after(
     tmp_path: Path, synced: list[tuple[str, bytes | None]]
 ) -> None:
-    os.umask(old := os.umask(0))
+    old = os.umask(0)  # the modes as given, not as a umask would narrow them
     try:
         path = tmp_path / "state"
         path.write_bytes(b"old")
@@ -133,7 +133,7 @@ def test_replace_file_writes_a_private_file_synced_before_the_rename_and_its_dir
 
 
 def test_replace_file_creates_the_file_with_the_mode_and_flags_given(tmp_path: Path) -> None:
-    os.umask(old := os.umask(0))
+    old = os.umask(0)  # the modes as given, not as a umask would narrow them
     try:
         path = tmp_path / "metrics"
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC

@@ -63,7 +63,6 @@ def test_a_link_whose_target_cannot_be_read_is_shown_with_a_question_mark(
 
 
 def test_what_stands_at_a_path_is_named_by_its_kind(tmp_path: Path) -> None:
-    (tmp_path / "fifo").parent.mkdir(exist_ok=True)
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "dir").mkdir()
     assert what_is(str(tmp_path / "fifo")) == "a FIFO"

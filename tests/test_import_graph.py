@@ -185,6 +185,7 @@ SUBPACKAGES = (
     "fsm.qinglong",
     "storage",
     "reconciler.node",
+    "reconciler.launcher",
     "reconciler.primary",
     "reconciler.shadow",
     "reconciler.ops",

@@ -37,16 +37,22 @@ from typing import IO, TYPE_CHECKING, Any
 
 from reconciler._clock import Clock, SystemClock
 from reconciler._root_check import ReceiptRootError, validate_receipt_root
-from reconciler.node._attempt_lock import (
+from reconciler.node import (
     LockUnavailable,
+    ProcessProvider,
+    ProcProvider,
+    ReceiptExists,
+    capture_handle,
     hold_lock,
     lock_path,
+    prepare_receipt_dirs,
+    receipt_path,
     remove_lock,
+    temp_path,
+    token_sha256_hex,
     unlink_own_lock,
+    validate_id,
 )
-from reconciler.node._identity import ProcessProvider, ProcProvider, capture_handle
-from reconciler.node._receipt import receipt_path, temp_path, token_sha256_hex, validate_id
-from reconciler.node._receipt_store import ReceiptExists, prepare_receipt_dirs
 
 if TYPE_CHECKING:
     from storage import Change

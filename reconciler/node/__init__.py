@@ -8,7 +8,15 @@ from __future__ import annotations
 from reconciler._atomic import write_durably
 from reconciler._clock import Clock, FakeClock, SystemClock, witness_ms
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
-from reconciler.node._attempt_lock import lock_evidence, needs_lock
+from reconciler.node._attempt_lock import (
+    LockUnavailable,
+    hold_lock,
+    lock_evidence,
+    lock_path,
+    needs_lock,
+    remove_lock,
+    unlink_own_lock,
+)
 from reconciler.node._identity import (
     CaptureFailed,
     Evidence,
@@ -32,6 +40,7 @@ from reconciler.node._receipt import (
     decode_receipt,
     encode_receipt,
     receipt_path,
+    temp_path,
     token_sha256_hex,
     validate_id,
 )
@@ -50,6 +59,7 @@ from reconciler.node._receipt_store import (
     Unusable,
     directory_at,
     parse_quarantine_ref,
+    prepare_receipt_dirs,
     quarantine_ref,
 )
 
@@ -65,6 +75,7 @@ __all__ = [
     "Found",
     "Invalid",
     "InvalidReceipt",
+    "LockUnavailable",
     "MemoryReceiptStore",
     "Missing",
     "PassProvider",
@@ -88,15 +99,21 @@ __all__ = [
     "directory_at",
     "encode_receipt",
     "format_handle",
+    "hold_lock",
     "inspect_handle",
     "lock_evidence",
+    "lock_path",
     "needs_lock",
     "parse_handle",
     "parse_proc_stat",
     "parse_quarantine_ref",
+    "prepare_receipt_dirs",
     "quarantine_ref",
     "receipt_path",
+    "remove_lock",
+    "temp_path",
     "token_sha256_hex",
+    "unlink_own_lock",
     "validate_id",
     "validate_receipt_root",
     "witness_ms",

@@ -5,7 +5,6 @@ identity (`ql3lp1` handles and the `/proc` probe), and the receipt wrapper (the 
 
 from __future__ import annotations
 
-from reconciler._atomic import write_durably
 from reconciler._clock import Clock, FakeClock, SystemClock, witness_ms
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
 from reconciler.node._attempt_lock import (
@@ -117,5 +116,4 @@ __all__ = [
     "validate_id",
     "validate_receipt_root",
     "witness_ms",
-    "write_durably",
 ]

@@ -93,15 +93,7 @@ def format_handle(h: ProcessHandle) -> str:
     ticks = h.start_ticks
     if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
         raise ValueError("start ticks must be a decimal string >= 1 of at most 32 digits")
-    payload = {
-        "v": 1,
-        "h": h.handle_id,
-        "b": h.boot_id,
-        "p": h.pid,
-        "g": h.pgid,
-        "s": h.start_ticks,
-    }
-    text = _HANDLE_JSON(payload)
+    text = _HANDLE_JSON({"v": 1, "h": hid, "b": h.boot_id, "p": h.pid, "g": h.pgid, "s": ticks})
     encoded = base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
     handle = HANDLE_PREFIX + encoded
     if len(handle.encode("utf-8")) > MAX_HANDLE_BYTES:
@@ -122,13 +114,6 @@ _JS_TRIM: Final = (
 # base64.urlsafe_b64decode translates).
 _HANDLE_PAYLOAD = json.JSONDecoder(parse_constant=_reject_constant).decode
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
-
-
-def _js_positive_safe_int(value: object) -> int | None:
-    """`value` as the int JavaScript's `typeof value === 'number'` plus Number.isSafeInteger and
-    `>= 1` accept (`5.0`, `5e0` are the number 5 there), else None."""
-    value = _as_javascript_reads_it(value)
-    return value if _positive_safe_int(value) else None  # type: ignore[return-value]
 
 
 def parse_handle(s: object) -> ProcessHandle | None:
@@ -182,9 +167,10 @@ def _handle_fields(s: object) -> tuple[str, str, int, int, str] | None:
         boot = boot.strip(_JS_TRIM)
         if _BOOT_ID.fullmatch(boot) is None:
             return None
-        pid = _js_positive_safe_int(payload.get("p"))
-        pgid = _js_positive_safe_int(payload.get("g"))
-        if pid is None or pgid is None:
+        # As JavaScript's `typeof === 'number'`, Number.isSafeInteger and `>= 1` accept them
+        # (`5.0`, `5e0` are the number 5 there).
+        pid, pgid = (_as_javascript_reads_it(payload.get(key)) for key in ("p", "g"))
+        if not (_positive_safe_int(pid) and _positive_safe_int(pgid)):
             return None
         if not isinstance(ticks, str) or _TICKS.fullmatch(ticks) is None or int(ticks) < 1:
             return None
@@ -433,15 +419,8 @@ def capture_handle(
     snapshot = parse_proc_stat(text, pid)
     if snapshot is None:
         raise CaptureFailed(f"/proc/{pid}/stat is malformed")
+    hid = handle_id if handle_id is not None else str(uuid.uuid4())
     try:
-        return format_handle(
-            ProcessHandle(
-                handle_id if handle_id is not None else str(uuid.uuid4()),
-                boot,
-                pid,
-                snapshot.pgrp,
-                snapshot.start_ticks,
-            )
-        )
+        return format_handle(ProcessHandle(hid, boot, pid, snapshot.pgrp, snapshot.start_ticks))
     except ValueError as error:
         raise CaptureFailed(str(error)) from error

@@ -123,29 +123,28 @@ def _int_in(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _field_error(fields: Mapping[str, Any]) -> str | None:
-    """The first schema rule `fields` (keyed by JSON names) breaks, or None."""
+def _check_fields(fields: Mapping[str, Any]) -> None:
+    """InvalidReceipt naming the first schema rule `fields` (keyed by JSON names) breaks."""
     if not _int_in(fields["schemaVersion"], SCHEMA_VERSION, SCHEMA_VERSION):
-        return "bad_schema_version"
+        raise InvalidReceipt("bad_schema_version")
     if not validate_id(fields["runId"]):
-        return "bad_run_id"
+        raise InvalidReceipt("bad_run_id")
     if not validate_id(fields["attemptId"]):
-        return "bad_attempt_id"
+        raise InvalidReceipt("bad_attempt_id")
     if not _int_in(fields["callbackSequence"], 1, MAX_SAFE_INTEGER):
-        return "bad_callback_sequence"
+        raise InvalidReceipt("bad_callback_sequence")
     token = fields["token"]
     if not isinstance(token, str) or re.fullmatch(_TOKEN, token) is None:
-        return "bad_token"
+        raise InvalidReceipt("bad_token")
     started, finished = fields["startedAtMs"], fields["finishedAtMs"]
     if not _int_in(started, 0, MAX_SAFE_INTEGER):
-        return "bad_started_at_ms"
+        raise InvalidReceipt("bad_started_at_ms")
     if not _int_in(finished, 0, MAX_SAFE_INTEGER):
-        return "bad_finished_at_ms"
+        raise InvalidReceipt("bad_finished_at_ms")
     if finished < started:
-        return "finished_before_started"
+        raise InvalidReceipt("finished_before_started")
     if not _int_in(fields["exitCode"], 0, 255):
-        return "bad_exit_code"
-    return None
+        raise InvalidReceipt("bad_exit_code")
 
 
 def encode_receipt(receipt: Receipt) -> bytes:
@@ -153,9 +152,7 @@ def encode_receipt(receipt: Receipt) -> bytes:
     if not isinstance(receipt, Receipt):
         raise InvalidReceipt("not_a_receipt")
     values = {key: getattr(receipt, name) for key, name in _FIELD_NAMES.items()}
-    reason = _field_error(values)
-    if reason is not None:
-        raise InvalidReceipt(reason)
+    _check_fields(values)
     # The writer's form (spec 03; D-19): compact, spec 03 key order; every string is ASCII by
     # the field rules, so this equals JavaScript's JSON.stringify output byte for byte.
     data = json.dumps(values, separators=(",", ":"), ensure_ascii=True).encode("ascii")
@@ -212,7 +209,7 @@ def decode_receipt(data: bytes) -> Receipt:
     The rules (spec 03; D-19): 1..4096 bytes of strict UTF-8 (no BOM); one JSON text (only space,
     tab, CR, LF as whitespace; no NaN/Infinity; nothing after the object); a flat object without
     duplicate keys (compared after unescaping, as `"\\u0072unId"` is `runId`); exactly the
-    eight keys in any order; the rules of :func:`_field_error` on numbers as JavaScript reads them.
+    eight keys in any order; the rules of :func:`_check_fields` on numbers as JavaScript reads them.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidReceipt("not_bytes")
@@ -251,9 +248,7 @@ def decode_receipt(data: bytes) -> Receipt:
         raise InvalidReceipt("missing_key")
     for key in _NUMERIC_KEYS:
         parsed[key] = _as_javascript_reads_it(parsed[key])
-    reason = _field_error(parsed)
-    if reason is not None:
-        raise InvalidReceipt(reason)
+    _check_fields(parsed)
     return Receipt(**{name: parsed[key] for key, name in _FIELD_NAMES.items()})
 
 

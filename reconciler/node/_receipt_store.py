@@ -66,6 +66,10 @@ class QuarantineNotDone(OSError):
     withdraws its journal intent. An error after the link (the copy exists) is a plain OSError."""
 
 
+def _not_moved(what: str, error: OSError) -> QuarantineNotDone:
+    return QuarantineNotDone(f"{what} ({error.strerror}); nothing was moved")
+
+
 class ReceiptExists(Exception):
     """A receipt is already published for this Attempt; it was kept (publish once)."""
 
@@ -442,15 +446,11 @@ class FileReceiptStore:
 
     def _open_shard_for_move(self, root_fd: int, attempt_id: str) -> int | None:
         try:
-            return os.open(_require_id(attempt_id)[:2], OPEN_DIR, dir_fd=root_fd)
-        except FileNotFoundError:
-            return None
+            return _open_dirs_in(root_fd, [_require_id(attempt_id)[:2]], create=False)
         except OSError as error:
             # A file behind a symlinked shard is not ours to move.
-            raise QuarantineNotDone(
-                f"receipt shard {shard_path(self.root, attempt_id)!r} is not a real directory "
-                f"({error.strerror}); nothing was moved"
-            ) from error
+            shard = shard_path(self.root, attempt_id)
+            raise _not_moved(f"receipt shard {shard!r} is not a real directory", error) from error
 
     def quarantine_target(self, attempt_id: str, previous_ref: str | None = None) -> str:
         """The quarantine name the Attempt's current invalid receipt goes to (D-3c): from the
@@ -471,10 +471,8 @@ class FileReceiptStore:
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=False)
             except OSError as error:
-                raise QuarantineNotDone(
-                    f"{QUARANTINE_DIR} under {self.root!r} is not a real directory "
-                    f"({error.strerror}); nothing was moved"
-                ) from error
+                what = f"{QUARANTINE_DIR} under {self.root!r} is not a real directory"
+                raise _not_moved(what, error) from error
             if q_fd is None:
                 return quarantine_ref(attempt_id, start)
             opened.callback(os.close, q_fd)
@@ -512,10 +510,8 @@ class FileReceiptStore:
             try:
                 q_fd = _open_dirs_in(root_fd, [QUARANTINE_DIR, attempt_id[:2]], create=True)
             except OSError as error:
-                raise QuarantineNotDone(
-                    f"cannot prepare {QUARANTINE_DIR} under {self.root!r} ({error.strerror}); "
-                    "nothing was moved"
-                ) from error
+                what = f"cannot prepare {QUARANTINE_DIR} under {self.root!r}"
+                raise _not_moved(what, error) from error
             assert q_fd is not None
             opened.callback(os.close, q_fd)
             shard_fd = self._open_shard_for_move(root_fd, attempt_id)
@@ -546,9 +542,7 @@ class FileReceiptStore:
                 ) from None
             # else: a previous call linked it and stopped before the unlink
         except OSError as error:
-            raise QuarantineNotDone(
-                f"cannot link the receipt to {ref} ({error.strerror}); nothing was moved"
-            ) from error
+            raise _not_moved(f"cannot link the receipt to {ref}", error) from error
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=shard_fd)
         fsync_dir(shard_fd)

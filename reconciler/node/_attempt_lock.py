@@ -143,8 +143,7 @@ def probe_lock(root: str, attempt_id: str) -> str:
 
 
 def _unusable(error: OSError, path: str) -> str:
-    code = errno.errorcode.get(error.errno or 0, "error")
-    return f"unusable:{code}:{path}"
+    return f"unusable:{errno.errorcode.get(error.errno or 0, 'error')}:{path}"
 
 
 def hold_lock(root: str, attempt_id: str) -> int:
@@ -197,7 +196,7 @@ def remove_lock(root: str, attempt_id: str) -> bool:
     waiting), checked to be the very file at the name, then unlinked inside its shard (no
     symbolic link followed). True when a file was removed; False when there is none or it is
     held. OSError for anything else (the caller keeps what tells it to come back)."""
-    name = lock_name(_require_id(attempt_id))
+    name = lock_name(attempt_id)
     try:
         shard = os.open(shard_path(root, attempt_id), OPEN_DIR)
     except FileNotFoundError:

@@ -178,17 +178,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(name)  # NaN / Infinity are not JSON
 
 
-# The numeric fields: JavaScript reads every JSON number as a double, so `1.0`, `1e0` and
-# `0.1e1` are the number 1 there and pass Number.isSafeInteger / Number.isInteger.
-_NUMERIC_KEYS: Final = (
-    "schemaVersion",
-    "callbackSequence",
-    "startedAtMs",
-    "finishedAtMs",
-    "exitCode",
-)
-
-
 def _as_javascript_reads_it(value: Any) -> Any:
     """An integral, finite JSON fraction/exponent number as the int JavaScript sees, else as is.
 
@@ -246,8 +235,10 @@ def decode_receipt(data: bytes) -> Receipt:
         raise InvalidReceipt("unknown_key")
     if len(parsed) != len(RECEIPT_KEYS):
         raise InvalidReceipt("missing_key")
-    for key in _NUMERIC_KEYS:
-        parsed[key] = _as_javascript_reads_it(parsed[key])
+    # JavaScript reads every JSON number as a double, so `1.0`, `1e0` and `0.1e1` are the number
+    # 1 there and pass Number.isSafeInteger / Number.isInteger. A number where a string belongs
+    # (runId, attemptId, token) fails its rule whether or not it was converted.
+    parsed = {key: _as_javascript_reads_it(value) for key, value in parsed.items()}
     _check_fields(parsed)
     return Receipt(**{name: parsed[key] for key, name in _FIELD_NAMES.items()})
 

@@ -665,8 +665,8 @@ class MemoryReceiptStore:
     `put_raw` plants arbitrary content (a zero-length file, garbage, a receipt for another
     Attempt); `put_state` plants a non-file ("symlink", "fifo", "directory") or a shard that is
     not a directory ("shard_symlink", "shard_file"); `root_state` is "directory", "missing",
-    "file" or "symlink"; `leftover_temps` counts temps a crashed publisher left (they are never
-    read). `on_read` runs before each read, so a test can publish "at any moment", e.g. between
+    "file" or "symlink"; `leave_temp` is a crashed publisher's temp (never read, so it changes no
+    answer). `on_read` runs before each read, so a test can publish "at any moment", e.g. between
     the two reads around the grace. `quarantined` maps each quarantine name to the bytes moved
     there (a non-file is kept as ``b""``). `locks` plants Attempt locks (D-17).
     """
@@ -677,7 +677,6 @@ class MemoryReceiptStore:
         self.files: dict[str, bytes] = {}
         self.quarantined: dict[str, bytes] = {}
         self.special: dict[str, str] = {}
-        self.leftover_temps: dict[str, int] = {}
         self.reads: list[str] = []
         self.on_read: list[Callable[[str], None]] = []
         self.root_state = "directory"
@@ -705,9 +704,9 @@ class MemoryReceiptStore:
         self.special[_require_id(attempt_id)] = kind
 
     def leave_temp(self, attempt_id: str) -> None:
-        """A publisher crashed after writing its temp and before linking it."""
-        key = _require_id(attempt_id)
-        self.leftover_temps[key] = self.leftover_temps.get(key, 0) + 1
+        """A publisher crashed after writing its temp and before linking it: readers only ever
+        open the final name, so no answer changes and nothing needs to be kept."""
+        _require_id(attempt_id)
 
     def read(self, attempt_id: str) -> ReadResult:
         _require_id(attempt_id)

@@ -53,16 +53,13 @@ def _parser() -> _Parser:
         description="Render the machines as diagrams, or check the rendered diagrams against "
         "the records' tables (spec 07).",
     )
-    sub = parser.add_subparsers(
-        dest="action", metavar="COMMAND", required=True, parser_class=_Parser
-    )
+    # Subparsers are made by type(parser): errors stay one line there too.
+    sub = parser.add_subparsers(dest="action", metavar="COMMAND", required=True)
     render_p = sub.add_parser("render", help="render every machine to SVG, dot and Mermaid")
     render_p.add_argument(
         "--out", type=Path, default=DEFAULT_DIR, help="output directory (default: diagrams/)"
     )
-    render_p.add_argument(
-        "--dot", default=None, help="the dot program (default: $QLFSM_DOT, graphviz-pure, dot)"
-    )
+    render_p.add_argument("--dot", help="the dot program (default: $QLFSM_DOT, graphviz-pure, dot)")
     check_p = sub.add_parser("check", help="compare the rendered diagrams with the records")
     check_p.add_argument(
         "--dir", type=Path, default=DEFAULT_DIR, help="diagrams directory (default: diagrams/)"

@@ -4,11 +4,10 @@ and checking the rendered files against the tables.
 
 from __future__ import annotations
 
-from reconciler.diagrams._check import Drawing, DrawnEdge, check, compare, parse_mermaid, parse_svg
+from reconciler.diagrams._check import check, compare, parse_mermaid, parse_svg
 from reconciler.diagrams._check_tables import check_tables, compare_table
 from reconciler.diagrams._dot import PINNED_RENDERER, DiagramsError, find_dot, source_digest
 from reconciler.diagrams._path import path_svg
-from reconciler.diagrams._readme import readme
 from reconciler.diagrams._record_adr0001 import ADR_0001_ATTEMPT_TABLE, ADR_0001_RUN_TABLE
 from reconciler.diagrams._record_adr0068 import ADR_0068_TABLE
 from reconciler.diagrams._record_adr0448 import ADR_0448_TABLE
@@ -32,8 +31,6 @@ __all__ = [
     "RECORDS",
     "RECORDS_BY_MACHINE",
     "DiagramsError",
-    "Drawing",
-    "DrawnEdge",
     "ExpectedEdge",
     "MachineRecord",
     "check",
@@ -46,7 +43,6 @@ __all__ = [
     "parse_mermaid",
     "parse_svg",
     "path_svg",
-    "readme",
     "render",
     "render_sources",
     "source_digest",

@@ -103,8 +103,7 @@ _MERMAID_EDGE = re.compile(r"^(?P<src>\S+) --> (?P<dst>\S+?)(?:: (?P<label>.*))?
 def parse_mermaid(text: str) -> Drawing:
     """The same facts from the Mermaid text (``x --> [*]`` marks a terminal state)."""
     drawing = Drawing()
-    for raw in text.splitlines():
-        line = raw.strip()
+    for line in map(str.strip, text.splitlines()):
         if m := _MERMAID_STATE.match(line):
             drawing.states.append(m.group("name"))
         elif m := _MERMAID_EDGE.match(line):

@@ -31,12 +31,9 @@ def _lookup(name: str) -> str | None:
 def find_dot(explicit: str | None = None) -> str:
     """The ``dot`` program to run: --dot, QLFSM_DOT, graphviz-pure, then the system dot."""
     wanted = explicit or os.environ.get("QLFSM_DOT")
-    if wanted:
-        found = _lookup(wanted)
-        if found is None:
-            raise DiagramsError(f"dot program {wanted!r} not found or not executable")
-        return found
-    found = _lookup(PINNED_RENDERER) or _lookup("dot")
+    found = _lookup(wanted) if wanted else _lookup(PINNED_RENDERER) or _lookup("dot")
+    if found is None and wanted:
+        raise DiagramsError(f"dot program {wanted!r} not found or not executable")
     if found is None:
         raise DiagramsError(f"no Graphviz dot found: {INSTALL_HINT}, or set QLFSM_DOT")
     return found

@@ -102,7 +102,6 @@ _LOOKS: dict[str, _Look] = {
         spine=(*PRIMARY_EVIDENCE, "lost"),  # ADR-0068 §2: the evidence order, then row 13
         # Room for the labels of the evidence steps with a wider font than dot measured.
         ranksep="1.0",
-        decisions="ADR-0068",
         decision_machine=True,
         muted_guards=frozenset({"error_raised"}),
         terminal_mark="double border: the decision (in brackets: the summary outcome)",

@@ -27,8 +27,7 @@ def path_svg(title: str, taken: Mapping[str, Highlight], dot: str | None = None)
     parts: list[tuple[str, float, float, str]] = []
     for spec in (RUN_SPEC, ATTEMPT_SPEC):
         svg = _run_dot(program, dot_source(spec, dict(taken.get(spec.name, {}))))
-        inner, width, height = _inner(svg, spec.name)
-        parts.append((spec.name, width, height, inner))
+        parts.append((spec.name, *_inner(svg, spec.name)))
     width = max(w for _, w, _, _ in parts)
     height = _HEADER_PT + sum(h for _, _, h, _ in parts)
     out = [
@@ -50,9 +49,9 @@ def path_svg(title: str, taken: Mapping[str, Highlight], dot: str | None = None)
     return "\n".join(out) + "\n"
 
 
-def _inner(svg: str, prefix: str) -> tuple[str, float, float]:
-    """The drawing's ``<svg`` element without its own size (its attributes from the viewBox
-    on), its ids prefixed so that the two drawings never share one; and its size in pt."""
+def _inner(svg: str, prefix: str) -> tuple[float, float, str]:
+    """The drawing's size in pt; and its ``<svg`` element without its own size (its attributes
+    from the viewBox on), its ids prefixed so that the two drawings never share one."""
     at = svg.find("<svg")
     size = _SIZE.search(svg, at)
     if at < 0 or size is None:
@@ -63,4 +62,4 @@ def _inner(svg: str, prefix: str) -> tuple[str, float, float]:
     body = re.sub(r'^<svg[^>]*?\sheight="[0-9.]+pt"', "", body, count=1, flags=re.S)
     body = re.sub(r'\bid="', f'id="{prefix}-', body)
     body = body.replace('xlink:href="#', f'xlink:href="#{prefix}-')
-    return body, width, height
+    return width, height, body

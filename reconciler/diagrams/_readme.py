@@ -167,8 +167,7 @@ def readme(specs: Sequence[MachineSpec], mermaid: Mapping[str, str]) -> str:
     """``diagrams/README.md``: each diagram beside the records' tables it is checked against."""
     parts: list[str] = [_README_HEAD]
     for spec in specs:
-        parts.append(f"## {_look(spec.name).title}\n")
-        parts.append(f"![{spec.name} diagram]({spec.name}.svg)\n")
+        parts += [f"## {_look(spec.name).title}\n", f"![{spec.name} diagram]({spec.name}.svg)\n"]
         record = RECORDS_BY_MACHINE.get(spec.name)
         if spec.name == "run":
             parts += [

@@ -13,6 +13,9 @@ from reconciler.diagrams._record_rows import LifecycleRow
 
 ADR_0001_RUN_CITE = "ADR-0001 Run table"  # spec 01 §Run
 
+# spec 01: "lost is NOT terminal: it awaits a decision (requeue, fail or cancel)".
+_RUN_ENDS: tuple[str, ...] = ("succeeded", "failed", "cancelled", "timed_out")
+RUN_TERMINAL: frozenset[str] = frozenset(_RUN_ENDS)
 RUN_STATES: tuple[str, ...] = (
     "created",
     "queued",
@@ -20,14 +23,9 @@ RUN_STATES: tuple[str, ...] = (
     "running",
     "waiting_approval",
     "retry_wait",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "timed_out",
+    *_RUN_ENDS,
     "lost",
 )
-# spec 01: "lost is NOT terminal: it awaits a decision (requeue, fail or cancel)".
-RUN_TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 
 ADR_0001_RUN_TABLE: tuple[LifecycleRow, ...] = (
     LifecycleRow("created", ("queued", "cancelled")),
@@ -92,21 +90,11 @@ lost -> retry_wait : schedule_retry
 
 ADR_0001_ATTEMPT_CITE = "ADR-0001 Attempt table"  # spec 01 §Attempt (RunAttempt)
 
-ATTEMPT_STATES: tuple[str, ...] = (
-    "claimed",
-    "starting",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "lost",
-)
 # spec 01: "Terminal (immutable): succeeded, failed, cancelled, timed_out, lost" -- unlike a
 # Run, a lost Attempt is final (a retry makes a new Attempt).
-ATTEMPT_TERMINAL: frozenset[str] = frozenset(
-    {"succeeded", "failed", "cancelled", "timed_out", "lost"}
-)
+_ATTEMPT_ENDS: tuple[str, ...] = ("succeeded", "failed", "cancelled", "timed_out", "lost")
+ATTEMPT_TERMINAL: frozenset[str] = frozenset(_ATTEMPT_ENDS)
+ATTEMPT_STATES: tuple[str, ...] = ("claimed", "starting", "running", *_ATTEMPT_ENDS)
 
 ADR_0001_ATTEMPT_TABLE: tuple[LifecycleRow, ...] = (
     LifecycleRow("claimed", ("starting", "cancelled", "lost")),

@@ -49,7 +49,8 @@ PRIMARY_DECISION_OUTCOMES: dict[str, str] = {
 }
 
 
-# An edge on the ADR-0068 decision machine.
+# An edge on the ADR-0068 decision machine: _p(tried in, what follows, guard[, reason code
+# [, write[, trigger]]]), written with keywords where the call spans several lines.
 _p = partial(EdgeRef, "primary_decision")
 
 
@@ -59,12 +60,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "more than one active Attempt",
         "unresolved",
         decides=(
-            _p(
-                "read_run",
-                "unresolved",
-                "several_active_attempts",
-                reason="multiple_active_attempts",
-            ),
+            _p("read_run", "unresolved", "several_active_attempts", "multiple_active_attempts"),
         ),
     ),
     DecisionRow(
@@ -72,9 +68,9 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "Run gone, not runtime-owned, or status changed since the page",
         "unresolved",
         decides=(
-            _p("read_run", "unresolved", "run_gone", reason="run_gone"),
-            _p("read_run", "unresolved", "not_runtime_owned", reason="not_runtime_owned"),
-            _p("read_run", "unresolved", "status_changed", reason="status_changed"),
+            _p("read_run", "unresolved", "run_gone", "run_gone"),
+            _p("read_run", "unresolved", "not_runtime_owned", "not_runtime_owned"),
+            _p("read_run", "unresolved", "status_changed", "status_changed"),
         ),
     ),
     DecisionRow(
@@ -98,21 +94,14 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "3b",
         "no active Attempt otherwise",
         "unresolved",
-        decides=(
-            _p("read_run", "unresolved", "no_active_attempt_otherwise", reason="no_active_attempt"),
-        ),
+        decides=(_p("read_run", "unresolved", "no_active_attempt_otherwise", "no_active_attempt"),),
     ),
     DecisionRow(
         "4",
         "latest Attempt not `claimed/starting/running`",
         "unresolved",
         decides=(
-            _p(
-                "read_run",
-                "unresolved",
-                "latest_attempt_not_active",
-                reason="latest_attempt_not_active",
-            ),
+            _p("read_run", "unresolved", "latest_attempt_not_active", "latest_attempt_not_active"),
         ),
     ),
     DecisionRow(
@@ -158,13 +147,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "through `running`, each guarded `trusted_receipt`: ADR-0001 has no "
         "`dispatching -> succeeded` edge.",
         decides=(
-            _p(
-                "read_receipt",
-                "completed",
-                "trusted_receipt",
-                reason="receipt_{terminal}",
-                write="complete",
-            ),
+            _p("read_receipt", "completed", "trusted_receipt", "receipt_{terminal}", "complete"),
         ),
     ),
     DecisionRow(
@@ -181,12 +164,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
                 reason="invalid_receipt:{receipt_problem}",
                 write="quarantine",
             ),
-            _p(
-                "read_receipt",
-                "unresolved",
-                "quarantined_earlier",
-                reason="receipt_quarantined_earlier",
-            ),
+            _p("read_receipt", "unresolved", "quarantined_earlier", "receipt_quarantined_earlier"),
         ),
     ),
     DecisionRow(
@@ -218,27 +196,27 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "no handle, or pid not a positive integer (executor type: row 4b)",
         "unresolved",
         decides=(
-            _p("read_receipt", "unresolved", "handle_missing", reason="handle_missing"),
-            _p("read_receipt", "unresolved", "pid_invalid", reason="pid_invalid"),
+            _p("read_receipt", "unresolved", "handle_missing", "handle_missing"),
+            _p("read_receipt", "unresolved", "pid_invalid", "pid_invalid"),
         ),
     ),
     DecisionRow(
         "9",
         "probe: `unknown / provider_unavailable`",
         "failed",
-        decides=(_p("probe", "failed", "provider_unavailable", reason="provider_unavailable"),),
+        decides=(_p("probe", "failed", "provider_unavailable", "provider_unavailable"),),
     ),
     DecisionRow(
         "10",
         "probe: `unknown / invalid_handle` or `unsupported_platform`",
         "unresolved",
-        decides=(_p("probe", "unresolved", "identity_unknown", reason="{probe_reason}"),),
+        decides=(_p("probe", "unresolved", "identity_unknown", "{probe_reason}"),),
     ),
     DecisionRow(
         "11",
         "handle pid ≠ `RunAttempts.pid`",
         "unresolved",
-        decides=(_p("probe", "unresolved", "handle_pid_mismatch", reason="handle_pid_mismatch"),),
+        decides=(_p("probe", "unresolved", "handle_pid_mismatch", "handle_pid_mismatch"),),
     ),
     DecisionRow(
         "12",
@@ -292,7 +270,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
                 write="quarantine",
             ),
             _p("reread_receipt", "recheck_run", "receipt_still_missing"),
-            _p("recheck_run", "unresolved", "changed_on_recheck", reason="changed_before_lost"),
+            _p("recheck_run", "unresolved", "changed_on_recheck", "changed_before_lost"),
             _p(
                 "recheck_run",
                 "lost",
@@ -310,7 +288,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         on_exception=True,
         # "any exception while handling the candidate": in whichever evidence state.
         decides=tuple(
-            _p(s, "failed", "error_raised", reason="error:{error}") for s in PRIMARY_EVIDENCE_STATES
+            _p(s, "failed", "error_raised", "error:{error}") for s in PRIMARY_EVIDENCE_STATES
         ),
     ),
 )

@@ -34,47 +34,35 @@ LEGACY_EVIDENCE_STATES: tuple[str, ...] = ("read_run", "read_attempts", "read_ev
 # the first to match. Every one is a legal ADR-0001 pair; the Run never leaves a state row 1
 # skips (terminal or `lost`).
 
+# The Run states with a legal edge to `cancelled` that row 1 does not skip.
+_CANCELLABLE: tuple[str, ...] = (
+    "created",
+    "queued",
+    "dispatching",
+    "running",
+    "waiting_approval",
+    "retry_wait",
+)
 # Row 2: "Run → the Attempt's status" for each terminal status an Attempt can have, from each
-# Run state with a legal edge to it.
+# Run state with a legal edge to it (`dispatching -> timed_out`: spec 01 (**), the
+# RUN_TRANSITIONS amendment).
 _ROW_2_EDGES: tuple[EdgeRef, ...] = tuple(
     EdgeRef("run", source, dest, "unique_terminal_attempt")
-    for source, dest in (
-        ("running", "succeeded"),
-        ("dispatching", "failed"),
-        ("running", "failed"),
-        ("created", "cancelled"),
-        ("queued", "cancelled"),
-        ("dispatching", "cancelled"),
-        ("running", "cancelled"),
-        ("waiting_approval", "cancelled"),
-        ("retry_wait", "cancelled"),
-        ("queued", "timed_out"),
-        ("dispatching", "timed_out"),  # spec 01 (**): the RUN_TRANSITIONS amendment
-        ("running", "timed_out"),
-        ("waiting_approval", "timed_out"),
-        ("retry_wait", "timed_out"),
-        ("dispatching", "lost"),
-        ("running", "lost"),
+    for dest, sources in (
+        ("succeeded", ("running",)),
+        ("failed", ("dispatching", "running")),
+        ("cancelled", _CANCELLABLE),
+        ("timed_out", ("queued", "dispatching", "running", "waiting_approval", "retry_wait")),
+        ("lost", ("dispatching", "running")),
     )
+    for source in sources
 )
 # Row 6: "Attempt + Run → `cancelled`", from any active Attempt and any Run state with an edge
 # to `cancelled`.
-_ROW_6_EDGES: tuple[EdgeRef, ...] = (
-    *(
-        EdgeRef("attempt", source, "cancelled", "stopped_with_finished")
-        for source in ("claimed", "starting", "running")
-    ),
-    *(
-        EdgeRef("run", source, "cancelled", "stopped_with_finished")
-        for source in (
-            "created",
-            "queued",
-            "dispatching",
-            "running",
-            "waiting_approval",
-            "retry_wait",
-        )
-    ),
+_ROW_6_EDGES: tuple[EdgeRef, ...] = tuple(
+    EdgeRef(machine, source, "cancelled", "stopped_with_finished")
+    for machine, sources in (("attempt", ("claimed", "starting", "running")), ("run", _CANCELLABLE))
+    for source in sources
 )
 # Row 7: "Attempt + Run → `succeeded` / `failed`" along the legal chain QingLong's shadow writer
 # writes (Run created → queued → dispatching → running; Attempt claimed → starting → running).

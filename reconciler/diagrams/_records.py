@@ -42,10 +42,7 @@ def trigger_lines(text: str) -> dict[tuple[str, str], str]:
     """A record's ``source -> dest : trigger`` lines, by (source, dest); a line of another
     form, or a pair named twice, is refused naming the line."""
     out: dict[tuple[str, str], str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in filter(None, map(str.strip, text.splitlines())):
         pair, sep, trigger = line.partition(" : ")
         source, arrow, dest = pair.partition(" -> ")
         if not (sep and arrow and source and dest and trigger.isidentifier()):

@@ -262,7 +262,6 @@ def _dot_graph_class() -> Any:
             graph.graph_attr["label"] = _legend(
                 str(title or self.machine.title), look, has_lifecycle
             )
-            initial = self.machine.initial
             graph.node(
                 _START,
                 label="",
@@ -273,7 +272,7 @@ def _dot_graph_class() -> Any:
                 peripheries="1",
                 **{"class": "initial"},
             )
-            graph.edge(_START, initial, label="", **{"class": "initial"})
+            graph.edge(_START, self.machine.initial, label="", **{"class": "initial"})
             return graph
 
     return ReviewDotGraph
@@ -320,8 +319,7 @@ def dot_source(spec: MachineSpec, highlight: Highlight | None = None) -> str:
     machine = _review_machine(spec, "graphviz", highlight)
     machine.machine_attributes = {**_DOT_GRAPH, "ranksep": machine.review_look.ranksep}
     machine.style_attributes = _DOT_STYLE
-    graph = machine.graph_cls(machine).get_graph(title=machine.title)
-    return str(graph.source)
+    return str(machine.graph_cls(machine).get_graph(title=machine.title).source)
 
 
 def mermaid_source(spec: MachineSpec) -> str:

@@ -209,20 +209,14 @@ def write_blocker(exc: BaseException) -> str | None:
     an error of one candidate."""
     if isinstance(exc, Busy) or _is_busy(exc):
         return "database_locked"
+    code = _code(exc) if isinstance(exc, sqlite3.OperationalError) else None
+    if isinstance(exc, DatabaseReadOnly) or code == sqlite3.SQLITE_READONLY:
+        return "database_read_only"
     # A full filesystem is like a read-only one: every later candidate would fail the same way
     # after its own attempt, so the pass stops writing and names it once.
-    for named, code, blocker in _NO_WRITE_CAN_SUCCEED:
-        if isinstance(exc, named) or (
-            isinstance(exc, sqlite3.OperationalError) and _code(exc) == code
-        ):
-            return blocker
+    if isinstance(exc, DatabaseFull) or code == sqlite3.SQLITE_FULL:
+        return "database_full"
     return None
-
-
-_NO_WRITE_CAN_SUCCEED: tuple[tuple[type[StorageError], int, str], ...] = (
-    (DatabaseReadOnly, sqlite3.SQLITE_READONLY, "database_read_only"),
-    (DatabaseFull, sqlite3.SQLITE_FULL, "database_full"),
-)
 
 
 def database_error(path: str, exc: BaseException, *, waited_s: float | None = None) -> StorageError:

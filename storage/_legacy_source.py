@@ -120,8 +120,7 @@ def legacy_candidates(
     """One keyset page after ``after``: up to ``page`` candidates, and whether more exist."""
     if not 1 <= page <= LEGACY_PAGE_MAX:
         raise ValueError(f"a page holds 1..{LEGACY_PAGE_MAX} candidates")
-    c_ms, c_id = after if after is not None else CURSOR_START
-    params = (c_ms, c_id, *origins, page + 1)
+    params = (*(CURSOR_START if after is None else after), *origins, page + 1)
     with lenient(conn):
         try:
             rows = conn.execute(candidates_sql(len(origins)), params).fetchall()

@@ -292,17 +292,15 @@ def unwritable_part(path: str) -> str:
 
 
 def _filesystem_full(path: str) -> bool:
-    directory = directory_of(path)
     try:
-        return os.statvfs(directory).f_bavail == 0
+        return os.statvfs(directory_of(path)).f_bavail == 0
     except OSError:
         return False
 
 
 def _why_cannot_open(path: str) -> str:
     if not os.path.exists(path):
-        directory = directory_of(path)
-        return f"it cannot be created in {directory!r} (is that directory writable?)"
+        return f"it cannot be created in {directory_of(path)!r} (is that directory writable?)"
     if not os.access(path, os.R_OK):
         return "the file is not readable by this user"
     return "SQLite cannot open it"

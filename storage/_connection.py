@@ -69,10 +69,9 @@ def connect(
     # checkpoint a closing connection may run can change a byte of it.
     mode = "ro" if read_only else ("rwc" if create else "rw")
     quoted = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    uri = f"file:{quoted}?mode={mode}"
     try:
         conn = sqlite3.connect(
-            uri,
+            f"file:{quoted}?mode={mode}",
             uri=True,
             timeout=busy_timeout_s,
             isolation_level=None,

@@ -63,10 +63,9 @@ class Repository:
         return read_run(self.conn, run_id)
 
     def get_attempt(self, attempt_id: str) -> AttemptRow | None:
-        cur = self.conn.execute(
+        found = self.conn.execute(
             f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ?', (attempt_id,)
-        )
-        found = cur.fetchone()
+        ).fetchone()
         return AttemptRow(*found) if found else None
 
     def attempts_of(self, run_id: str) -> list[AttemptRow]:

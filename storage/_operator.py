@@ -51,9 +51,7 @@ def runs_page(
         arm = f"SELECT {_RUN_COLUMNS_R} FROM \"Runs\" r WHERE r.execution_owner = '{{owner}}' "
         arm += f"AND r.status = ?1 AND {key}"
         sql = (
-            arm.format(owner="legacy")
-            + " UNION ALL "
-            + arm.format(owner="runtime")
+            " UNION ALL ".join(arm.format(owner=o) for o in ("legacy", "runtime"))
             + " ORDER BY 1 LIMIT ?3"  # column 1: r.id
         )
     rows = conn.execute(sql, (status, after, limit + 1)).fetchall()

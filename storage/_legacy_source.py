@@ -45,16 +45,14 @@ _ACTIVE = "('claimed','starting','running')"
 _KEYSET_INDEX = "qlfsm_runs_legacy_keyset_idx"
 _CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, r.execution_origin, r.legacy_cron_id, r.created_at_ms, "
-    '(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN '
-    + _ACTIVE
-    + ") AS active, "
+    f'(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN {_ACTIVE}'
+    ") AS active, "
     "a.id, a.status, a.pid, a.log_artifact_id, a.created_at_ms, a.started_at_ms, "
     "a.callback_sequence "
     'FROM "Runs" r{hint} '
     'LEFT JOIN "RunAttempts" a ON a.id = ('
-    '  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN '
-    + _ACTIVE
-    + " LIMIT 1) "
+    f'  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN {_ACTIVE}'
+    " LIMIT 1) "
     "WHERE r.execution_owner = 'legacy' "
     "AND r.status IN ('queued','dispatching','running') {status}"
     "AND (r.created_at_ms, r.id) > (?1, ?2) "
@@ -176,9 +174,7 @@ def active_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[int, ActiveA
     """Re-read at decision time: the active count and, when exactly one, that Attempt."""
     rows = conn.execute(
         "SELECT id, status, pid, log_artifact_id, created_at_ms, started_at_ms, "
-        'callback_sequence FROM "RunAttempts" WHERE run_id = ? AND status IN '
-        + _ACTIVE
-        + " LIMIT 2",
+        f'callback_sequence FROM "RunAttempts" WHERE run_id = ? AND status IN {_ACTIVE} LIMIT 2',
         (run_id,),
     ).fetchall()
     if len(rows) != 1:

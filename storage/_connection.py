@@ -69,10 +69,9 @@ def connect(
     # checkpoint a closing connection may run can change a byte of it.
     mode = "ro" if read_only else ("rwc" if create else "rw")
     quoted = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    uri = f"file:{quoted}?mode={mode}"
     try:
         conn = sqlite3.connect(
-            uri,
+            f"file:{quoted}?mode={mode}",
             uri=True,
             timeout=busy_timeout_s,
             isolation_level=None,
@@ -209,20 +208,14 @@ def write_blocker(exc: BaseException) -> str | None:
     an error of one candidate."""
     if isinstance(exc, Busy) or _is_busy(exc):
         return "database_locked"
+    code = _code(exc) if isinstance(exc, sqlite3.OperationalError) else None
+    if isinstance(exc, DatabaseReadOnly) or code == sqlite3.SQLITE_READONLY:
+        return "database_read_only"
     # A full filesystem is like a read-only one: every later candidate would fail the same way
     # after its own attempt, so the pass stops writing and names it once.
-    for named, code, blocker in _NO_WRITE_CAN_SUCCEED:
-        if isinstance(exc, named) or (
-            isinstance(exc, sqlite3.OperationalError) and _code(exc) == code
-        ):
-            return blocker
+    if isinstance(exc, DatabaseFull) or code == sqlite3.SQLITE_FULL:
+        return "database_full"
     return None
-
-
-_NO_WRITE_CAN_SUCCEED: tuple[tuple[type[StorageError], int, str], ...] = (
-    (DatabaseReadOnly, sqlite3.SQLITE_READONLY, "database_read_only"),
-    (DatabaseFull, sqlite3.SQLITE_FULL, "database_full"),
-)
 
 
 def database_error(path: str, exc: BaseException, *, waited_s: float | None = None) -> StorageError:
@@ -298,17 +291,15 @@ def unwritable_part(path: str) -> str:
 
 
 def _filesystem_full(path: str) -> bool:
-    directory = directory_of(path)
     try:
-        return os.statvfs(directory).f_bavail == 0
+        return os.statvfs(directory_of(path)).f_bavail == 0
     except OSError:
         return False
 
 
 def _why_cannot_open(path: str) -> str:
     if not os.path.exists(path):
-        directory = directory_of(path)
-        return f"it cannot be created in {directory!r} (is that directory writable?)"
+        return f"it cannot be created in {directory_of(path)!r} (is that directory writable?)"
     if not os.access(path, os.R_OK):
         return "the file is not readable by this user"
     return "SQLite cannot open it"

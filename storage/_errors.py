@@ -25,10 +25,10 @@ class DatabaseMissing(StorageError):
 class NotAQingLongDatabase(StorageError):
     # Never "run `qlfsm db init`": for a file that exists, an empty new database would make
     # start-up "safe" and forget every crashed run in the real one.
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__(
-            f"{path!r} is not a QingLong 3.0 database ({why}); point --db at the node's SQLite file"
-        )
+    def __init__(
+        self, path: str, why: str, fix: str = "point --db at the node's SQLite file"
+    ) -> None:
+        super().__init__(f"{path!r} is not a QingLong 3.0 database ({why}); {fix}")
         self.path = path
         self.why = why
 
@@ -39,15 +39,12 @@ class ForeignDatabase(NotAQingLongDatabase):
 
     def __init__(self, path: str, tables: list[str]) -> None:
         shown = ", ".join(repr(t) for t in tables[:5]) + (", ..." if len(tables) > 5 else "")
-        why = f"it holds {len(tables)} other table(s), {shown}, and none of QingLong's"
-        StorageError.__init__(
-            self,
-            f"{path!r} is not a QingLong 3.0 database ({why}); nothing was written: point --db "
-            "at the node's SQLite file, or add --force to add the QingLong 3.0 tables beside "
-            "them",
+        super().__init__(
+            path,
+            f"it holds {len(tables)} other table(s), {shown}, and none of QingLong's",
+            "nothing was written: point --db at the node's SQLite file, or add --force to add "
+            "the QingLong 3.0 tables beside them",
         )
-        self.path = path
-        self.why = why
         self.tables = tables
 
 

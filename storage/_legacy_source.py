@@ -45,16 +45,14 @@ _ACTIVE = "('claimed','starting','running')"
 _KEYSET_INDEX = "qlfsm_runs_legacy_keyset_idx"
 _CANDIDATE_ARM = (
     "SELECT r.id, r.status, r.version, r.execution_origin, r.legacy_cron_id, r.created_at_ms, "
-    '(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN '
-    + _ACTIVE
-    + ") AS active, "
+    f'(SELECT COUNT(*) FROM "RunAttempts" c WHERE c.run_id = r.id AND c.status IN {_ACTIVE}'
+    ") AS active, "
     "a.id, a.status, a.pid, a.log_artifact_id, a.created_at_ms, a.started_at_ms, "
     "a.callback_sequence "
     'FROM "Runs" r{hint} '
     'LEFT JOIN "RunAttempts" a ON a.id = ('
-    '  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN '
-    + _ACTIVE
-    + " LIMIT 1) "
+    f'  SELECT f.id FROM "RunAttempts" f WHERE f.run_id = r.id AND f.status IN {_ACTIVE}'
+    " LIMIT 1) "
     "WHERE r.execution_owner = 'legacy' "
     "AND r.status IN ('queued','dispatching','running') {status}"
     "AND (r.created_at_ms, r.id) > (?1, ?2) "
@@ -120,8 +118,7 @@ def legacy_candidates(
     """One keyset page after ``after``: up to ``page`` candidates, and whether more exist."""
     if not 1 <= page <= LEGACY_PAGE_MAX:
         raise ValueError(f"a page holds 1..{LEGACY_PAGE_MAX} candidates")
-    c_ms, c_id = after if after is not None else CURSOR_START
-    params = (c_ms, c_id, *origins, page + 1)
+    params = (*(CURSOR_START if after is None else after), *origins, page + 1)
     with lenient(conn):
         try:
             rows = conn.execute(candidates_sql(len(origins)), params).fetchall()
@@ -177,9 +174,7 @@ def active_attempts(conn: sqlite3.Connection, run_id: str) -> tuple[int, ActiveA
     """Re-read at decision time: the active count and, when exactly one, that Attempt."""
     rows = conn.execute(
         "SELECT id, status, pid, log_artifact_id, created_at_ms, started_at_ms, "
-        'callback_sequence FROM "RunAttempts" WHERE run_id = ? AND status IN '
-        + _ACTIVE
-        + " LIMIT 2",
+        f'callback_sequence FROM "RunAttempts" WHERE run_id = ? AND status IN {_ACTIVE} LIMIT 2',
         (run_id,),
     ).fetchall()
     if len(rows) != 1:
@@ -221,9 +216,6 @@ def latest_attempt(conn: sqlite3.Connection, run_id: str) -> LatestAttempt | Non
 # --- the RunningInstances evidence adapter ----------------------------------------------------
 
 _INSTANCE_STATUS: dict[int | None, str] = {0: "running", 1: "succeeded", 2: "stopped", 3: "failed"}
-# The largest time in milliseconds QingLong can read back (a JavaScript safe integer): a finish
-# time past it would be written to Runs.finished_at_ms and make QingLong reject that Run.
-MAX_SAFE_MS = MAX_COUNTER  # the same JavaScript safe integer as every counter (D-29)
 
 
 def legacy_log_id(log_path: str) -> str:
@@ -244,21 +236,18 @@ def instance_evidence(
         "WHERE cron_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
         (cron_id, EVIDENCE_MAX + 1),
     ).fetchall()
-    out: list[InstanceEvidence] = []
-    for r in rows[:EVIDENCE_MAX]:
-        raw_path = r[1]
-        # An unknown 2.x status is no evidence of anything: keep it as "running" (never
-        # terminal), so it can only ever make a decision more cautious.
-        status = _INSTANCE_STATUS.get(_int(r[2]), "running")
-        out.append(
-            InstanceEvidence(
-                pid=_int(r[0]),
-                log_id=legacy_log_id(raw_path) if isinstance(raw_path, str) and raw_path else None,
-                status=status,  # type: ignore[arg-type]
-                finished_at_ms=_finish_ms(r[3]),
-                exit_code=_int(r[4]),
-            )
+    # An unknown 2.x status is no evidence of anything: keep it as "running" (never
+    # terminal), so it can only ever make a decision more cautious.
+    out = [
+        InstanceEvidence(
+            pid=_int(r[0]),
+            log_id=legacy_log_id(r[1]) if isinstance(r[1], str) and r[1] else None,
+            status=_INSTANCE_STATUS.get(_int(r[2]), "running"),  # type: ignore[arg-type]
+            finished_at_ms=_finish_ms(r[3]),
+            exit_code=_int(r[4]),
         )
+        for r in rows[:EVIDENCE_MAX]
+    ]
     return out, len(rows) > EVIDENCE_MAX
 
 
@@ -270,15 +259,15 @@ def _finish_ms(seconds: object) -> int | None:
     if seconds is None:
         return None
     ms = int(seconds) * 1000  # type: ignore[call-overload]
-    return ms if ms <= MAX_SAFE_MS else None
+    # The largest time in milliseconds QingLong can read back is the JavaScript safe integer of
+    # every counter (D-29): a finish time past it would be written to Runs.finished_at_ms and
+    # make QingLong reject that Run.
+    return ms if ms <= MAX_COUNTER else None
 
 
 def _int(value: object) -> int | None:
-    if isinstance(value, int):  # a bool too, as its int
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+    # A bool too, as its int; a float only when whole; text only when it is an integer.
+    if isinstance(value, int | str) or (isinstance(value, float) and value.is_integer()):
         try:
             return int(value)
         except ValueError:

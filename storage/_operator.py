@@ -51,9 +51,7 @@ def runs_page(
         arm = f"SELECT {_RUN_COLUMNS_R} FROM \"Runs\" r WHERE r.execution_owner = '{{owner}}' "
         arm += f"AND r.status = ?1 AND {key}"
         sql = (
-            arm.format(owner="legacy")
-            + " UNION ALL "
-            + arm.format(owner="runtime")
+            " UNION ALL ".join(arm.format(owner=o) for o in ("legacy", "runtime"))
             + " ORDER BY 1 LIMIT ?3"  # column 1: r.id
         )
     rows = conn.execute(sql, (status, after, limit + 1)).fetchall()
@@ -277,38 +275,27 @@ def foreign_state_rows(conn: sqlite3.Connection, limit: int) -> list[ForeignStat
     return [ForeignStateRow(_shown(r[0]), _shown(r[1]), _shown(r[2])) for r in rows]
 
 
-_NOT_ACTIVE = (
-    'NOT EXISTS (SELECT 1 FROM "RunAttempts" a WHERE a.id = ? '
-    "AND a.status IN ('claimed','starting','running'))"
-)
+def _delete_if_ended(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> bool:
+    """Delete the journal row of ``params[0]`` in one transaction, only while it still matches
+    ``where`` and its Attempt is not active (terminal, or gone); False when it does not."""
+    sql = (
+        'DELETE FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ? AND '
+        + where
+        + ' AND NOT EXISTS (SELECT 1 FROM "RunAttempts" a WHERE a.id = ? '
+        "AND a.status IN ('claimed','starting','running'))"
+    )
+    return in_transaction(conn, lambda c: c.execute(sql, (*params, params[0])).rowcount == 1)
 
 
 def delete_pending_of_ended(conn: sqlite3.Connection, row: PendingRow) -> bool:
     """Delete the `pending` row ``row`` named, only while it is unchanged and its Attempt is
     not active (terminal, or gone); one transaction; False when either no longer holds."""
-
-    def work(c: sqlite3.Connection) -> bool:
-        cur = c.execute(
-            'DELETE FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ? '
-            f"AND state = 'pending' AND updated_at_ms = ? AND {_NOT_ACTIVE}",
-            (row.attempt_id, row.updated_at_ms, row.attempt_id),
-        )
-        return cur.rowcount == 1
-
-    return in_transaction(conn, work)
+    where = "state = 'pending' AND updated_at_ms = ?"
+    return _delete_if_ended(conn, where, (row.attempt_id, row.updated_at_ms))
 
 
 def delete_quarantined_of_ended(conn: sqlite3.Connection, row: QuarantinedRow) -> bool:
     """Delete the `quarantined` row ``row`` named (same ref, same purge time), only while its
     Attempt is not active (terminal, or gone); one transaction; False when the row changed."""
-
-    def work(c: sqlite3.Connection) -> bool:
-        cur = c.execute(
-            'DELETE FROM "LocalCompletionReceiptJournal" WHERE attempt_id = ? '
-            "AND state = 'quarantined' AND quarantine_ref = ? AND purge_after_ms = ? "
-            f"AND {_NOT_ACTIVE}",
-            (row.attempt_id, row.quarantine_ref, row.purge_after_ms, row.attempt_id),
-        )
-        return cur.rowcount == 1
-
-    return in_transaction(conn, work)
+    where = "state = 'quarantined' AND quarantine_ref = ? AND purge_after_ms = ?"
+    return _delete_if_ended(conn, where, (row.attempt_id, row.quarantine_ref, row.purge_after_ms))

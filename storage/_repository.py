@@ -33,12 +33,12 @@ from ._row_statements import (
     insert_attempt,
     insert_event,
     insert_run,
+    read_run,
     run_for_update,
 )
 from ._rows import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
-    RUN_COLUMNS,
     AttemptRow,
     EventColumns,
     EventRow,
@@ -60,15 +60,12 @@ class Repository:
     # --- reads ----------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRow | None:
-        row = self.conn.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,))
-        found = row.fetchone()
-        return RunRow(*found) if found else None
+        return read_run(self.conn, run_id)
 
     def get_attempt(self, attempt_id: str) -> AttemptRow | None:
-        cur = self.conn.execute(
+        found = self.conn.execute(
             f'SELECT {ATTEMPT_COLUMNS} FROM "RunAttempts" WHERE id = ?', (attempt_id,)
-        )
-        found = cur.fetchone()
+        ).fetchone()
         return AttemptRow(*found) if found else None
 
     def attempts_of(self, run_id: str) -> list[AttemptRow]:

@@ -33,17 +33,17 @@ _PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 def _set_clause(columns: Mapping[str, object]) -> tuple[list[str], list[object]]:
     """`col = ?` assignments and their parameters; status first, then columns sorted (the
     column names come from the allow-lists of storage._changes, never from input)."""
-    order = sorted(columns)
-    if "status" in columns:
-        order.remove("status")
-        order.insert(0, "status")
+    order = sorted(columns, key=lambda c: (c != "status", c))
     return [f"{c} = ?" for c in order], [columns[c] for c in order]
 
 
-def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
+def read_run(c: sqlite3.Connection, run_id: str) -> RunRow | None:
     found = c.execute(f'SELECT {RUN_COLUMNS} FROM "Runs" WHERE id = ?', (run_id,)).fetchone()
-    run = None if found is None else RunRow(*found)
-    return check_read(run, (), run_id, expected_version, None)
+    return None if found is None else RunRow(*found)
+
+
+def run_for_update(c: sqlite3.Connection, run_id: str, expected_version: int) -> RunRow:
+    return check_read(read_run(c, run_id), (), run_id, expected_version, None)
 
 
 def check_read(

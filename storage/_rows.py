@@ -85,8 +85,7 @@ class EventRow(NamedTuple):
 
 def columns(row: type[Any]) -> tuple[str, ...]:
     """A row type's columns: its fields, in the order every SELECT of it lists them."""
-    fields: tuple[str, ...] = row._fields
-    return fields
+    return tuple(row._fields)
 
 
 RUN_COLUMNS = ", ".join(columns(RunRow))

@@ -65,8 +65,7 @@ def checksum(statements: tuple[str, ...]) -> str:
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    return {str(r[0]) for r in rows}
+    return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def init_schema(conn: sqlite3.Connection, *, path: str = "<db>", force: bool = False) -> list[str]:

@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from fsm.qinglong import RUN_STATES
-from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import UsageError, parser, print_json, table
+from reconciler.cli._text import clean, shell_word, table
+from reconciler.cli._util import UsageError, parser, print_json
 
 
 def db_command(argv: list[str]) -> int:

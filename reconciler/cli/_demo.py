@@ -26,8 +26,8 @@ from typing import Any
 
 from reconciler.cli import _guard
 from reconciler.cli._report import plain_counts, reason_below_table
-from reconciler.cli._text import shell_word
-from reconciler.cli._util import UsageError, clean, parser
+from reconciler.cli._text import clean, shell_word
+from reconciler.cli._util import UsageError, parser
 from reconciler.cli._verdict import BLOCKED, SAFE
 from storage import (
     Actor,

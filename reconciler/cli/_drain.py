@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, parser, pass_arguments, print_json
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
+from reconciler.cli._util import parser, pass_arguments, print_json
 from reconciler.cli._verdict import counts_line
 
 

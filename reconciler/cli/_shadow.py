@@ -27,17 +27,11 @@ from reconciler._shadow_entry import (
     unknown_origin_hints,
 )
 from reconciler._shadow_run import shadow_with_cursor
+from reconciler.cli._exit import EXIT_SAFE, EXIT_USAGE
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._report import wrap
-from reconciler.cli._text import clean
-from reconciler.cli._util import (
-    EXIT_SAFE,
-    EXIT_USAGE,
-    UsageError,
-    parser,
-    print_json,
-    table,
-)
+from reconciler.cli._text import clean, table
+from reconciler.cli._util import UsageError, parser, print_json
 
 
 def db_profile_origins(p: Any) -> None:

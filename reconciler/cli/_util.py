@@ -11,20 +11,13 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 # Defined where the zero-candidate start-up can raise them without importing this module.
-from reconciler.cli._exit import EXIT_BLOCKED as EXIT_BLOCKED
-from reconciler.cli._exit import EXIT_FATAL as EXIT_FATAL
-from reconciler.cli._exit import EXIT_SAFE as EXIT_SAFE
-from reconciler.cli._exit import EXIT_TEMPFAIL as EXIT_TEMPFAIL
-from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
+from reconciler.cli._exit import EXIT_FATAL, EXIT_TEMPFAIL, EXIT_USAGE, RetryLater
 from reconciler.cli._exit import FatalError as FatalError
-from reconciler.cli._exit import RetryLater as RetryLater
 from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 # Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
-from reconciler.cli._text import clean as clean
 from reconciler.cli._text import json_line, one_line
-from reconciler.cli._text import table as table
 
 
 class Parser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
-from reconciler.cli._util import parser, pass_arguments, print_json
+from reconciler.cli._util import parser, pass_arguments, print_result
 from reconciler.cli._verdict import counts_line
 
 
@@ -57,10 +57,7 @@ def drain_command(argv: list[str]) -> int:
         "no page was finished (a decision committed before it stays); run qlfsm drain again"
     )
     summary = drain(args.db, args.receipt_root, profile, dry_run=args.dry_run, on_page=on_page)
-    if args.json:
-        print_json(summary)
-    else:
-        sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
+    print_result(args.json, summary, lambda: render(summary, args.db, args.receipt_root))
     return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
 
 

@@ -105,3 +105,11 @@ def _fail(message: str) -> None:
 def print_json(obj: Any) -> None:
     # D-14: DEL, C1, U+2028/U+2029, bidi controls as \uXXXX: one line for every reader.
     sys.stdout.write(json_line(obj) + "\n")
+
+
+def print_result(as_json: bool, data: Any, human: Callable[[], str]) -> None:
+    """``data`` as one JSON line (``--json``), else the text ``human()`` renders for a person."""
+    if as_json:
+        print_json(data)
+    else:
+        sys.stdout.write(human() + "\n")

@@ -78,9 +78,6 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
                 "drain again once they have ended"
             )
         )
-    dry_run_of = "the drain" if summary.get("dry_run") else None
-    blocked = {"candidates": summary["candidates"]}  # the truncated page is said above
-    lines += closing_lines(
-        blocked, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
-    )
+    # The truncated page is said above.
+    lines += closing_lines({**summary, "truncated": False}, db, receipt_root, "the drain")
     return "\n".join(lines)

@@ -46,8 +46,5 @@ def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) ->
     head = counts_line(summary) + (" (page truncated at 256)" if summary["truncated"] else "")
     # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
     lines = [head, *candidate_lines(summary, reconcile=True)]
-    dry_run_of = "the pass" if summary.get("dry_run") else None
-    lines += closing_lines(
-        summary, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
-    )
+    lines += closing_lines(summary, db, receipt_root, "the pass")
     return "\n".join(lines)

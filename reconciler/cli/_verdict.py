@@ -40,17 +40,14 @@ def counts_line(summary: Mapping[str, Any]) -> str:
 
 
 def closing_lines(
-    blocked: Mapping[str, Any],
-    db: str,
-    receipt_root: str | None,
-    *,
-    safe: bool,
-    dry_run_of: str | None,
+    summary: Mapping[str, Any], db: str, receipt_root: str | None, name: str
 ) -> list[str]:
     """The end of `reconcile`'s and `drain`'s output: what blocks start-up
-    (:func:`blocking_lines` of ``blocked``) after a blank line, then the verdict."""
-    blocking = blocking_lines(blocked, db, receipt_root)
-    return [*([""] if blocking else []), *blocking, verdict_line(safe, dry_run_of=dry_run_of)]
+    (:func:`blocking_lines` of ``summary``) after a blank line, then the verdict on
+    ``summary["safe"]`` (of a dry run: what ``name`` would say)."""
+    blocking = blocking_lines(summary, db, receipt_root)
+    verdict = verdict_line(summary["safe"], dry_run_of=name if summary.get("dry_run") else None)
+    return [*([""] if blocking else []), *blocking, verdict]
 
 
 def blocking_lines(

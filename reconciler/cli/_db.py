@@ -113,7 +113,12 @@ def inspect_command(argv: list[str]) -> int:
             check_schema(conn, path=args.db)
             repo = Repository(conn)
             if args.run:
-                runs = [repo.get_run(args.run)]
+                run = repo.get_run(args.run)
+                if run is None:
+                    raise UsageError(
+                        f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
+                    )
+                runs = [run]
             else:
                 # --after is a keyset cursor: the last Run id of the previous page (D-27).
                 if args.after is not None and run_position(conn, args.after) is None:
@@ -121,17 +126,11 @@ def inspect_command(argv: list[str]) -> int:
                         f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
                         "the last run id of the previous page"
                     )
-                page, truncated = runs_page(
+                runs, truncated = runs_page(
                     conn, limit=args.limit, after=args.after, status=args.status
-                )
-                runs = list(page)
-            if args.run and runs[0] is None:
-                raise UsageError(
-                    f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
                 )
             out: list[dict[str, Any]] = []
             for run in runs:
-                assert run is not None
                 item: dict[str, Any] = {"run": run._asdict(), "attempts": [], "events": []}
                 if args.run:
                     item["attempts"] = [a._asdict() for a in repo.attempts_of(run.id)]

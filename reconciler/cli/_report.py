@@ -48,12 +48,11 @@ def columns(text: str) -> int:
         return len(text)
     import unicodedata
 
-    n = 0
-    for ch in text:
-        if unicodedata.combining(ch):
-            continue
-        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return n
+    return sum(
+        2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+        for ch in text
+        if not unicodedata.combining(ch)
+    )
 
 
 def _pieces(value: object) -> list[str]:
@@ -293,13 +292,6 @@ def _word_pieces(value: str, room: int) -> list[str]:
         chunk += ch
     parts.append(shell_word(chunk))
     return parts
-
-
-def explain_lines(db: str, run_id: object, receipt_root: str | None) -> list[str]:
-    """``qlfsm explain --db DB --run RUN --receipt-root ROOT``, wrapped: with the receipt root
-    its first answer is what start-up would decide now, not "add --receipt-root"."""
-    root = [] if receipt_root is None else [("--receipt-root", receipt_root)]
-    return command_lines([("qlfsm explain", None), ("--db", db), ("--run", str(run_id)), *root])
 
 
 def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> list[str]:

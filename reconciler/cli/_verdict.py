@@ -72,11 +72,15 @@ def blocking_lines(
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
-        from reconciler.cli._report import explain_lines, wrap
+        from reconciler.cli._report import command_lines, wrap
 
+        # With the receipt root, `explain`'s first answer is what start-up would decide now,
+        # not "add --receipt-root".
+        given = [] if receipt_root is None else [("--receipt-root", receipt_root)]
         lines.append(f"blocked by {len(blockers)} run(s):")
         for c in blockers:
-            lines.extend(explain_lines(db, str(c.get("run_id")), receipt_root))
+            run = ("--run", str(c.get("run_id")))
+            lines.extend(command_lines([("qlfsm explain", None), ("--db", db), run, *given]))
         # A directory at a receipt path (D-16): what to do, wrapped at 100 columns (D-22).
         lines.extend(
             wrap(fix_line(c.get("reason"))) for c in blockers if directory_in(c.get("reason"))

@@ -66,8 +66,7 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
     and the verdict (``_verdict``: one wording)."""
     from reconciler.cli._verdict import closing_lines
 
-    pages = len(summary["pages"])
-    lines = [f"drained {pages} page(s): {counts_line(summary)}"]
+    lines = [f"drained {len(summary['pages'])} page(s): {counts_line(summary)}"]
     if summary["truncated"]:
         from reconciler.cli._report import wrap
 

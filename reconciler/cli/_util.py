@@ -59,7 +59,6 @@ def operator_login(name: str | None) -> str | None:
 
 def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     """Run a command body; map errors to one stderr line and an exit code (spec 06)."""
-    debug = "--debug" in argv
     try:
         return body(argv)
     except (UsageError, FatalError, RetryLater) as exc:
@@ -67,15 +66,13 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         if isinstance(exc, UsageError):
             return EXIT_USAGE
         return EXIT_FATAL if isinstance(exc, FatalError) else EXIT_TEMPFAIL
-    except (KeyboardInterrupt, Terminated) as exc:
-        # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
-        # a traceback.
-        return interrupted(exc)
-    except Exception as exc:
+    except (KeyboardInterrupt, Terminated, Exception) as exc:
+        # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard), or a signal that Python re-raised
+        # as another error: one line, 130 / 143 / 129; never a traceback.
         cause = interrupt_in(exc)
-        if cause is not None:  # a signal that Python re-raised as another error
+        if cause is not None:
             return interrupted(cause)
-        if debug:
+        if "--debug" in argv:
             raise
         # Storage errors carry their own one-line advice; anything else is still one line.
         from storage import Busy, StorageError

@@ -11,7 +11,7 @@ from typing import Any
 
 from fsm.qinglong import RUN_STATES
 from reconciler.cli._text import clean, shell_word, table
-from reconciler.cli._util import UsageError, parser, print_json
+from reconciler.cli._util import UsageError, parser, print_json, print_result
 
 
 def db_command(argv: list[str]) -> int:
@@ -42,12 +42,9 @@ def db_command(argv: list[str]) -> int:
     # `-journal` beside /dev/null); a locked file waits at most the lock budget.
     with contextlib.closing(connect(args.db, create=True)) as conn, lock_budget(conn, lock):
         applied = init_schema(conn, path=args.db, force=args.force)
-    if args.json:
-        print_json({"db": args.db, "created": not existed, "applied": applied})
-    elif applied:
-        sys.stdout.write(f"{clean(args.db)}: applied {', '.join(applied)}\n")
-    else:
-        sys.stdout.write(f"{clean(args.db)}: schema up to date, nothing to do\n")
+    done = f"applied {', '.join(applied)}" if applied else "schema up to date, nothing to do"
+    data = {"db": args.db, "created": not existed, "applied": applied}
+    print_result(args.json, data, lambda: f"{clean(args.db)}: {done}")
     return 0
 
 

@@ -46,5 +46,4 @@ def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) ->
     head = counts_line(summary) + (" (page truncated at 256)" if summary["truncated"] else "")
     # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
     lines = [head, *candidate_lines(summary, reconcile=True)]
-    lines += closing_lines(summary, db, receipt_root, "the pass")
-    return "\n".join(lines)
+    return "\n".join(lines + closing_lines(summary, db, receipt_root, "the pass"))

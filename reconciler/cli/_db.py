@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from fsm.qinglong import RUN_STATES
-from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import UsageError, parser, print_json, table
+from reconciler.cli._text import clean, shell_word, table
+from reconciler.cli._util import UsageError, parser, print_json, print_result
 
 
 def db_command(argv: list[str]) -> int:
@@ -42,12 +42,9 @@ def db_command(argv: list[str]) -> int:
     # `-journal` beside /dev/null); a locked file waits at most the lock budget.
     with contextlib.closing(connect(args.db, create=True)) as conn, lock_budget(conn, lock):
         applied = init_schema(conn, path=args.db, force=args.force)
-    if args.json:
-        print_json({"db": args.db, "created": not existed, "applied": applied})
-    elif applied:
-        sys.stdout.write(f"{clean(args.db)}: applied {', '.join(applied)}\n")
-    else:
-        sys.stdout.write(f"{clean(args.db)}: schema up to date, nothing to do\n")
+    done = f"applied {', '.join(applied)}" if applied else "schema up to date, nothing to do"
+    data = {"db": args.db, "created": not existed, "applied": applied}
+    print_result(args.json, data, lambda: f"{clean(args.db)}: {done}")
     return 0
 
 
@@ -113,7 +110,12 @@ def inspect_command(argv: list[str]) -> int:
             check_schema(conn, path=args.db)
             repo = Repository(conn)
             if args.run:
-                runs = [repo.get_run(args.run)]
+                run = repo.get_run(args.run)
+                if run is None:
+                    raise UsageError(
+                        f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
+                    )
+                runs = [run]
             else:
                 # --after is a keyset cursor: the last Run id of the previous page (D-27).
                 if args.after is not None and run_position(conn, args.after) is None:
@@ -121,17 +123,11 @@ def inspect_command(argv: list[str]) -> int:
                         f"qlfsm inspect: --after {args.after!r} is not a run in {args.db}; pass "
                         "the last run id of the previous page"
                     )
-                page, truncated = runs_page(
+                runs, truncated = runs_page(
                     conn, limit=args.limit, after=args.after, status=args.status
-                )
-                runs = list(page)
-            if args.run and runs[0] is None:
-                raise UsageError(
-                    f"run {args.run!r} is not in {args.db}; list runs with `qlfsm inspect`"
                 )
             out: list[dict[str, Any]] = []
             for run in runs:
-                assert run is not None
                 item: dict[str, Any] = {"run": run._asdict(), "attempts": [], "events": []}
                 if args.run:
                     item["attempts"] = [a._asdict() for a in repo.attempts_of(run.id)]

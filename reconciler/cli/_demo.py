@@ -26,8 +26,8 @@ from typing import Any
 
 from reconciler.cli import _guard
 from reconciler.cli._report import plain_counts, reason_below_table
-from reconciler.cli._text import shell_word
-from reconciler.cli._util import UsageError, clean, parser
+from reconciler.cli._text import clean, shell_word
+from reconciler.cli._util import UsageError, parser
 from reconciler.cli._verdict import BLOCKED, SAFE
 from storage import (
     Actor,
@@ -365,9 +365,8 @@ def report(db: str, jobs: list[Job], result: dict[str, Any]) -> bool:
         say(f"legacy shadow: {shadow['state']} ({rep['assessment']}): {counts}")
     else:
         say(f"legacy shadow: {shadow['state']}")
-    prim = result["primary"]
     # `recovered` split into what it means, in `startup`'s own words (docs/decisions.md D-22).
-    say(f"primary: {plain_counts(prim)} -> {SAFE if result['safe'] else BLOCKED}")
+    say(f"primary: {plain_counts(result['primary'])} -> {SAFE if result['safe'] else BLOCKED}")
     say("")
     headers = ["run", "owner", "after start-up", "check", "when the server died", "why"]
     say("\n".join(reason_below_table(headers, rows)))
@@ -396,8 +395,7 @@ def explain(db: str, job: Job, question: str, receipts: str | None = None) -> No
 
 
 def diagrams_hint() -> str:
-    repo_root = Path(__file__).resolve().parents[2]
-    readme = repo_root / "diagrams" / "README.md"
+    readme = Path(__file__).resolve().parents[2] / "diagrams" / "README.md"
     if readme.exists():
         return f"{readme} (Run, Attempt and legacy-shadow machines beside their tables)"
     return "`qlfsm diagrams render` writes them to diagrams/ (see diagrams/README.md)"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reconciler.cli._util import EXIT_BLOCKED, EXIT_SAFE, parser, pass_arguments, print_json
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
+from reconciler.cli._util import parser, pass_arguments, print_result
 from reconciler.cli._verdict import counts_line
 
 
@@ -56,10 +57,7 @@ def drain_command(argv: list[str]) -> int:
         "no page was finished (a decision committed before it stays); run qlfsm drain again"
     )
     summary = drain(args.db, args.receipt_root, profile, dry_run=args.dry_run, on_page=on_page)
-    if args.json:
-        print_json(summary)
-    else:
-        sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
+    print_result(args.json, summary, lambda: render(summary, args.db, args.receipt_root))
     return EXIT_SAFE if summary["safe"] else EXIT_BLOCKED
 
 
@@ -68,8 +66,7 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
     and the verdict (``_verdict``: one wording)."""
     from reconciler.cli._verdict import closing_lines
 
-    pages = len(summary["pages"])
-    lines = [f"drained {pages} page(s): {counts_line(summary)}"]
+    lines = [f"drained {len(summary['pages'])} page(s): {counts_line(summary)}"]
     if summary["truncated"]:
         from reconciler.cli._report import wrap
 
@@ -80,9 +77,6 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
                 "drain again once they have ended"
             )
         )
-    dry_run_of = "the drain" if summary.get("dry_run") else None
-    blocked = {"candidates": summary["candidates"]}  # the truncated page is said above
-    lines += closing_lines(
-        blocked, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
-    )
+    # The truncated page is said above.
+    lines += closing_lines({**summary, "truncated": False}, db, receipt_root, "the drain")
     return "\n".join(lines)

@@ -171,13 +171,12 @@ def _shadow_metrics(gauge: Any, reg: Any, audit: Mapping[str, Any]) -> None:
     keys = ["profile", "assessment", "stop_reason"]
     values = [str(dims["profile"]), str(dims["assessment"]), str(dims["stopReason"])]
     for key, value in batch["values"].items():
-        g = gauge(
+        gauge(
             f"qlfsm_legacy_shadow_{_snake(key)}",
             f"ADR-0449 metric batch value {key} of the last start-up's legacy-shadow pass",
             keys,
             registry=reg,
-        )
-        g.labels(*values).set(int(value))
+        ).labels(*values).set(int(value))
     per_origin = gauge(
         "qlfsm_legacy_shadow_origin_candidates",
         "ADR-0449 byOrigin: candidates of each reviewed origin, by outcome (and scanned)",

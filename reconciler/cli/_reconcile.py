@@ -4,14 +4,13 @@ it to an exit code."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from reconciler._startup import reconcile
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
 from reconciler.cli._report import candidate_lines
-from reconciler.cli._util import parser, pass_arguments, print_json
+from reconciler.cli._util import parser, pass_arguments, print_result
 from reconciler.cli._verdict import closing_lines, counts_line
 
 
@@ -37,10 +36,7 @@ def reconcile_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     report = reconcile(args.db, args.receipt_root, profile=args.profile, dry_run=args.dry_run)
     summary = report.as_dict()
-    if args.json:
-        print_json(summary)
-    else:
-        sys.stdout.write(render(summary, args.db, args.receipt_root) + "\n")
+    print_result(args.json, summary, lambda: render(summary, args.db, args.receipt_root))
     return exit_code(summary)
 
 
@@ -50,8 +46,4 @@ def render(summary: dict[str, Any], db: str, receipt_root: str | None = None) ->
     head = counts_line(summary) + (" (page truncated at 256)" if summary["truncated"] else "")
     # At most 100 columns a line, the reason shortened (its full text in --json): D-22.
     lines = [head, *candidate_lines(summary, reconcile=True)]
-    dry_run_of = "the pass" if summary.get("dry_run") else None
-    lines += closing_lines(
-        summary, db, receipt_root, safe=bool(summary["safe"]), dry_run_of=dry_run_of
-    )
-    return "\n".join(lines)
+    return "\n".join(lines + closing_lines(summary, db, receipt_root, "the pass"))

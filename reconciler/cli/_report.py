@@ -48,12 +48,11 @@ def columns(text: str) -> int:
         return len(text)
     import unicodedata
 
-    n = 0
-    for ch in text:
-        if unicodedata.combining(ch):
-            continue
-        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return n
+    return sum(
+        2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+        for ch in text
+        if not unicodedata.combining(ch)
+    )
 
 
 def _pieces(value: object) -> list[str]:
@@ -210,14 +209,15 @@ def _hanging(lead: str, value: object, width: int) -> list[str]:
     return [lead + first, *(" " * columns(lead) + part for part in more)]
 
 
-def _long_form(headers: Sequence[str], row: Sequence[object], upto: int) -> list[str]:
+def _long_form(headers: Sequence[str], row: Sequence[object], upto: int, lead: str) -> list[str]:
     """A row that left the table: its first cell (cut into lines if it must be), then each
-    cell before ``upto`` on lines of its own, ``    HEADER value``."""
+    cell before ``upto`` on lines of its own, ``    HEADER value``, then ``lead`` and its last
+    cell (the reason) wrapped as :func:`_hanging`."""
     lines = _chunks(row[0], WIDTH)
     for header, value in zip(headers[1:upto], row[1:upto], strict=True):
-        lead = f"    {header} "
-        lines.extend(lead + part for part in _chunks(value, WIDTH - columns(lead)))
-    return lines
+        cell = f"    {header} "
+        lines.extend(cell + part for part in _chunks(value, WIDTH - columns(cell)))
+    return lines + _hanging(lead, row[-1], WIDTH)
 
 
 def fit_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
@@ -241,10 +241,9 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[
     for r in [r for r in range(len(rows)) if r not in fitting]:
         # The long form: the run id, any other identifier on a line of its own, then
         # "row R, OUTCOME: reason" (the last three columns).
-        lines.extend(_long_form(headers, rows[r], len(headers) - 3))
-        row, outcome, reason = rows[r][-3:]
+        row, outcome, _ = rows[r][-3:]
         lead = f"    {headers[-3]} {shorten(row, LONG_CELL)}, {shorten(outcome, LONG_CELL)}: "
-        lines.extend(_hanging(lead, reason, WIDTH))
+        lines.extend(_long_form(headers, rows[r], len(headers) - 3, lead))
     return lines
 
 
@@ -295,13 +294,6 @@ def _word_pieces(value: str, room: int) -> list[str]:
     return parts
 
 
-def explain_lines(db: str, run_id: object, receipt_root: str | None) -> list[str]:
-    """``qlfsm explain --db DB --run RUN --receipt-root ROOT``, wrapped: with the receipt root
-    its first answer is what start-up would decide now, not "add --receipt-root"."""
-    root = [] if receipt_root is None else [("--receipt-root", receipt_root)]
-    return command_lines([("qlfsm explain", None), ("--db", db), ("--run", str(run_id)), *root])
-
-
 def candidate_lines(summary: Mapping[str, Any], *, reconcile: bool = False) -> list[str]:
     """Every candidate decided or left, one table line each: run, row, what happened to it in
     plain words, reason (`startup`); `reconcile` keeps its attempt column and spec 04's
@@ -338,6 +330,5 @@ def reason_below_table(headers: Sequence[str], rows: Sequence[Sequence[object]])
             lines.append(_line(cells[r], ws).rstrip())
             lines.extend(_hanging(lead, rows[r][fixed], WIDTH))
     for r in [r for r in range(len(rows)) if r not in fitting]:
-        lines.extend(_long_form(headers, rows[r], fixed))
-        lines.extend(_hanging(lead, rows[r][fixed], WIDTH))
+        lines.extend(_long_form(headers, rows[r], fixed, lead))
     return lines

@@ -11,11 +11,10 @@ process held the database past the lock budget (D-20: nothing written, try again
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Any
 
 from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import UsageError, operator_login, parser, print_json
+from reconciler.cli._util import UsageError, operator_login, parser, print_result
 
 
 def resolve_command(argv: list[str]) -> int:
@@ -88,10 +87,7 @@ def resolve_command(argv: list[str]) -> int:
         except ResolveRefused as exc:
             raise UsageError(f"resolve refused: {exc}; nothing was written") from exc
     data = done.as_dict()
-    if args.json:
-        print_json(data)
-    else:
-        sys.stdout.write("\n".join(render(data, args.db, args.run)) + "\n")
+    print_result(args.json, data, lambda: "\n".join(render(data, args.db, args.run)))
     return 0
 
 

@@ -12,7 +12,6 @@ command or an error message of the shadow pass: only states, counts and enum str
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,17 +26,11 @@ from reconciler._shadow_entry import (
     unknown_origin_hints,
 )
 from reconciler._shadow_run import shadow_with_cursor
+from reconciler.cli._exit import EXIT_SAFE, EXIT_USAGE
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._report import wrap
-from reconciler.cli._text import clean
-from reconciler.cli._util import (
-    EXIT_SAFE,
-    EXIT_USAGE,
-    UsageError,
-    parser,
-    print_json,
-    table,
-)
+from reconciler.cli._text import clean, table
+from reconciler.cli._util import UsageError, parser, print_result
 
 
 def db_profile_origins(p: Any) -> None:
@@ -80,10 +73,7 @@ def shadow_command(argv: list[str]) -> int:
         # it committed is whole), its audit record says `failed`, and start-up continues.
         result = ShadowResult(failed(exc))
         interrupted(exc, fail_open=True)
-    if args.json:
-        print_json(result.audit)
-    else:
-        sys.stdout.write(human_audit(result.audit) + "\n")
+    print_result(args.json, result.audit, lambda: human_audit(result.audit))
     warn_unknown_origins(result.audit, args.origins)
     return EXIT_SAFE
 

@@ -11,20 +11,13 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 # Defined where the zero-candidate start-up can raise them without importing this module.
-from reconciler.cli._exit import EXIT_BLOCKED as EXIT_BLOCKED
-from reconciler.cli._exit import EXIT_FATAL as EXIT_FATAL
-from reconciler.cli._exit import EXIT_SAFE as EXIT_SAFE
-from reconciler.cli._exit import EXIT_TEMPFAIL as EXIT_TEMPFAIL
-from reconciler.cli._exit import EXIT_USAGE as EXIT_USAGE
+from reconciler.cli._exit import EXIT_FATAL, EXIT_TEMPFAIL, EXIT_USAGE, RetryLater
 from reconciler.cli._exit import FatalError as FatalError
-from reconciler.cli._exit import RetryLater as RetryLater
 from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 # Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
-from reconciler.cli._text import clean as clean
 from reconciler.cli._text import json_line, one_line
-from reconciler.cli._text import table as table
 
 
 class Parser(argparse.ArgumentParser):
@@ -66,7 +59,6 @@ def operator_login(name: str | None) -> str | None:
 
 def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
     """Run a command body; map errors to one stderr line and an exit code (spec 06)."""
-    debug = "--debug" in argv
     try:
         return body(argv)
     except (UsageError, FatalError, RetryLater) as exc:
@@ -74,15 +66,13 @@ def run_command(argv: list[str], body: Callable[[list[str]], int]) -> int:
         if isinstance(exc, UsageError):
             return EXIT_USAGE
         return EXIT_FATAL if isinstance(exc, FatalError) else EXIT_TEMPFAIL
-    except (KeyboardInterrupt, Terminated) as exc:
-        # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard): one line, 130 / 143 / 129; never
-        # a traceback.
-        return interrupted(exc)
-    except Exception as exc:
+    except (KeyboardInterrupt, Terminated, Exception) as exc:
+        # SIGINT / SIGTERM / SIGHUP (reconciler.cli._guard), or a signal that Python re-raised
+        # as another error: one line, 130 / 143 / 129; never a traceback.
         cause = interrupt_in(exc)
-        if cause is not None:  # a signal that Python re-raised as another error
+        if cause is not None:
             return interrupted(cause)
-        if debug:
+        if "--debug" in argv:
             raise
         # Storage errors carry their own one-line advice; anything else is still one line.
         from storage import Busy, StorageError
@@ -112,3 +102,11 @@ def _fail(message: str) -> None:
 def print_json(obj: Any) -> None:
     # D-14: DEL, C1, U+2028/U+2029, bidi controls as \uXXXX: one line for every reader.
     sys.stdout.write(json_line(obj) + "\n")
+
+
+def print_result(as_json: bool, data: Any, human: Callable[[], str]) -> None:
+    """``data`` as one JSON line (``--json``), else the text ``human()`` renders for a person."""
+    if as_json:
+        print_json(data)
+    else:
+        sys.stdout.write(human() + "\n")

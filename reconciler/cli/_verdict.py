@@ -40,17 +40,14 @@ def counts_line(summary: Mapping[str, Any]) -> str:
 
 
 def closing_lines(
-    blocked: Mapping[str, Any],
-    db: str,
-    receipt_root: str | None,
-    *,
-    safe: bool,
-    dry_run_of: str | None,
+    summary: Mapping[str, Any], db: str, receipt_root: str | None, name: str
 ) -> list[str]:
     """The end of `reconcile`'s and `drain`'s output: what blocks start-up
-    (:func:`blocking_lines` of ``blocked``) after a blank line, then the verdict."""
-    blocking = blocking_lines(blocked, db, receipt_root)
-    return [*([""] if blocking else []), *blocking, verdict_line(safe, dry_run_of=dry_run_of)]
+    (:func:`blocking_lines` of ``summary``) after a blank line, then the verdict on
+    ``summary["safe"]`` (of a dry run: what ``name`` would say)."""
+    blocking = blocking_lines(summary, db, receipt_root)
+    verdict = verdict_line(summary["safe"], dry_run_of=name if summary.get("dry_run") else None)
+    return [*([""] if blocking else []), *blocking, verdict]
 
 
 def blocking_lines(
@@ -75,11 +72,15 @@ def blocking_lines(
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
-        from reconciler.cli._report import explain_lines, wrap
+        from reconciler.cli._report import command_lines, wrap
 
+        # With the receipt root, `explain`'s first answer is what start-up would decide now,
+        # not "add --receipt-root".
+        given = [] if receipt_root is None else [("--receipt-root", receipt_root)]
         lines.append(f"blocked by {len(blockers)} run(s):")
         for c in blockers:
-            lines.extend(explain_lines(db, str(c.get("run_id")), receipt_root))
+            run = ("--run", str(c.get("run_id")))
+            lines.extend(command_lines([("qlfsm explain", None), ("--db", db), run, *given]))
         # A directory at a receipt path (D-16): what to do, wrapped at 100 columns (D-22).
         lines.extend(
             wrap(fix_line(c.get("reason"))) for c in blockers if directory_in(c.get("reason"))

@@ -45,11 +45,9 @@ def check_directory(db: str) -> str:
 
 
 def create_database(db: str, lock: LockBudget) -> bool:
-    """Create ``db`` with the `db init` schema when it is missing. True: this call created it
-    (the first boot); False: the name already existed (another start-up created it first, or
-    it was there all along): the caller goes on with a normal start-up."""
-    if os.path.lexists(db):
-        return False
+    """Create ``db``, missing when the caller looked (`startup`), with the `db init` schema.
+    True: this call created it (the first boot); False: the name exists by now (another
+    start-up created it first): the caller goes on with a normal start-up."""
     parent = check_directory(db)
     from storage import StorageError, connect, init_schema, lock_budget
 

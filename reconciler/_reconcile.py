@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
@@ -24,7 +24,7 @@ from reconciler._flight import single_flight
 from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
-from reconciler._summary import before_any_candidate, empty_summary
+from reconciler._summary import before_any_candidate
 from storage import (
     Busy,
     DatabaseMissing,
@@ -104,10 +104,8 @@ def check_database(db: str) -> None:
 def database_file(conn: sqlite3.Connection) -> str:
     """The file of an open connection's main database ("" in memory): what its single-flight
     lock and its messages name (one ``PRAGMA database_list``)."""
-    for _, name, path in conn.execute("PRAGMA database_list").fetchall():
-        if name == "main":
-            return str(path or "")
-    return ""
+    # The main database is always the first row (seq 0).
+    return str(conn.execute("PRAGMA database_list").fetchone()[2] or "")
 
 
 def read_named(db: str, query: Callable[[], T]) -> T:
@@ -122,19 +120,6 @@ def read_named(db: str, query: Callable[[], T]) -> T:
         if isinstance(named, Busy):
             raise RetryLater(str(named)) from exc  # D-20: transient, exit 75
         raise FatalError(str(named)) from exc
-
-
-def zero_candidates(*, dry_run: bool) -> dict[str, Any]:
-    """The summary of the zero-candidate short-circuit (spec 04 "Before any candidate": safe,
-    nothing else looked at); `startup --first-boot --dry-run` predicts it for the database it
-    would create."""
-    return _marked(empty_summary(False), dry_run)
-
-
-def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
-    if dry_run:
-        summary["dry_run"] = True
-    return summary
 
 
 def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
@@ -250,15 +235,13 @@ def pass_connection(
     """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
     its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
     lock."""
-    with closing(open_database(db, read_only=True) if dry_run else open_database(db)) as conn:
+    with closing(open_database(db, read_only=dry_run)) as conn:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
+        # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+        with nullcontext() if dry_run else single_flight(db, budget, notify):
             yield conn
-        else:
-            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-            with single_flight(db, budget, notify):
-                yield conn
 
 
 def _on_connection(
@@ -274,10 +257,8 @@ def _on_connection(
             return _pass(conn, db, inputs)
         finally:
             conn.execute(f"PRAGMA query_only = {int(before)}")
-    if not db:
-        return _pass(conn, db, inputs)
-
-    with single_flight(db, inputs.budget, notify):
+    # In memory: no file to take the single-flight lock beside, no other process to wait for.
+    with single_flight(db, inputs.budget, notify) if db else nullcontext():
         return _pass(conn, db, inputs)
 
 
@@ -288,7 +269,9 @@ def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, An
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
-        return _marked(summary, inputs.dry_run)
+        if inputs.dry_run:
+            summary["dry_run"] = True
+        return summary
     check_schema(conn, path=db)
     from reconciler.node import FileReceiptStore
 

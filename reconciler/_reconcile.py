@@ -211,11 +211,25 @@ def run_primary(
 ) -> dict[str, Any]:
     """:func:`primary_pass` on inputs :func:`check_inputs` has checked (``root`` normalised)."""
     inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
-    if isinstance(db, sqlite3.Connection):
-        summary = _on_connection(db, inputs, notify)
-    else:
+    if not isinstance(db, sqlite3.Connection):
         with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
             summary = _pass(conn, db, inputs)
+    else:
+        # The caller's connection, left open; a dry run makes it read-only for the pass and
+        # gives it back as it was.
+        path = database_file(db)
+        if dry_run:
+            (before,) = db.execute("PRAGMA query_only").fetchone()
+            db.execute("PRAGMA query_only = ON")
+            try:
+                summary = _pass(db, path, inputs)
+            finally:
+                db.execute(f"PRAGMA query_only = {int(before)}")
+        else:
+            # In memory: no file to take the single-flight lock beside, no other process to
+            # wait for.
+            with single_flight(path, budget, notify) if path else nullcontext():
+                summary = _pass(db, path, inputs)
     warn(notify, summary.get("warnings") or [])
     return summary
 
@@ -242,24 +256,6 @@ def pass_connection(
         # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
         with nullcontext() if dry_run else single_flight(db, budget, notify):
             yield conn
-
-
-def _on_connection(
-    conn: sqlite3.Connection, inputs: PassInputs, notify: Callable[[str], None] | None
-) -> dict[str, Any]:
-    """The pass on the caller's connection, left open; a dry run makes it read-only for the
-    pass and gives it back as it was."""
-    db = database_file(conn)
-    if inputs.dry_run:
-        (before,) = conn.execute("PRAGMA query_only").fetchone()
-        conn.execute("PRAGMA query_only = ON")
-        try:
-            return _pass(conn, db, inputs)
-        finally:
-            conn.execute(f"PRAGMA query_only = {int(before)}")
-    # In memory: no file to take the single-flight lock beside, no other process to wait for.
-    with single_flight(db, inputs.budget, notify) if db else nullcontext():
-        return _pass(conn, db, inputs)
 
 
 def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -41,12 +40,10 @@ from reconciler._reconcile import (
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_entry import failed, run_shadow
-from reconciler._shadow_run import shadow_with_cursor
+from reconciler._shadow_run import Notify, shadow_with_cursor
 from reconciler._summary import empty_summary
 from reconciler._sweep import SweepResult, sweep_files
 from storage import LockBudget, check_schema, connect, lock_budget
-
-Notify = Callable[[str], None]
 
 
 def _path(db: str | sqlite3.Connection) -> str:

@@ -88,11 +88,11 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         self.fd: int | None = None
 
     def __enter__(self) -> single_flight:
-        if self.path in _held:
-            return self
-        fd = _open(self.path)
+        # Held by this process already (a nested block), or a directory we cannot create a
+        # file in (module docstring): nothing to take.
+        fd = None if self.path in _held else _open(self.path)
         if fd is None:
-            return self  # a directory we cannot create a file in (module docstring)
+            return self
         try:
             self._wait(fd)
             # Our pid for the next waiter's message; a lock file we may only read keeps none.

@@ -122,10 +122,10 @@ def read_named(db: str, query: Callable[[], T]) -> T:
         raise FatalError(str(named)) from exc
 
 
-def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
+def lock_budget_s() -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    return _as_usage(lambda: lock_budget_from_env(environ), ValueError)
+    return _as_usage(lock_budget_from_env, ValueError)
 
 
 class PassOptions(TypedDict, total=False):

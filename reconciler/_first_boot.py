@@ -56,15 +56,12 @@ def create_database(db: str, lock: LockBudget) -> bool:
     )
     try:
         try:
-            conn = connect(tmp, create=True)
-            try:
+            with contextlib.closing(connect(tmp, create=True)) as conn:
                 with lock_budget(conn, lock):
                     init_schema(conn, path=db)
                 # The schema goes into the main file before it gets its final name: a -wal
                 # beside the private name would not follow the link.
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
             fsync_file(tmp)
         except StorageError as exc:
             raise FatalError(f"first boot: cannot create database {db!r}: {exc}") from exc

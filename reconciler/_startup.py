@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -180,15 +181,13 @@ def run_startup(
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s() if budget is None else budget
     # D-21: only the explicit first-boot choice creates the database, never a directory.
-    created = False
-    if first_boot and not os.path.lexists(path):
-        if dry_run:
-            # A dry run writes nothing: it checks the directory and predicts the empty
-            # database's pass (zero candidates, SAFE) without creating it.
-            check_directory(path)
-            created = True
-        else:
-            created = create_database(path, lock)
+    created = first_boot and not os.path.lexists(path)
+    if created and dry_run:
+        # A dry run writes nothing: it checks the directory and predicts the empty database's
+        # pass (zero candidates, SAFE) without creating it.
+        check_directory(path)
+    elif created:
+        created = create_database(path, lock)
     if not created and not os.path.exists(path):
         raise FatalError(
             f"database {path!r} does not exist; create it with "
@@ -245,12 +244,8 @@ def run_startup(
 def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
     """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
     try:
-        conn = connect(db)
-        try:
-            with lock_budget(conn, lock):
-                done = storage.normalize_legacy(conn)
-        finally:
-            conn.close()
+        with closing(connect(db)) as conn, lock_budget(conn, lock):
+            done = storage.normalize_legacy(conn)
     except Exception as exc:
         say(f"qlfsm: legacy normalization failed ({type(exc).__name__}); continuing")
         return NormalizeReport(error=type(exc).__name__)
@@ -269,13 +264,10 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
     own, so the whole start-up waits at most one budget for other writers). Raises the
     storage and receipt-root errors for the caller to name."""
-    conn = connect(db)
-    try:
+    with closing(connect(db)) as conn:
         check_schema(conn, path=db)
         with lock_budget(conn, lock):
             return sweep_files(conn, receipt_root, SystemClock()).as_dict()
-    finally:
-        conn.close()
 
 
 def startup_sweep(

@@ -164,8 +164,7 @@ def _open(path: str) -> int | None:
             if again.errno in _NO_FILE_HERE or again.errno == errno.ENOENT:
                 return None
             raise _unusable(path, again) from again
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise FatalError(
             f"the start-up lock {path!r} is not a regular file; remove it and run again"

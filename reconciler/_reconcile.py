@@ -93,14 +93,6 @@ def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
         raise FatalError(str(exc)) from exc
 
 
-def check_database(db: str) -> None:
-    """The check a writing command makes before its first write (docs/decisions.md D-15):
-    ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
-    closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    with closing(open_database(db)) as conn:
-        check_schema(conn, path=db)
-
-
 def database_file(conn: sqlite3.Connection) -> str:
     """The file of an open connection's main database ("" in memory): what its single-flight
     lock and its messages name (one ``PRAGMA database_list``)."""

@@ -31,11 +31,11 @@ from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
     PassOptions,
-    check_database,
     check_inputs,
     database_file,
     default_profile,
     lock_budget_s,
+    open_database,
     primary_pass,
     run_primary,
 )
@@ -208,9 +208,11 @@ def run_startup(
         )
         sweep = startup_sweep(path, receipt_root, run=False)
     else:
-        # D-15: the schema before the first write. Normalization writes the legacy tables, so
-        # a file that is not QingLong's is refused here, with nothing written, not after it.
-        check_database(path)
+        # D-15: the schema before the first write (every table and column qlfsm reads; the
+        # database opened, never created). Normalization writes the legacy tables, so a file
+        # that is not QingLong's is refused here (exit 1), with nothing written, not after it.
+        with closing(open_database(path)) as conn:
+            check_schema(conn, path=path)
         # D-20: one start-up at a time per database, held across normalization, shadow,
         # primary and sweep; the wait for it is charged to the same one budget. Held past the
         # budget: StartupLocked, exit 75 (try again), before anything is written.

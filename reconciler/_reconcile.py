@@ -241,7 +241,7 @@ def pass_connection(
     """The connection of a pass on the database file ``db`` (start-up's, or `drain`'s for all
     its pages), closed after it: a dry run's read-only, a real pass's under the single-flight
     lock."""
-    with closing(open_database(db, read_only=dry_run)) as conn:
+    with closing(open_database(db, read_only=True) if dry_run else open_database(db)) as conn:
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")

@@ -65,54 +65,44 @@ def drain(
     root = check_inputs(receipt_root, profile)  # D-16: before anything is opened, exit 2
     lock = lock_budget_s() if budget is None else budget
     inputs = PassInputs(root, profile, lock, dry_run, (clock, provider, probe))
-    # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
-    with pass_connection(db, lock, notify, dry_run=dry_run) as conn:
-        return _drain(conn, db, inputs, on_page, notify)
-
-
-def _drain(
-    conn: sqlite3.Connection,
-    db: str,
-    inputs: PassInputs,
-    on_page: Callable[[dict[str, Any]], None] | None,
-    notify: Callable[[str], None] | None,
-) -> dict[str, Any]:
     from reconciler.node import FileReceiptStore, ReceiptRootError
     from storage import candidate_window, check_schema, last_candidate
 
-    check_schema(conn, path=db)
-    store = FileReceiptStore(inputs.root)
-    end = read_named(db, partial(last_candidate, conn))
-    pages: list[dict[str, Any]] = []
-    after: int | None = None
-    while end is not None:
-        page, _, last = read_named(db, partial(candidate_window, conn, after, end))
-        if not page:
-            break
+    # D-20: a real drain holds the lock of `startup` and `reconcile` across every page.
+    with pass_connection(db, lock, notify, dry_run=dry_run) as conn:
+        check_schema(conn, path=db)
+        store = FileReceiptStore(root)
+        end = read_named(db, partial(last_candidate, conn))
+        pages: list[dict[str, Any]] = []
+        after: int | None = None
+        while end is not None:
+            page, _, last = read_named(db, partial(candidate_window, conn, after, end))
+            if not page:
+                break
 
-        def window(c: sqlite3.Connection, a: int | None = after, u: int | None = last) -> Any:
-            # spec 04 "Final verifier": this page's query again, bounded to this page's ids.
-            found, more, _ = candidate_window(c, a, u)
-            return found, more
+            def window(c: sqlite3.Connection, a: int | None = after, u: int | None = last) -> Any:
+                # spec 04 "Final verifier": this page's query again, bounded to this page's ids.
+                found, more, _ = candidate_window(c, a, u)
+                return found, more
 
-        pass_ = primary_reconciler(conn, store, inputs)
-        try:
-            summary = pass_.run_page(page, window)
-        except ReceiptRootError as exc:
-            # D-3c: the root checked before this page wrote anything.
-            raise UsageError(f"{exc}; {_kept(pages)}") from exc
-        if pass_.stopped == "database_locked":
-            raise RetryLater(f"{locked_line(db, summary, inputs.budget)}; {_kept(pages)}")
-        summary["page"] = len(pages) + 1
-        pages.append(summary)
-        warn(notify, summary.get("warnings", []))
-        if on_page is not None:
-            on_page(summary)
-        if pass_.stopped is not None or last == end:
-            # Stopped: read-only or full, no later page could write either (row 14 says why).
-            break
-        after = last
-    return _total(conn, db, pages, inputs.dry_run)
+            pass_ = primary_reconciler(conn, store, inputs)
+            try:
+                summary = pass_.run_page(page, window)
+            except ReceiptRootError as exc:
+                # D-3c: the root checked before this page wrote anything.
+                raise UsageError(f"{exc}; {_kept(pages)}") from exc
+            if pass_.stopped == "database_locked":
+                raise RetryLater(f"{locked_line(db, summary, lock)}; {_kept(pages)}")
+            summary["page"] = len(pages) + 1
+            pages.append(summary)
+            warn(notify, summary.get("warnings", []))
+            if on_page is not None:
+                on_page(summary)
+            if pass_.stopped is not None or last == end:
+                # Stopped: read-only or full, no later page could write either (row 14 says why).
+                break
+            after = last
+        return _total(conn, db, pages, dry_run)
 
 
 def _total(

@@ -45,11 +45,9 @@ def check_directory(db: str) -> str:
 
 
 def create_database(db: str, lock: LockBudget) -> bool:
-    """Create ``db`` with the `db init` schema when it is missing. True: this call created it
-    (the first boot); False: the name already existed (another start-up created it first, or
-    it was there all along): the caller goes on with a normal start-up."""
-    if os.path.lexists(db):
-        return False
+    """Create ``db``, missing when the caller looked (`startup`), with the `db init` schema.
+    True: this call created it (the first boot); False: the name exists by now (another
+    start-up created it first): the caller goes on with a normal start-up."""
     parent = check_directory(db)
     from storage import StorageError, connect, init_schema, lock_budget
 
@@ -58,15 +56,12 @@ def create_database(db: str, lock: LockBudget) -> bool:
     )
     try:
         try:
-            conn = connect(tmp, create=True)
-            try:
+            with contextlib.closing(connect(tmp, create=True)) as conn:
                 with lock_budget(conn, lock):
                     init_schema(conn, path=db)
                 # The schema goes into the main file before it gets its final name: a -wal
                 # beside the private name would not follow the link.
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
             fsync_file(tmp)
         except StorageError as exc:
             raise FatalError(f"first boot: cannot create database {db!r}: {exc}") from exc

@@ -88,11 +88,11 @@ class single_flight:  # lower case: used as `with single_flight(db, budget):`
         self.fd: int | None = None
 
     def __enter__(self) -> single_flight:
-        if self.path in _held:
-            return self
-        fd = _open(self.path)
+        # Held by this process already (a nested block), or a directory we cannot create a
+        # file in (module docstring): nothing to take.
+        fd = None if self.path in _held else _open(self.path)
         if fd is None:
-            return self  # a directory we cannot create a file in (module docstring)
+            return self
         try:
             self._wait(fd)
             # Our pid for the next waiter's message; a lock file we may only read keeps none.
@@ -164,8 +164,7 @@ def _open(path: str) -> int | None:
             if again.errno in _NO_FILE_HERE or again.errno == errno.ENOENT:
                 return None
             raise _unusable(path, again) from again
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise FatalError(
             f"the start-up lock {path!r} is not a regular file; remove it and run again"

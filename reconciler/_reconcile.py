@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
@@ -24,7 +24,7 @@ from reconciler._flight import single_flight
 from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, local_profile
 from reconciler._root_check import ReceiptRootError, check_root_dir, validate_receipt_root
-from reconciler._summary import before_any_candidate, empty_summary
+from reconciler._summary import before_any_candidate
 from storage import (
     Busy,
     DatabaseMissing,
@@ -93,21 +93,11 @@ def open_database(db: str, *, read_only: bool = False) -> sqlite3.Connection:
         raise FatalError(str(exc)) from exc
 
 
-def check_database(db: str) -> None:
-    """The check a writing command makes before its first write (docs/decisions.md D-15):
-    ``db`` opened, every table and column qlfsm reads checked (``storage.check_schema``),
-    closed. Reads only: a file that is not QingLong's is refused (exit 1) unwritten."""
-    with closing(open_database(db)) as conn:
-        check_schema(conn, path=db)
-
-
 def database_file(conn: sqlite3.Connection) -> str:
     """The file of an open connection's main database ("" in memory): what its single-flight
     lock and its messages name (one ``PRAGMA database_list``)."""
-    for _, name, path in conn.execute("PRAGMA database_list").fetchall():
-        if name == "main":
-            return str(path or "")
-    return ""
+    # The main database is always the first row (seq 0).
+    return str(conn.execute("PRAGMA database_list").fetchone()[2] or "")
 
 
 def read_named(db: str, query: Callable[[], T]) -> T:
@@ -124,23 +114,10 @@ def read_named(db: str, query: Callable[[], T]) -> T:
         raise FatalError(str(named)) from exc
 
 
-def zero_candidates(*, dry_run: bool) -> dict[str, Any]:
-    """The summary of the zero-candidate short-circuit (spec 04 "Before any candidate": safe,
-    nothing else looked at); `startup --first-boot --dry-run` predicts it for the database it
-    would create."""
-    return _marked(empty_summary(False), dry_run)
-
-
-def _marked(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
-    if dry_run:
-        summary["dry_run"] = True
-    return summary
-
-
-def lock_budget_s(environ: Mapping[str, str] | None = None) -> LockBudget:
+def lock_budget_s() -> LockBudget:
     """``$QLFSM_LOCK_BUDGET_S`` as a ``storage.LockBudget``; UsageError (exit 2) when it is not
     a number of seconds >= 0, before anything is opened."""
-    return _as_usage(lambda: lock_budget_from_env(environ), ValueError)
+    return _as_usage(lock_budget_from_env, ValueError)
 
 
 class PassOptions(TypedDict, total=False):
@@ -226,11 +203,25 @@ def run_primary(
 ) -> dict[str, Any]:
     """:func:`primary_pass` on inputs :func:`check_inputs` has checked (``root`` normalised)."""
     inputs = PassInputs(root, profile, budget, dry_run, (clock, provider, probe))
-    if isinstance(db, sqlite3.Connection):
-        summary = _on_connection(db, inputs, notify)
-    else:
+    if not isinstance(db, sqlite3.Connection):
         with pass_connection(db, budget, notify, dry_run=dry_run) as conn:
             summary = _pass(conn, db, inputs)
+    else:
+        # The caller's connection, left open; a dry run makes it read-only for the pass and
+        # gives it back as it was.
+        path = database_file(db)
+        if dry_run:
+            (before,) = db.execute("PRAGMA query_only").fetchone()
+            db.execute("PRAGMA query_only = ON")
+            try:
+                summary = _pass(db, path, inputs)
+            finally:
+                db.execute(f"PRAGMA query_only = {int(before)}")
+        else:
+            # In memory: no file to take the single-flight lock beside, no other process to
+            # wait for.
+            with single_flight(path, budget, notify) if path else nullcontext():
+                summary = _pass(db, path, inputs)
     warn(notify, summary.get("warnings") or [])
     return summary
 
@@ -254,31 +245,9 @@ def pass_connection(
         if dry_run:
             # Belt and braces: SQLite itself refuses any write on this connection.
             conn.execute("PRAGMA query_only = ON")
+        # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
+        with nullcontext() if dry_run else single_flight(db, budget, notify):
             yield conn
-        else:
-            # D-20: one start-up at a time per database (a dry run writes nothing: no lock).
-            with single_flight(db, budget, notify):
-                yield conn
-
-
-def _on_connection(
-    conn: sqlite3.Connection, inputs: PassInputs, notify: Callable[[str], None] | None
-) -> dict[str, Any]:
-    """The pass on the caller's connection, left open; a dry run makes it read-only for the
-    pass and gives it back as it was."""
-    db = database_file(conn)
-    if inputs.dry_run:
-        (before,) = conn.execute("PRAGMA query_only").fetchone()
-        conn.execute("PRAGMA query_only = ON")
-        try:
-            return _pass(conn, db, inputs)
-        finally:
-            conn.execute(f"PRAGMA query_only = {int(before)}")
-    if not db:
-        return _pass(conn, db, inputs)
-
-    with single_flight(db, inputs.budget, notify):
-        return _pass(conn, db, inputs)
 
 
 def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, Any]:
@@ -288,7 +257,9 @@ def _pass(conn: sqlite3.Connection, db: str, inputs: PassInputs) -> dict[str, An
     summary = before_any_candidate(page, truncated)
     if summary is not None:
         # spec 04 "Before any candidate": no machine, no repository, no receipt, no /proc.
-        return _marked(summary, inputs.dry_run)
+        if inputs.dry_run:
+            summary["dry_run"] = True
+        return summary
     check_schema(conn, path=db)
     from reconciler.node import FileReceiptStore
 

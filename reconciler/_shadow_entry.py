@@ -174,9 +174,8 @@ def audit_record(
         shadow.check_conservation(report, metrics, profile=profile, origins=origins)
     except shadow.ConservationViolation as exc:
         return failed(exc)
-    state = "reconciled" if report["assessment"] == "converged" else "incomplete"
     return {
-        "state": state,
+        "state": "reconciled" if report["assessment"] == "converged" else "incomplete",
         **extra,
         "profile": profile,
         "origins": len(origins),

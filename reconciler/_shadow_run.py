@@ -57,14 +57,11 @@ def _shadow_single_flight(
 
     try:
         lock = lock_budget_from_env()
-    except ValueError as exc:
-        return ShadowResult(failed(exc))
-    try:
         with single_flight(db, lock, notify):
             return run_shadow(db, profile=profile, origins=origins, resume_cursor=resume, lock=lock)
     except StartupLocked:
         return ShadowResult(failed(Busy(0)))
-    except (FatalError, OSError) as exc:
+    except (ValueError, FatalError, OSError) as exc:  # a bad $QLFSM_LOCK_BUDGET_S: ValueError
         return ShadowResult(failed(exc))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -31,22 +31,20 @@ from reconciler._notify import one_line, to_stderr
 from reconciler._profiles import PROFILE_ENV, ProfileError, resolve_profile
 from reconciler._reconcile import (
     PassOptions,
-    check_database,
     check_inputs,
     database_file,
     default_profile,
     lock_budget_s,
+    open_database,
     primary_pass,
     run_primary,
-    zero_candidates,
 )
 from reconciler._reports import NormalizeReport, ReconcileReport, ShadowReport, StartupReport
 from reconciler._shadow_entry import failed, run_shadow
-from reconciler._shadow_run import shadow_with_cursor
+from reconciler._shadow_run import Notify, shadow_with_cursor
+from reconciler._summary import empty_summary
 from reconciler._sweep import SweepResult, sweep_files
 from storage import LockBudget, check_schema, connect, lock_budget
-
-Notify = Callable[[str], None]
 
 
 def _path(db: str | sqlite3.Connection) -> str:
@@ -107,16 +105,6 @@ def shadow_pass(
 # --- startup ------------------------------------------------------------------------------------
 
 
-def startup_profile(profile: str | None) -> str:
-    """The start-up's profile: ``profile``, else ``$QL_DEPLOYMENT_PROFILE``, else standalone;
-    UsageError naming where a bad one came from (the value echoed, escaped: D-23)."""
-    try:
-        return resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
-    except ProfileError as exc:
-        where = "--profile" if profile is not None else f"${PROFILE_ENV}"
-        raise UsageError(f"{where}: {exc}") from exc
-
-
 @dataclass(frozen=True, slots=True)
 class StartupInputs:
     """A start-up's inputs, checked once (:func:`check_startup`): the normalised receipt root
@@ -129,8 +117,13 @@ class StartupInputs:
 def check_startup(receipt_root: str, profile: str | None) -> StartupInputs:
     """Usage errors first, before anything is read or written (spec 06): the primary pass
     would refuse these only after normalization and the shadow pass had run. ``profile``:
-    default ``$QL_DEPLOYMENT_PROFILE``, else standalone."""
-    prof = startup_profile(profile)
+    default ``$QL_DEPLOYMENT_PROFILE``, else standalone; a bad one is a UsageError naming
+    where it came from (the value echoed, escaped: D-23)."""
+    try:
+        prof = resolve_profile(profile if profile is not None else os.environ.get(PROFILE_ENV))
+    except ProfileError as exc:
+        where = "--profile" if profile is not None else f"${PROFILE_ENV}"
+        raise UsageError(f"{where}: {exc}") from exc
     return StartupInputs(check_inputs(receipt_root, prof), prof)  # D-16: before any write
 
 
@@ -188,86 +181,73 @@ def run_startup(
     # at most this long for another process's write lock (docs/decisions.md "lock budget").
     lock = lock_budget_s() if budget is None else budget
     # D-21: only the explicit first-boot choice creates the database, never a directory.
-    created = False
-    if first_boot and not os.path.lexists(path):
-        if dry_run:
-            # A dry run writes nothing: it checks the directory and predicts the empty
-            # database's pass (zero candidates, SAFE) without creating it.
-            check_directory(path)
-            created = True
-        else:
-            created = create_database(path, lock)
+    created = first_boot and not os.path.lexists(path)
+    if created and dry_run:
+        # A dry run writes nothing: it checks the directory and predicts the empty database's
+        # pass (zero candidates, SAFE) without creating it.
+        check_directory(path)
+    elif created:
+        created = create_database(path, lock)
     if not created and not os.path.exists(path):
         raise FatalError(
             f"database {path!r} does not exist; create it with "
             f"`qlfsm db init --db {shell_word(path)}`, or on the node's first start add "
             "--first-boot"
         )
-    if dry_run:
-        return _dry_startup(path, receipt_root, prof, lock, created, say)
-    # D-15: the schema before the first write. Normalization writes the legacy tables, so a
-    # file that is not QingLong's is refused here, with nothing written, not after it.
-
-    check_database(path)
-    # D-20: one start-up at a time per database, held across normalization, shadow, primary
-    # and sweep; the wait for it is charged to the same one budget. Held past the budget:
-    # StartupLocked, exit 75 (try again), before anything is written.
     took: dict[str, float] = {}
-    normalized = None
-    with single_flight(path, lock, say):
-        mark = time.monotonic()
-        if legacy_normalize:
-            normalized = _normalize(path, lock, say)
-            took["normalize"], mark = time.monotonic() - mark, time.monotonic()
-        audit = run_shadow(path, profile=prof, origins=origins, lock=lock)
-        took["shadow"], mark = time.monotonic() - mark, time.monotonic()
-        summary = run_primary(path, receipt_root, prof, lock, notify=say)
-        took["primary"], mark = time.monotonic() - mark, time.monotonic()
-        safe = bool(summary.get("safe", False))
-        sweep = startup_sweep(path, receipt_root, run=safe, lock=lock, notify=say)
-        if safe:
-            took["sweep"] = time.monotonic() - mark
-    took["total"] = time.monotonic() - started
+    normalized = shadow = None
+    if dry_run:
+        # The shadow pass has no dry run: it is skipped (it and normalization write), so the
+        # prediction is the primary pass's on the database as it is now, or the zero
+        # candidates of the one a first boot would create (docs/decisions.md); the sweep
+        # writes too, so it is `skipped`, as after a blocked pass.
+        primary = ReconcileReport.from_summary(
+            {**empty_summary(False), "dry_run": True}
+            if created
+            else run_primary(path, receipt_root, prof, lock, dry_run=True, notify=say)
+        )
+        sweep = startup_sweep(path, receipt_root, run=False)
+    else:
+        # D-15: the schema before the first write (every table and column qlfsm reads; the
+        # database opened, never created). Normalization writes the legacy tables, so a file
+        # that is not QingLong's is refused here (exit 1), with nothing written, not after it.
+        with closing(open_database(path)) as conn:
+            check_schema(conn, path=path)
+        # D-20: one start-up at a time per database, held across normalization, shadow,
+        # primary and sweep; the wait for it is charged to the same one budget. Held past the
+        # budget: StartupLocked, exit 75 (try again), before anything is written.
+        with single_flight(path, lock, say):
+            mark = time.monotonic()
+            if legacy_normalize:
+                normalized = _normalize(path, lock, say)
+                took["normalize"], mark = time.monotonic() - mark, time.monotonic()
+            audit = run_shadow(path, profile=prof, origins=origins, lock=lock)
+            took["shadow"], mark = time.monotonic() - mark, time.monotonic()
+            shadow = ShadowReport.from_audit(audit.audit, audit.cursor)
+            summary = run_primary(path, receipt_root, prof, lock, notify=say)
+            took["primary"], mark = time.monotonic() - mark, time.monotonic()
+            primary = ReconcileReport.from_summary(summary)
+            sweep = startup_sweep(path, receipt_root, run=primary.safe, lock=lock, notify=say)
+            if primary.safe:
+                took["sweep"] = time.monotonic() - mark
+        took["total"] = time.monotonic() - started
     return StartupReport(
-        safe=safe,
-        primary=ReconcileReport.from_summary(summary),
-        shadow=ShadowReport.from_audit(audit.audit, audit.cursor),
+        safe=primary.safe,
+        primary=primary,
+        shadow=shadow,
         sweep=sweep,
         normalize=normalized,
         first_boot=created,
+        dry_run=dry_run,
         durations=took,
-    )
-
-
-def _dry_startup(
-    db: str, receipt_root: str, profile: str, lock: LockBudget, first_boot: bool, say: Notify
-) -> StartupReport:
-    """The shadow pass has no dry run: it is skipped (it and normalization write), so the
-    prediction is the primary pass's on the database as it is now (docs/decisions.md); the
-    sweep writes too, so it is `skipped`, as after a blocked pass."""
-    if first_boot:
-        summary = zero_candidates(dry_run=True)
-    else:
-        summary = run_primary(db, receipt_root, profile, lock, dry_run=True, notify=say)
-    return StartupReport(
-        safe=bool(summary.get("safe", False)),
-        primary=ReconcileReport.from_summary(summary),
-        shadow=None,
-        sweep=startup_sweep(db, receipt_root, run=False),
-        first_boot=first_boot,
-        dry_run=True,
     )
 
 
 def _normalize(db: str, lock: LockBudget, say: Notify) -> NormalizeReport:
     """2.x `initData` (spec 02): fail-open like the shadow pass; counts only on stderr."""
     try:
-        conn = connect(db)
-        try:
-            with lock_budget(conn, lock):
-                done = storage.normalize_legacy(conn)
-        finally:
-            conn.close()
+        with closing(connect(db)) as conn, lock_budget(conn, lock):
+            done = storage.normalize_legacy(conn)
     except Exception as exc:
         say(f"qlfsm: legacy normalization failed ({type(exc).__name__}); continuing")
         return NormalizeReport(error=type(exc).__name__)
@@ -286,13 +266,10 @@ def run_sweep(db: str, receipt_root: str, lock: LockBudget | None = None) -> dic
     already), its writes charged to ``lock`` (a ``storage.LockBudget``; `startup` passes its
     own, so the whole start-up waits at most one budget for other writers). Raises the
     storage and receipt-root errors for the caller to name."""
-    conn = connect(db)
-    try:
+    with closing(connect(db)) as conn:
         check_schema(conn, path=db)
         with lock_budget(conn, lock):
             return sweep_files(conn, receipt_root, SystemClock()).as_dict()
-    finally:
-        conn.close()
 
 
 def startup_sweep(
@@ -301,24 +278,23 @@ def startup_sweep(
     *,
     run: bool,
     lock: LockBudget | None = None,
-    notify: Notify | None = None,
+    notify: Notify = to_stderr,
 ) -> dict[str, Any]:
     """The sweep of `startup` (``receipt_root`` checked already): only after a SAFE primary
     pass (``run``); never raises for a failure of its own (one warning line, state
     `failed`)."""
     if not run:
         return SweepResult(state="skipped").as_dict()
-    say = to_stderr if notify is None else notify
     try:
         result = run_sweep(db, receipt_root, lock)
     except Exception as exc:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
-        say(
+        notify(
             one_line(
                 f"qlfsm: warning: the sweep after start-up failed ({what}); start-up is still safe"
             )
         )
         return {**SweepResult(state="failed").as_dict(), "error": type(exc).__name__}
     for warning in result.get("warnings", []):
-        say(one_line(f"qlfsm: warning: {warning}"))
+        notify(one_line(f"qlfsm: warning: {warning}"))
     return result

@@ -148,7 +148,7 @@ def test_the_command_line_startup_calls_the_application_layer(
     root = tmp_path / "r"
     code = main(["startup", "--db", str(db_path), "--receipt-root", str(root), "--json"])
     out = capsys.readouterr().out
-    checked = _startup.StartupInputs(str(root), _startup.startup_profile(None))
+    checked = _startup.StartupInputs(str(root), _startup.check_startup(str(root), None).profile)
     assert code == 0 and calls == [(str(db_path), checked)]
     assert validate("startup", out)["safe"] is True
 

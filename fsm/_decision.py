@@ -424,25 +424,16 @@ class DecisionCore(Generic[F, D]):
         engine, conclude = self.engine, self.conclude
         # Built like dataclasses.replace builds it (every field by keyword, so a subclass's
         # __init__ sees what it would), without replace's walk over the fields.
-        if then in engine.table.decisions:
-            decided = conclude(step, facts, path)
-            return type(self)(
-                engine=engine,
-                facts=facts,
-                conclude=conclude,
-                state=self.state,
-                path=path,
-                taken=step,
-                answer=decided,
-            )
+        # A decision stays in the evidence state it was taken in; a step moves on and asks.
+        decided = then in engine.table.decisions
         return type(self)(
             engine=engine,
             facts=facts,
             conclude=conclude,
-            state=then,
+            state=self.state if decided else then,
             path=path,
-            taken=None,
-            answer=Need(then, step.row.row),
+            taken=step if decided else None,
+            answer=conclude(step, facts, path) if decided else Need(then, step.row.row),
         )
 
 

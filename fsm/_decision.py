@@ -63,7 +63,7 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 from transitions.core import EventData, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._machine import guard_condition, reachable, transitions_machine
+from ._machine import guard_condition, spec_problems, transitions_machine
 from ._observe import LISTENERS, Listener, remembered, reporting, told
 from ._spec import Edge, MachineSpec
 
@@ -189,11 +189,10 @@ def _problems(table: DecisionTable, predicates: Mapping[str, Predicate]) -> Iter
         yield f"evidence states no row decides from: {idle}"
     if table.observes and set(table.observes) != evidence:
         yield f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
-    # Reachable from the initial state, and acyclic: evidence is only ever added.
-    reached = reachable(drawn_spec(table))
-    unreachable = [s for s in (*table.evidence, *table.decisions) if s not in reached]
-    if unreachable:
-        yield f"unreachable states {unreachable}"
+    # Reachable from the initial state (the general checks of the drawn machine: with the
+    # table's checks above passed, unreachable states are the only problem they can find), and
+    # acyclic: evidence is only ever added.
+    yield from spec_problems(drawn_spec(table))
     order = {s: i for i, s in enumerate(table.evidence)}
     back = sorted(
         f"{c.state} -> {c.then}"

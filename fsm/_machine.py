@@ -43,14 +43,15 @@ def validate_spec(
     """The checks `transitions` does not do, for every machine: MachineDefinitionError on the
     first problem. ``guards``: the machine's guards (None: guard names are not looked up);
     ``rules``: a family's extra rules (each yields its problems as text)."""
-    for problem in _problems(spec, guards, rules):
+    for problem in spec_problems(spec, guards, rules):
         raise MachineDefinitionError(spec.name, problem)
 
 
-def _problems(
-    spec: MachineSpec, guards: Mapping[str, Guard] | None, rules: Sequence[Rule]
+def spec_problems(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None = None, rules: Sequence[Rule] = ()
 ) -> Iterator[str]:
-    # In the order they are checked: only the first is ever asked for.
+    """Every problem of ``spec`` as text, in the order checked (only the first is ever asked
+    for): :func:`validate_spec`'s, and a decision table's once it is drawn."""
     states = set(spec.states)
     if len(states) != len(spec.states):
         yield "a state is declared twice"

@@ -11,7 +11,7 @@ elsewhere (``fsm/_draw.py`` makes text; ``reconciler.diagrams`` runs `dot`).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import MappingProxyType, SimpleNamespace
@@ -88,10 +88,8 @@ def spec_problems(
         yield f"ambiguous triggers: {'; '.join(forks)}"
     # A trigger shared by an unguarded and a guarded edge from one source would let the
     # unguarded one win silently: refuse the table instead.
-    by_trigger_source: dict[tuple[str, str], set[bool]] = {}
-    for e in spec.edges:
-        by_trigger_source.setdefault((e.trigger, e.source), set()).add(e.guard is None)
-    mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
+    kinds = Counter((t, s) for t, s, unguarded in {(t, s, g is None) for t, s, g in dests})
+    mixed = sorted(k for k, n in kinds.items() if n > 1)
     if mixed:
         yield f"trigger mixes guarded and unguarded {mixed}"
     reached = reachable(spec)

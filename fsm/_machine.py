@@ -202,7 +202,6 @@ class Lifecycle:
         self.guards: Mapping[str, Guard] = MappingProxyType(
             {e.guard: guards[e.guard] for e in spec.edges if e.guard is not None}
         )
-        self.rules = tuple(rules)
         self.listeners: tuple[Listener, ...] = tuple(listeners)
         self._planned: dict[tuple[str, str, object], Step] = {}
         self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}

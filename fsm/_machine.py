@@ -264,17 +264,13 @@ class Lifecycle:
         """
         # A plan is a pure function of (state, trigger, evidence) when the evidence is frozen
         # and hashable: kept, bounded, unless someone listens (a kept plan would not report).
-        compute = partial(self._plan, state, trigger, evidence)
+        # A scratch model is fired through the machine's own Event (so `transitions` decides)
+        # but never registered with it; a state that is not the machine's has no edges, so it
+        # is refused there (IllegalTransition) like a trigger that does not leave ``state``.
+        compute = partial(self._fire_on, SimpleNamespace(state=state), state, trigger, evidence)
         return remembered(
             self._planned, (state, trigger, evidence), PLAN_MEMO_MAX, self._reports, compute
         )
-
-    def _plan(self, state: str, trigger: str, evidence: object) -> Step:
-        if state not in self.spec.states:
-            raise IllegalTransition(self.name, state, trigger)
-        # A scratch model is fired through the machine's own Event (so `transitions` decides)
-        # but never registered with it.
-        return self._fire_on(SimpleNamespace(state=state), state, trigger, evidence)
 
     def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
         """Fire on a model already attached with :meth:`attach` (after its commit)."""

@@ -266,7 +266,7 @@ def coverage_doc(
             if table is None:
                 taken = rec.edges[(name, e.source, e.trigger, e.dest, e.guard)]
             else:
-                row = e.trigger[4:] if e.trigger.startswith("row ") else e.trigger
+                row = e.trigger.removeprefix("row ")  # the row's label on its drawn edge
                 taken = rec.cases[(name, row, e.source, e.dest, e.guard or "")]
             edges.append(
                 {

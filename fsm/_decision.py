@@ -285,8 +285,7 @@ class DecisionEngine:
                     }
                 )
         states = (*table.evidence, *table.decisions)
-        machine = transitions_machine(states, table.evidence[0], transitions)
-        self._events = dict(machine.events)
+        self._events = dict(transitions_machine(states, table.evidence[0], transitions).events)
 
     def _case_report(self, taken: Taken) -> Callable[[Listener], None]:
         row, case = taken

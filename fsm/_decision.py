@@ -63,7 +63,7 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 from transitions.core import EventData, MachineError
 
 from ._errors import EvidenceError, GuardRefused, IllegalTransition, MachineDefinitionError
-from ._machine import guard_condition, reachable, transitions_machine
+from ._machine import guard_condition, spec_problems, transitions_machine
 from ._observe import LISTENERS, Listener, remembered, reporting, told
 from ._spec import Edge, MachineSpec
 
@@ -189,11 +189,10 @@ def _problems(table: DecisionTable, predicates: Mapping[str, Predicate]) -> Iter
         yield f"evidence states no row decides from: {idle}"
     if table.observes and set(table.observes) != evidence:
         yield f"observes must name each evidence state: {sorted(set(table.observes) ^ evidence)}"
-    # Reachable from the initial state, and acyclic: evidence is only ever added.
-    reached = reachable(drawn_spec(table))
-    unreachable = [s for s in (*table.evidence, *table.decisions) if s not in reached]
-    if unreachable:
-        yield f"unreachable states {unreachable}"
+    # Reachable from the initial state (the general checks of the drawn machine: with the
+    # table's checks above passed, unreachable states are the only problem they can find), and
+    # acyclic: evidence is only ever added.
+    yield from spec_problems(drawn_spec(table))
     order = {s: i for i, s in enumerate(table.evidence)}
     back = sorted(
         f"{c.state} -> {c.then}"
@@ -286,8 +285,7 @@ class DecisionEngine:
                     }
                 )
         states = (*table.evidence, *table.decisions)
-        machine = transitions_machine(states, table.evidence[0], transitions)
-        self._events = dict(machine.events)
+        self._events = dict(transitions_machine(states, table.evidence[0], transitions).events)
 
     def _case_report(self, taken: Taken) -> Callable[[Listener], None]:
         row, case = taken
@@ -424,25 +422,16 @@ class DecisionCore(Generic[F, D]):
         engine, conclude = self.engine, self.conclude
         # Built like dataclasses.replace builds it (every field by keyword, so a subclass's
         # __init__ sees what it would), without replace's walk over the fields.
-        if then in engine.table.decisions:
-            decided = conclude(step, facts, path)
-            return type(self)(
-                engine=engine,
-                facts=facts,
-                conclude=conclude,
-                state=self.state,
-                path=path,
-                taken=step,
-                answer=decided,
-            )
+        # A decision stays in the evidence state it was taken in; a step moves on and asks.
+        decided = then in engine.table.decisions
         return type(self)(
             engine=engine,
             facts=facts,
             conclude=conclude,
-            state=then,
+            state=self.state if decided else then,
             path=path,
-            taken=None,
-            answer=Need(then, step.row.row),
+            taken=step if decided else None,
+            answer=conclude(step, facts, path) if decided else Need(then, step.row.row),
         )
 
 

@@ -11,7 +11,7 @@ elsewhere (``fsm/_draw.py`` makes text; ``reconciler.diagrams`` runs `dot`).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import MappingProxyType, SimpleNamespace
@@ -43,14 +43,15 @@ def validate_spec(
     """The checks `transitions` does not do, for every machine: MachineDefinitionError on the
     first problem. ``guards``: the machine's guards (None: guard names are not looked up);
     ``rules``: a family's extra rules (each yields its problems as text)."""
-    for problem in _problems(spec, guards, rules):
+    for problem in spec_problems(spec, guards, rules):
         raise MachineDefinitionError(spec.name, problem)
 
 
-def _problems(
-    spec: MachineSpec, guards: Mapping[str, Guard] | None, rules: Sequence[Rule]
+def spec_problems(
+    spec: MachineSpec, guards: Mapping[str, Guard] | None = None, rules: Sequence[Rule] = ()
 ) -> Iterator[str]:
-    # In the order they are checked: only the first is ever asked for.
+    """Every problem of ``spec`` as text, in the order checked (only the first is ever asked
+    for): :func:`validate_spec`'s, and a decision table's once it is drawn."""
     states = set(spec.states)
     if len(states) != len(spec.states):
         yield "a state is declared twice"
@@ -87,10 +88,8 @@ def _problems(
         yield f"ambiguous triggers: {'; '.join(forks)}"
     # A trigger shared by an unguarded and a guarded edge from one source would let the
     # unguarded one win silently: refuse the table instead.
-    by_trigger_source: dict[tuple[str, str], set[bool]] = {}
-    for e in spec.edges:
-        by_trigger_source.setdefault((e.trigger, e.source), set()).add(e.guard is None)
-    mixed = sorted(k for k, kinds in by_trigger_source.items() if len(kinds) > 1)
+    kinds = Counter((t, s) for t, s, unguarded in {(t, s, g is None) for t, s, g in dests})
+    mixed = sorted(k for k, n in kinds.items() if n > 1)
     if mixed:
         yield f"trigger mixes guarded and unguarded {mixed}"
     reached = reachable(spec)
@@ -203,7 +202,6 @@ class Lifecycle:
         self.guards: Mapping[str, Guard] = MappingProxyType(
             {e.guard: guards[e.guard] for e in spec.edges if e.guard is not None}
         )
-        self.rules = tuple(rules)
         self.listeners: tuple[Listener, ...] = tuple(listeners)
         self._planned: dict[tuple[str, str, object], Step] = {}
         self._edges: dict[tuple[str, str], tuple[Edge, ...]] = {}
@@ -266,17 +264,13 @@ class Lifecycle:
         """
         # A plan is a pure function of (state, trigger, evidence) when the evidence is frozen
         # and hashable: kept, bounded, unless someone listens (a kept plan would not report).
-        compute = partial(self._plan, state, trigger, evidence)
+        # A scratch model is fired through the machine's own Event (so `transitions` decides)
+        # but never registered with it; a state that is not the machine's has no edges, so it
+        # is refused there (IllegalTransition) like a trigger that does not leave ``state``.
+        compute = partial(self._fire_on, SimpleNamespace(state=state), state, trigger, evidence)
         return remembered(
             self._planned, (state, trigger, evidence), PLAN_MEMO_MAX, self._reports, compute
         )
-
-    def _plan(self, state: str, trigger: str, evidence: object) -> Step:
-        if state not in self.spec.states:
-            raise IllegalTransition(self.name, state, trigger)
-        # A scratch model is fired through the machine's own Event (so `transitions` decides)
-        # but never registered with it.
-        return self._fire_on(SimpleNamespace(state=state), state, trigger, evidence)
 
     def fire(self, model: Any, trigger: str, evidence: object = None) -> Step:
         """Fire on a model already attached with :meth:`attach` (after its commit)."""

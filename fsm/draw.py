@@ -109,11 +109,8 @@ def to_mermaid(
         out += ["---", f"title: {title}", "---"]
     out.append("stateDiagram-v2")
     out.append(f"    [*] --> {spec.initial}")
-    for e in spec.edges:
-        out.append(f"    {e.source} --> {e.dest} : {label(e)}")
-    for s in spec.states:
-        if s in spec.terminal:
-            out.append(f"    {s} --> [*]")
+    out += [f"    {e.source} --> {e.dest} : {label(e)}" for e in spec.edges]
+    out += [f"    {s} --> [*]" for s in spec.states if s in spec.terminal]
     if legend:
         out.append(f"    note right of {spec.initial}")
         out += [f"        {line}" for line in legend]

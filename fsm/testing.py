@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
+from itertools import combinations
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -64,10 +65,6 @@ class Coverage:
     overlaps: tuple[str, ...]
 
 
-def _strategy(facts: Facts, state: str) -> st.SearchStrategy[Any]:
-    return facts if isinstance(facts, st.SearchStrategy) else facts(state)
-
-
 def _run(body: Callable[[st.DataObject], None], examples: int, chosen: int | None) -> None:
     runner = settings(
         max_examples=examples,
@@ -106,18 +103,16 @@ def explore(
             if state in spec.terminal or not triggers:
                 return
             trigger = data.draw(st.sampled_from(triggers))
-            evidence = data.draw(_strategy(facts, state))
+            evidence = data.draw(facts if isinstance(facts, st.SearchStrategy) else facts(state))
             holding = machine.holding(state, trigger, evidence)
             for e in machine.edges_from(state):
                 if e.trigger == trigger and e.guard is not None:
                     seen[e.guard][0 if e in holding else 1] += 1
-            guarded = [e for e in holding if e.guard is not None]
-            for i, a in enumerate(guarded):
-                for b in guarded[i + 1 :]:
-                    overlaps[
-                        f"{state} --{trigger}: [{a.guard}] -> {a.dest} and [{b.guard}] -> "
-                        f"{b.dest} both held (the first listed is taken)"
-                    ] = None
+            for a, b in combinations([e for e in holding if e.guard is not None], 2):
+                overlaps[
+                    f"{state} --{trigger}: [{a.guard}] -> {a.dest} and [{b.guard}] -> "
+                    f"{b.dest} both held (the first listed is taken)"
+                ] = None
             try:
                 step = machine.plan(state, trigger, evidence)
             except GuardRefused:
@@ -271,7 +266,7 @@ def coverage_doc(
             if table is None:
                 taken = rec.edges[(name, e.source, e.trigger, e.dest, e.guard)]
             else:
-                row = e.trigger[4:] if e.trigger.startswith("row ") else e.trigger
+                row = e.trigger.removeprefix("row ")  # the row's label on its drawn edge
                 taken = rec.cases[(name, row, e.source, e.dest, e.guard or "")]
             edges.append(
                 {

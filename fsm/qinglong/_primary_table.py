@@ -48,18 +48,6 @@ PRIMARY_DECISIONS: dict[str, str] = {
 }
 
 
-def _decide(
-    *,
-    state: str,
-    guard: str,
-    then: str,
-    reason: str,
-    write: str | None = None,
-    trigger: str | None = None,
-) -> Case:
-    return Case(state=state, guard=guard, then=then, reason=reason, write=write, trigger=trigger)
-
-
 def _hold(*, state: str, guard: str, reason: str) -> Case:
     return Case(state=state, guard=guard, then="unresolved", reason=reason)
 
@@ -126,7 +114,7 @@ PRIMARY_TABLE = DecisionTable(
             row="3",
             facts="no Attempt at all and Run `dispatching`",
             cases=(
-                _decide(
+                Case(
                     state="read_run",
                     guard="attempt_missing_before_start",
                     then="lost",
@@ -165,7 +153,7 @@ PRIMARY_TABLE = DecisionTable(
             # `claimed`: as QingLong's coordinator, lost on the unstarted claim alone (§2 step
             # 5), the receipt never read; otherwise unresolved (docs/decisions.md D-18).
             cases=(
-                _decide(
+                Case(
                     state="read_run",
                     guard="claimed_not_local_process",
                     then="lost",
@@ -193,7 +181,7 @@ PRIMARY_TABLE = DecisionTable(
             row="5",
             facts="trusted receipt (read exactly one path)",
             cases=(
-                _decide(
+                Case(
                     state="read_receipt",
                     guard="trusted_receipt",
                     then="completed",
@@ -206,7 +194,7 @@ PRIMARY_TABLE = DecisionTable(
             row="6",
             facts="invalid receipt",
             cases=(
-                _decide(
+                Case(
                     state="read_receipt",
                     guard="invalid_receipt",
                     then="quarantined",
@@ -225,7 +213,7 @@ PRIMARY_TABLE = DecisionTable(
             row="7",
             facts="no receipt, Attempt `claimed`",
             cases=(
-                _decide(
+                Case(
                     state="read_receipt",
                     guard="unstarted_claim",
                     then="lost",
@@ -278,7 +266,7 @@ PRIMARY_TABLE = DecisionTable(
             row="12",
             facts="probe: `running`",
             cases=(
-                _decide(
+                Case(
                     state="probe",
                     guard="exact_process_running",
                     then="retained",
@@ -298,14 +286,14 @@ PRIMARY_TABLE = DecisionTable(
             cases=(
                 Case(state="probe", guard="trusted_not_running", then="pay_grace"),
                 Case(state="pay_grace", guard="grace_elapsed", then="reread_receipt"),
-                _decide(
+                Case(
                     state="reread_receipt",
                     guard="trusted_receipt",
                     then="completed",
                     reason="receipt_{terminal}_after_grace",
                     write="complete",
                 ),
-                _decide(
+                Case(
                     state="reread_receipt",
                     guard="invalid_receipt",
                     then="quarantined",
@@ -316,7 +304,7 @@ PRIMARY_TABLE = DecisionTable(
                 _hold(
                     state="recheck_run", guard="changed_on_recheck", reason="changed_before_lost"
                 ),
-                _decide(
+                Case(
                     state="recheck_run",
                     guard="not_running_after_grace",
                     then="lost",

@@ -122,14 +122,13 @@ ATTEMPT_LIFECYCLE_EDGES: tuple[Edge, ...] = tuple(
 # trigger so that the only way along them is with evidence that satisfies the guard. Every
 # guarded edge must also be a legal ADR-0001 pair: the machine builder checks that.
 
-_RECEIPT_TERMINALS: tuple[tuple[str, str], ...] = (
-    ("succeed_by_receipt", "succeeded"),
-    ("fail_by_receipt", "failed"),
-    ("cancel_by_receipt", "cancelled"),
-    ("time_out_by_receipt", "timed_out"),
-)
 # spec 04 "Terminal mapping": the terminal status a trusted receipt leads to -> its trigger.
-RECEIPT_TRIGGERS: dict[str, str] = {dest: trigger for trigger, dest in _RECEIPT_TERMINALS}
+RECEIPT_TRIGGERS: dict[str, str] = {
+    "succeeded": "succeed_by_receipt",
+    "failed": "fail_by_receipt",
+    "cancelled": "cancel_by_receipt",
+    "timed_out": "time_out_by_receipt",
+}
 
 RUN_RECONCILER_EDGES: tuple[Edge, ...] = (
     # ADR-0068 §2 step 4: a receipt proves the process started and ended. A Run still
@@ -139,7 +138,7 @@ RUN_RECONCILER_EDGES: tuple[Edge, ...] = (
     Edge("start_by_receipt", "dispatching", "running", "trusted_receipt", "ADR-0068 row 5"),
     *(
         Edge(trigger, "running", dest, "trusted_receipt", "ADR-0068 row 5")
-        for trigger, dest in _RECEIPT_TERMINALS
+        for dest, trigger in RECEIPT_TRIGGERS.items()
     ),
     Edge(
         "lose_missing_attempt",
@@ -166,7 +165,7 @@ ATTEMPT_RECONCILER_EDGES: tuple[Edge, ...] = (
     Edge("run_by_receipt", "starting", "running", "trusted_receipt", "ADR-0068 row 5"),
     *(
         Edge(trigger, "running", dest, "trusted_receipt", "ADR-0068 row 5")
-        for trigger, dest in _RECEIPT_TERMINALS
+        for dest, trigger in RECEIPT_TRIGGERS.items()
     ),
     Edge("lose_unstarted_claim", "claimed", "lost", "unstarted_claim", "ADR-0068 row 7"),
     Edge("lose_nonlocal_claim", "claimed", "lost", "claimed_not_local_process", "ADR-0068 row 4b"),

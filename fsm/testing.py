@@ -144,11 +144,13 @@ def explore_table(
         drawn = data.draw(facts)
         at = table.evidence[0]
         while at not in table.decisions:
-            holding = {(t.row.row, t.case.then) for t in engine.holding(at, drawn)}
+            # A guard is tried once per state (validate_table), so its name is its case here;
+            # keyed by row and destination, a false guard would count as true beside a true one.
+            holding = {t.case.guard for t in engine.holding(at, drawn)}
             for r in table.rows:
                 for c in r.cases:
                     if c.state == at and not r.on_exception:
-                        seen[c.guard][0 if (r.row, c.then) in holding else 1] += 1
+                        seen[c.guard][0 if c.guard in holding else 1] += 1
             try:
                 step = engine.choose(at, drawn)
             except GuardRefused:

@@ -39,7 +39,7 @@ from fsm.qinglong import (
     PrimaryFacts,
     run_machine,
 )
-from fsm.testing import explore, explore_table
+from fsm.testing import explore, explore_table, guard_what
 from storage import Conflict, InvalidField, commit_edge
 
 
@@ -416,6 +416,27 @@ def test_a_decision_table_of_ones_own_decides_step_by_step_and_is_explored_with_
     }
     only_cached = explore_table(engine, st.builds(Build, cached=st.just(True)), examples=10)
     assert "case row 3: run_tests -> ship" in only_cached.never
+
+
+def test_explore_table_counts_each_guard_of_a_row_by_its_own_truth_not_by_its_row_s() -> None:
+    # Two cases of one row lead to the same state under different guards: when one holds, the
+    # other was still false on those facts, and the coverage must say so.
+    rows = (
+        *BUILD_ROWS[:3],
+        DecisionRow(
+            "4",
+            "red or unknown",
+            "gate 4",
+            (Case("run_tests", "red", "block"), Case("run_tests", "unknown", "block")),
+        ),
+    )
+    guards = {**BUILD_GUARDS, "unknown": lambda b: b.tests_passed is None}
+    engine = DecisionEngine(_rows(*rows), guards)
+    never_unknown = st.builds(Build, cached=st.just(False), tests_passed=st.booleans())
+    cov = explore_table(engine, never_unknown, examples=40, seed=1)
+    assert cov.guards["unknown"][0] == 0 and cov.guards["unknown"][1] > 0
+    assert cov.guards["red"][0] > 0 and cov.guards["red"][1] > 0
+    assert guard_what("unknown", True) in cov.never
 
 
 def test_a_decision_table_with_a_guard_tried_twice_or_a_state_no_row_reaches_is_refused() -> None:

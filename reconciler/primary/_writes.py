@@ -27,7 +27,6 @@ from reconciler.primary._edges import (
     EFFECTS,
     PLANS,
     Given,
-    Plan,
     decision_payload,
     expect_for,
 )
@@ -88,30 +87,32 @@ def write_edge(ctx: PassContext, cand: Candidate, decision: PrimaryDecision) -> 
     inside it and must take the core the same way again; the plan is made from the facts
     with that re-read, so every edge's guard is evaluated on them; every UPDATE
     compare-and-sets in its WHERE (row count checked)."""
-    run = cand.run
-    assert run is not None and decision.write is not None
-    build = PLANS[decision.write]
-    now, note = ctx.clock.now_ms(), decision_payload(decision)
+    now = ctx.clock.now_ms()
 
     def work(c: sqlite3.Connection) -> int:
         facts, run_now, attempts = check_again(c, cand, decision)
-        plan = build(Given(run, cand.attempt, cand.receipt, decision, facts, now, note))
-        assert plan is not None
-        return advance(ctx, c, run, plan, run_now, attempts).version
+        return advance(c, cand, decision, facts, now, run_now, attempts).version
 
     return in_transaction(ctx.conn, work)
 
 
 def advance(
-    ctx: PassContext,
     c: sqlite3.Connection,
-    run: RunRow,
-    plan: Plan,
+    cand: Candidate,
+    decision: PrimaryDecision,
+    facts: PrimaryFacts,
+    now: int,
     run_now: RunRow | None,
     attempts: list[AttemptRow],
 ) -> Advanced:
-    """The plan on the rows re-read in this transaction (``c``), compare-and-set on the Run
-    as the decision saw it (``run``): ADR-0068 §4."""
+    """The decision's plan, made from ``facts`` at ``now``, on the rows re-read in this
+    transaction (``c``), compare-and-set on the Run as the decision saw it (``cand.run``):
+    ADR-0068 §4."""
+    run = cand.run
+    assert run is not None and decision.write is not None
+    note = decision_payload(decision)
+    plan = PLANS[decision.write](Given(run, cand.attempt, cand.receipt, decision, facts, now, note))
+    assert plan is not None
     return advance_read(
         c,
         run_now,
@@ -186,11 +187,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
         decision = after.next()
         assert isinstance(decision, PrimaryDecision)
         if decision.write is not None:
-            now, note = ctx.clock.now_ms(), decision_payload(decision)
-            given = Given(run, att, cand.receipt, decision, decision.facts, now, note)
-            plan = PLANS[decision.write](given)
-            assert plan is not None
-            advance(ctx, c, run, plan, now_run, attempts)
+            advance(c, cand, decision, decision.facts, ctx.clock.now_ms(), now_run, attempts)
         return after
 
     after = in_transaction(ctx.conn, work)
@@ -281,9 +278,7 @@ def _complete(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
     # Row 5 (and row 13 after the grace): the completion, then the receipt's cleanup.
-    write_edge(ctx, cand, decision)
-    done = decided(cand, decision.row, decision.outcome, decision.reason)
-    return after_completion(ctx, status, done)
+    return after_completion(ctx, status, _written(ctx, status, cand, decision))
 
 
 def _quarantine(
@@ -298,9 +293,10 @@ def _quarantine(
     return decided(cand, decision.row, decision.outcome, decision.reason)
 
 
-def _lose(
+def _written(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
+    # The decided edge committed, then its result (a `lost`; a completion before its cleanup).
     write_edge(ctx, cand, decision)
     return decided(cand, decision.row, decision.outcome, decision.reason)
 
@@ -324,8 +320,8 @@ def _adopt(
 WRITES: dict[str, Callable[[PassContext, PassStatus, Candidate, PrimaryDecision], Candidate]] = {
     "complete": _complete,
     "quarantine": _quarantine,
-    "lose": _lose,
-    "lose_missing_attempt": _lose,
+    "lose": _written,
+    "lose_missing_attempt": _written,
     "adopt_running": _adopt,
 }
 # Every write the table names is one effect, committed here: a write without both fails the

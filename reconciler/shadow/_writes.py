@@ -328,59 +328,57 @@ class _Chain:
         self.attempt_status = dest
 
 
-def _chained(
-    repo: Repository,
-    ctx: Context,
-    clock: Clock,
-    eff: Effect,
-    guard: Guard,
-    edges: Callable[[_Chain, RunRow, AttemptRow, int], None],
-) -> None:
-    """Rows 6/7 (H): ``edges`` chains the Run's and the Attempt's edges at time ``at`` in one
-    transaction, on the Run and its active Attempt read again."""
-    run, active = ctx.run, ctx.attempt
-    assert run is not None and active is not None
-    attempt = repo.get_attempt(active.id)
-    if attempt is None:
-        raise LookupError("attempt vanished")
-    at = _at(
-        run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
-    )
+# The Run's and the Attempt's edges of one shadow-writer transaction (rows 6/7), chained at
+# time ``at`` on the Run and its active Attempt read again.
+Edges = Callable[[_Chain, Context, "Effect", RunRow, AttemptRow, int], None]
 
-    def build(facts: LegacyFacts) -> Sequence[Change]:
-        chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
-        edges(chain, run, attempt, at)
-        return chain.changes
 
-    guard.commit(
-        repo,
-        run.id,
-        run.version,
-        build,
-        actor=eff.actor,
-        at_ms=at,
-        expect=_expect(run, active),
-    )
+def _chained(edges: Edges) -> Writer:
+    """Rows 6/7 (H): the writer that commits ``edges`` in one transaction."""
+
+    def plan(
+        repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    ) -> None:
+        run, active = ctx.run, ctx.attempt
+        assert run is not None and active is not None
+        attempt = repo.get_attempt(active.id)
+        if attempt is None:
+            raise LookupError("attempt vanished")
+        times = (attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms)
+        at = _at(run, *times, now=clock.now_ms())
+
+        def build(facts: LegacyFacts) -> Sequence[Change]:
+            chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
+            edges(chain, ctx, eff, run, attempt, at)
+            return chain.changes
+
+        guard.commit(
+            repo,
+            run.id,
+            run.version,
+            build,
+            actor=eff.actor,
+            at_ms=at,
+            expect=_expect(run, active),
+        )
+
+    return plan
 
 
 def _cancel(
-    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    chain: _Chain, ctx: Context, eff: Effect, run: RunRow, attempt: AttemptRow, at: int
 ) -> None:
     """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
     reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
     target = eff.target
     assert target is not None
     extra = dict(eff.payload)
-
-    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
-        chain.attempt(target, _errors(target, eff.error), extra)
-        chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
-
-    _chained(repo, ctx, clock, eff, guard, edges)
+    chain.attempt(target, _errors(target, eff.error), extra)
+    chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
 
 
 def _complete(
-    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    chain: _Chain, ctx: Context, eff: Effect, run: RunRow, attempt: AttemptRow, at: int
 ) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
@@ -390,26 +388,22 @@ def _complete(
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
     code = None if succeeded else eff.error
-
-    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
-        if chain.run_status == "created":
-            chain.run("queued", {"queued_at_ms": at}, {})
-        if chain.run_status == "queued":
-            chain.run("dispatching", {}, {})
-        if chain.attempt_status == "claimed":
-            chain.attempt("starting", {}, {})
-        if chain.attempt_status == "starting":
-            chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
-        if chain.run_status == "dispatching":
-            chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
-        chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
-        chain.run(
-            terminal,
-            {"finished_at_ms": at, **_errors(terminal, code)},
-            {"legacy_exit_code": exit_code},
-        )
-
-    _chained(repo, ctx, clock, eff, guard, edges)
+    if chain.run_status == "created":
+        chain.run("queued", {"queued_at_ms": at}, {})
+    if chain.run_status == "queued":
+        chain.run("dispatching", {}, {})
+    if chain.attempt_status == "claimed":
+        chain.attempt("starting", {}, {})
+    if chain.attempt_status == "starting":
+        chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
+    if chain.run_status == "dispatching":
+        chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
+    chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
+    chain.run(
+        terminal,
+        {"finished_at_ms": at, **_errors(terminal, code)},
+        {"legacy_exit_code": exit_code},
+    )
 
 
 Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect", "Guard"], None]
@@ -450,7 +444,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="cancel",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_cancel,
+        plan=_chained(_cancel),
         error=CANCELLED,
         target="cancelled",
         payload={"legacy_cancel_reason": "reconcile"},
@@ -460,7 +454,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="complete",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_complete,
+        plan=_chained(_complete),
         error=NON_ZERO,
     ),
     # Row 9: G's `abandon`, Attempt then Run.

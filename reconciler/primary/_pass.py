@@ -60,7 +60,6 @@ from reconciler.primary._state import (
     PassStatus,
     Probe,
     decided,
-    result_of,
     revised,
     revoked,
     start,
@@ -330,9 +329,7 @@ def _failed(cand: Candidate, error: str) -> Candidate:
     core = cand.core.fail(error)
     decision = core.next()
     assert isinstance(decision, PrimaryDecision)
-    return cand._replace(
-        core=core, result=result_of(cand, decision.row, decision.outcome, decision.reason)
-    )
+    return decided(cand._replace(core=core), decision.row, decision.outcome, decision.reason)
 
 
 class PredictSettings(TypedDict, total=False):

@@ -37,7 +37,6 @@ from reconciler.primary._state import (
     PassStatus,
     decided,
     read_run_fields,
-    result_of,
 )
 from storage import (
     Advanced,
@@ -74,10 +73,7 @@ def commit(
         if decision.outcome == "remaining":  # the verifier proves it against this
             run, att = cand.run, cand.attempt
             assert run is not None and att is not None
-            return cand._replace(
-                fingerprint=fingerprint(run, att),
-                result=result_of(cand, decision.row, decision.outcome, decision.reason),
-            )
+            cand = cand._replace(fingerprint=fingerprint(run, att))
         return decided(cand, decision.row, decision.outcome, decision.reason)
     return WRITES[write](ctx, status, cand, decision)
 
@@ -193,10 +189,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
     after = in_transaction(ctx.conn, work)
     decision = after.next()
     assert isinstance(decision, PrimaryDecision)
-    return cand._replace(
-        core=after,
-        result=result_of(cand, decision.row, decision.outcome, decision.reason),
-    )
+    return decided(cand._replace(core=after), decision.row, decision.outcome, decision.reason)
 
 
 def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
@@ -217,7 +210,7 @@ def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> C
             reason = f"{result.reason};cleanup_failed:{describe(exc)}"
         except Exception as err:  # the commit stands: the candidate keeps its decision
             raise Interrupted(cand, err) from err
-        return cand._replace(result=result_of(cand, result.row, result.outcome, reason))
+        return decided(cand, result.row, result.outcome, reason)
     return cand
 
 
@@ -311,10 +304,7 @@ def _adopt(
         kept = fingerprint(run, att)  # nothing to adopt, nothing written
     else:
         kept = _adopted(run, att, write_edge(ctx, cand, decision))
-    return cand._replace(
-        fingerprint=kept,
-        result=result_of(cand, decision.row, decision.outcome, decision.reason),
-    )
+    return decided(cand._replace(fingerprint=kept), decision.row, decision.outcome, decision.reason)
 
 
 WRITES: dict[str, Callable[[PassContext, PassStatus, Candidate, PrimaryDecision], Candidate]] = {

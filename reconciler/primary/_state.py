@@ -120,6 +120,20 @@ class Interrupted(Exception):
         self.error = error
 
 
+def same_answer(
+    again: Need | PrimaryDecision | None, before: Need | PrimaryDecision | None
+) -> bool:
+    """Whether the core answered ``again`` what it answered ``before``: the same evidence
+    asked for, or the same row deciding into the same state."""
+    if isinstance(again, Need) and isinstance(before, Need):
+        return again.evidence == before.evidence
+    return (
+        isinstance(again, PrimaryDecision)
+        and isinstance(before, PrimaryDecision)
+        and (again.row, again.state) == (before.row, before.state)
+    )
+
+
 def root_problem(store: ReceiptStore, read: ReadResult, att: AttemptRow) -> str | None:
     """The reason when the receipt could not be looked for at all, else None."""
     if isinstance(read, Unusable):

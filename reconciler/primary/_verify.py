@@ -19,6 +19,7 @@ from reconciler.primary._state import (
     revised,
     revoked,
     root_problem,
+    same_answer,
 )
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
@@ -77,10 +78,7 @@ def verify_one(ctx: PassContext, cand: Candidate, now: PrimaryCandidate) -> Cand
         if isinstance(proof, PrimaryDecision) and proof.outcome == "failed":
             return revoked(result, proof.reason, outcome="failed")  # row 9
         assert isinstance(retained, PrimaryDecision)
-        if not isinstance(proof, PrimaryDecision) or (proof.row, proof.state) != (
-            retained.row,
-            retained.state,
-        ):
+        if not same_answer(proof, retained):
             return revoked(result, f"process_{evidence.verdict}:{evidence.reason}")
         run, attempts, _ = run_with_attempts(ctx.conn, now.run_id)
         if (

@@ -9,10 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from fsm import (
-    MachineDefinitionError,
-    Need,
-)
+from fsm import MachineDefinitionError
 from fsm.qinglong import (
     ATTEMPT_ACTIVE,
     PRIMARY_TABLE,
@@ -37,6 +34,7 @@ from reconciler.primary._state import (
     PassStatus,
     decided,
     read_run_fields,
+    same_answer,
 )
 from storage import (
     Advanced,
@@ -137,16 +135,7 @@ def check_again(
     check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
     fields = read_run_fields(run, attempts)
     again = PrimaryCore(cand.page.status).observe("read_run", **fields).next()
-    before = cand.after_read_run
-    if isinstance(again, Need) and isinstance(before, Need):
-        same = again.evidence == before.evidence
-    else:
-        same = (
-            isinstance(again, PrimaryDecision)
-            and isinstance(before, PrimaryDecision)
-            and (again.row, again.state) == (before.row, before.state)
-        )
-    if not same:
+    if not same_answer(again, cand.after_read_run):
         raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
     return observed_facts(decision.facts, fields), run, attempts
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from fsm import Need
 from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryCore, PrimaryDecision
-from reconciler._summary import CandidateResult, Fingerprint
+from reconciler._summary import CandidateResult, Fingerprint, fingerprint
 from reconciler.node import (
     Clock,
     Evidence,
@@ -131,6 +131,17 @@ def same_answer(
         isinstance(again, PrimaryDecision)
         and isinstance(before, PrimaryDecision)
         and (again.row, again.state) == (before.row, before.state)
+    )
+
+
+def unchanged(run: RunRow | None, attempts: list[AttemptRow], expected: Fingerprint) -> bool:
+    """Whether a Run and its Attempts read again are as ``expected`` (ADR-0068 §5): the
+    latest Attempt the one active, the pair with the fingerprint taken before."""
+    return (
+        run is not None
+        and bool(attempts)
+        and sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE) == 1
+        and fingerprint(run, attempts[-1]) == expected
     )
 
 

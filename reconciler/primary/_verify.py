@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryDecision
-from reconciler._summary import CandidateResult, describe, fingerprint
+from fsm.qinglong import PrimaryDecision
+from reconciler._summary import CandidateResult, describe
 from reconciler.node import Missing
 from reconciler.primary._state import (
     Candidate,
@@ -20,6 +20,7 @@ from reconciler.primary._state import (
     revoked,
     root_problem,
     same_answer,
+    unchanged,
 )
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
@@ -83,10 +84,8 @@ def verify_one(ctx: PassContext, cand: Candidate, now: PrimaryCandidate) -> Cand
         run, attempts, _ = run_with_attempts(ctx.conn, now.run_id)
         if (
             run is None
-            or not attempts
             or (now.status, now.version) != (run.status, run.version)
-            or fingerprint(run, attempts[-1]) != cand.fingerprint
-            or sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE) != 1
+            or not unchanged(run, attempts, cand.fingerprint)
         ):
             return revoked(result, "fingerprint_changed")
     except Exception as exc:

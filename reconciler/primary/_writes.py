@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from fsm import MachineDefinitionError
 from fsm.qinglong import (
-    ATTEMPT_ACTIVE,
     PRIMARY_TABLE,
     PrimaryCore,
     PrimaryDecision,
@@ -35,6 +34,7 @@ from reconciler.primary._state import (
     decided,
     read_run_fields,
     same_answer,
+    unchanged,
 )
 from storage import (
     Advanced,
@@ -151,15 +151,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
 
     def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
         now_run, attempts, _ = run_with_attempts(c, run.id)
-        now_att = attempts[-1] if attempts else None
-        active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
-        unchanged = not (
-            now_run is None
-            or now_att is None
-            or active != 1
-            or fingerprint(now_run, now_att) != before
-        )
-        return unchanged, now_run, attempts
+        return unchanged(now_run, attempts, before), now_run, attempts
 
     if ctx.dry_run:
         observed = core.observe("recheck_run", unchanged_on_recheck=recheck(ctx.conn)[0])
@@ -167,8 +159,8 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
 
     def work(c: sqlite3.Connection) -> PrimaryCore:
         # Each try of the transaction observes on the core kept from before it.
-        unchanged, now_run, attempts = recheck(c)
-        after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
+        same, now_run, attempts = recheck(c)
+        after = core.observe("recheck_run", unchanged_on_recheck=same)
         decision = after.next()
         assert isinstance(decision, PrimaryDecision)
         if decision.write is not None:

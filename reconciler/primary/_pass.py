@@ -92,8 +92,9 @@ PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
 class PrimaryReconciler:
     """One ADR-0068 pass; see the module docstring. Use :func:`reconcile_connection`.
 
-    The ports and settings are fixed when it is made; ``stopped`` and ``warnings`` are what
-    the pass found as it ran (``stopped``: database_locked / database_read_only / …, or None).
+    The ports and settings are fixed when it is made; ``stopped`` is why the pass stopped
+    writing as it ran (database_locked / database_read_only / …, or None); its warnings (one
+    line each, D-16) are in the summary's ``warnings``.
     """
 
     __slots__ = ("context", "status")
@@ -131,11 +132,6 @@ class PrimaryReconciler:
     def stopped(self) -> str | None:
         """Why the pass stopped writing, once it has."""
         return self.status.stopped
-
-    @property
-    def warnings(self) -> list[str]:
-        """One line each, for the operator (stderr, and the summary's `warnings`): D-16."""
-        return self.status.warnings
 
     def run(self) -> dict[str, Any]:
         ctx = self.context

@@ -64,7 +64,7 @@ from reconciler.primary._state import (
     revoked,
     start,
 )
-from reconciler.primary._verify import verify
+from reconciler.primary._verify import PageQuery, verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (
     Conflict,
@@ -85,8 +85,6 @@ CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
 CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
 Step = Callable[[PassContext, PassStatus, Candidate], Candidate]
-# Reads a page of candidates again (the final verifier): candidates and "more exist".
-PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
 
 
 class PrimaryReconciler:

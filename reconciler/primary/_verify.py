@@ -24,11 +24,12 @@ from reconciler.primary._state import (
 )
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
+# Reads a page of candidates again (the final verifier): candidates and "more exist".
+PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
+
 
 def verify(
-    ctx: PassContext,
-    todo: list[Candidate],
-    query: Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]] | None = None,
+    ctx: PassContext, todo: list[Candidate], query: PageQuery | None = None
 ) -> tuple[list[CandidateResult], bool]:
     """Every candidate's result as the verifier leaves it (in ``todo``'s order, then what it
     found besides), and whether its page was truncated. ``query``: the page's own query

@@ -170,12 +170,7 @@ def pass_page(
 ) -> dict[str, Any]:
     """One pass over a page of candidates, neither empty nor truncated: spec 04's summary.
     ``query`` reads the page again for the final verifier (default: start-up's query)."""
-    check_root(ctx, page)
-    todo = [guarded(ctx, status, start(c), drive) for c in page]
-    waiting = [c for c in todo if c.result is None]
-    if waiting and status.stopped is None:
-        pay_grace(ctx, waiting)
-    todo = [c if c.result is not None else guarded(ctx, status, c, phase2) for c in todo]
+    todo = gathered(ctx, status, page)
     if status.stopped is not None:
         # The verifier's reads could wait on the same lock; the pass is blocked anyway.
         return summarize([_not_verified(c, status.stopped) for c in todo], False)
@@ -183,25 +178,15 @@ def pass_page(
     return summarize(results, truncated)
 
 
-def predict_one(
-    ctx: PassContext, status: PassStatus, run_id: str
-) -> tuple[dict[str, Any] | None, bool]:
-    """The dry run of the Run ``run_id`` alone (see :func:`predict`)."""
-    page, truncated = primary_candidates(ctx.conn)
-    mine = [c for c in page if c.run_id == run_id]
-    if truncated or not mine:
-        return None, truncated
-    with lock_budget(ctx.conn, ctx.budget):
-        check_root(ctx, mine)
-        cand = guarded(ctx, status, start(mine[0]), drive)
-        if cand.result is None:
-            pay_grace(ctx, [cand])
-            cand = guarded(ctx, status, cand, phase2)
-        result = cand.result
-        assert result is not None
-        if result.outcome == "remaining":
-            [result, *_] = verify(ctx, [cand])[0]
-    return result.as_dict(), False
+def gathered(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> list[Candidate]:
+    """Phase 1 on every candidate, the one grace for those set aside, then their phase 2:
+    each decided (and committed), not yet verified."""
+    check_root(ctx, page)
+    todo = [guarded(ctx, status, start(c), drive) for c in page]
+    waiting = [c for c in todo if c.result is None]
+    if waiting and status.stopped is None:
+        pay_grace(ctx, waiting)
+    return [c if c.result is not None else guarded(ctx, status, c, phase2) for c in todo]
 
 
 def _not_verified(cand: Candidate, stopped: str) -> CandidateResult:
@@ -356,7 +341,19 @@ def predict(
     and probed, and the grace is paid only when it needs it; a retained one is proven again
     by the final verifier, as in a whole pass. Nothing is written."""
     pass_ = PrimaryReconciler(conn, store, provider, clock, dry_run=True, **settings)
-    return predict_one(pass_.context, pass_.status, run_id)
+    ctx = pass_.context
+    page, truncated = primary_candidates(ctx.conn)
+    mine = [c for c in page if c.run_id == run_id]
+    if truncated or not mine:
+        return None, truncated
+    with lock_budget(ctx.conn, ctx.budget):
+        # A single candidate: it waits for the grace only if phase 1 set it aside.
+        [cand] = gathered(ctx, pass_.status, mine)
+        result = cand.result
+        assert result is not None
+        if result.outcome == "remaining":
+            [result, *_] = verify(ctx, [cand])[0]
+    return result.as_dict(), False
 
 
 def reconcile_connection(

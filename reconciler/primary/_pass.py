@@ -132,8 +132,7 @@ class PrimaryReconciler:
         return self.status.stopped
 
     def run(self) -> dict[str, Any]:
-        ctx = self.context
-        page, truncated = primary_candidates(ctx.conn)
+        page, truncated = primary_candidates(self.context.conn)
         summary = before_any_candidate(page, truncated)
         if summary is None:
             return self.run_page(page)
@@ -151,11 +150,10 @@ class PrimaryReconciler:
         return self._marked(summary)
 
     def _marked(self, summary: dict[str, Any]) -> dict[str, Any]:
-        ctx, status = self.context, self.status
-        if ctx.dry_run:
+        if self.context.dry_run:
             summary["dry_run"] = True
-        if status.warnings:
-            summary["warnings"] = list(dict.fromkeys(status.warnings))
+        if self.status.warnings:
+            summary["warnings"] = list(dict.fromkeys(self.status.warnings))
         return summary
 
 

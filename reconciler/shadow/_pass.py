@@ -156,8 +156,7 @@ def decide(
             raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
         failed = legacy_engine().start().fail(True)
-        decided = _decided(failed)
-        return legacy_machine().plan("candidate", decided.trigger, failed.facts).dest
+        return legacy_machine().plan("candidate", _decided(failed).trigger, failed.facts).dest
 
 
 def gather(

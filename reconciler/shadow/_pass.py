@@ -99,18 +99,16 @@ def run_pass(
                 state = decide(conn, repo, cand, enabled, clk, ports.hooks)
                 ports.hooks.after_decide(conn, cand, state)
                 tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
-            if page and page[-1].problem is not None:
-                if truncated:
-                    # A row that cannot be read cannot be a keyset cursor: stop here rather than
-                    # re-read or skip what follows it.
+            if page and page[-1].problem is None:
+                if cursor is not None and page[-1].key <= cursor:
                     stop = "cursor_stalled"
                     break
-            elif page:
-                last = page[-1].key
-                if cursor is not None and last <= cursor:
-                    stop = "cursor_stalled"
-                    break
-                cursor = last
+                cursor = page[-1].key
+            elif page and truncated:
+                # A row that cannot be read cannot be a keyset cursor: stop here rather than
+                # re-read or skip what follows it.
+                stop = "cursor_stalled"
+                break
             if not truncated:
                 stop = "complete"
                 break

@@ -233,15 +233,8 @@ def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
     # ``version``: the fingerprint the verifier must find is that of the rows as committed.
     run_status = "running" if run.status == "dispatching" else run.status
     att_status = "running" if att.status == "starting" else att.status
-    return (
-        run.id,
-        run_status,
-        version,
-        att.id,
-        att_status,
-        att.callback_sequence,
-        att.executor_handle,
-        att.pid,
+    return fingerprint(
+        run._replace(status=run_status, version=version), att._replace(status=att_status)
     )
 
 

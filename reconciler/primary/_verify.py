@@ -40,9 +40,7 @@ def verify(
     retained = {c.page.run_id: c for c in todo if c.result and c.result.outcome == "remaining"}
     proven: dict[str, CandidateResult] = {}
     found: list[CandidateResult] = []
-    seen: set[str] = set()
     for now in page:
-        seen.add(now.run_id)
         cand = by_id.get(now.run_id)
         if cand is None or cand.result is None:
             found.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "new"))
@@ -52,6 +50,7 @@ def verify(
             # It was terminalized or lost, yet it is a candidate again: someone moved it.
             # (A dry run wrote nothing: its recovered candidates are still on the page.)
             found.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "reappeared"))
+    seen = {now.run_id for now in page}
     for run_id, cand in retained.items():
         if run_id not in seen and not truncated:
             assert cand.result is not None

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
 
-from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryDecision
+from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryCore, PrimaryDecision
 from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler._summary import (
@@ -62,7 +62,6 @@ from reconciler.primary._state import (
     decided,
     revised,
     revoked,
-    start,
 )
 from reconciler.primary._verify import PageQuery, verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
@@ -180,7 +179,7 @@ def gathered(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate])
     """Phase 1 on every candidate, the one grace for those set aside, then their phase 2:
     each decided (and committed), not yet verified."""
     check_root(ctx, page)
-    todo = [guarded(ctx, status, start(c), drive) for c in page]
+    todo = [guarded(ctx, status, Candidate(c, PrimaryCore(c.status)), drive) for c in page]
     waiting = [c for c in todo if c.result is None]
     if waiting and status.stopped is None:
         pay_grace(ctx, waiting)

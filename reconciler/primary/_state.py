@@ -86,10 +86,6 @@ class Candidate(NamedTuple):
     after_read_run: Need | PrimaryDecision | None = None
 
 
-def start(page: PrimaryCandidate) -> Candidate:
-    return Candidate(page, PrimaryCore(page.status))
-
-
 def result_of(cand: Candidate, row: str, outcome: str, reason: str) -> CandidateResult:
     attempt_id = cand.attempt.id if cand.attempt is not None else None
     return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)

@@ -66,6 +66,7 @@ from reconciler.primary._state import (
 from reconciler.primary._verify import PageQuery, verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (
+    AttemptRow,
     Conflict,
     LockBudget,
     PrimaryCandidate,
@@ -211,15 +212,11 @@ def check_root(ctx: PassContext, page: list[PrimaryCandidate]) -> None:
         try:
             ids = repo.attempt_ids_of(runs)  # one statement for the page
         except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
-            ids = [i for run in runs for i in _attempt_ids_alone(repo, run)]
+            ids = [att.id for run in runs for att in _attempts_alone(repo, run)]
         store.check_shards(ids)
         return
     for cand in page:
-        try:
-            attempts = repo.attempts_of(cand.run_id)
-        except Exception:  # a bad row is that candidate's failure, reported in phase 1
-            continue
-        for att in attempts:
+        for att in _attempts_alone(repo, cand.run_id):
             if att.status in ("starting", "running"):
                 raise ReceiptRootError(
                     f"receipt root {store.root!r} does not exist, yet Attempt {att.id} "
@@ -229,9 +226,9 @@ def check_root(ctx: PassContext, page: list[PrimaryCandidate]) -> None:
                 )
 
 
-def _attempt_ids_alone(repo: Repository, run_id: str) -> list[str]:
+def _attempts_alone(repo: Repository, run_id: str) -> list[AttemptRow]:
     try:
-        return [att.id for att in repo.attempts_of(run_id)]
+        return repo.attempts_of(run_id)
     except Exception:  # a bad row is that candidate's failure, reported in phase 1
         return []
 

@@ -229,13 +229,12 @@ def _read_evidence(
         "matched_status": matched.status if matched else None,
         "matched_finished": bool(matched and matched.finished_at_ms is not None),
     }
-    ctx = dataclasses.replace(
+    return fields, dataclasses.replace(
         ctx,
         evidence_at_ms=matched.finished_at_ms if matched else None,
         matched_status=matched.status if matched else None,
         exit_code=matched.exit_code if matched else None,
     )
-    return fields, ctx
 
 
 # The reader of each evidence the table asks for (``LEGACY_EVIDENCE``): its fields and context.

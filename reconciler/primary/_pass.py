@@ -36,7 +36,6 @@ from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
 
 from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryCore, PrimaryDecision
-from reconciler._profiles import GRACE_MS as GRACE_MS
 from reconciler._profiles import grace_seconds
 from reconciler._summary import (
     CandidateResult,

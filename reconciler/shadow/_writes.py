@@ -13,6 +13,7 @@ predicate on the same facts, which every transaction's Run or Attempt edges alre
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,10 +83,6 @@ def _rows_of_writes(table: DecisionTable) -> Mapping[str, tuple[str, str]]:
 _ROW_OF_WRITE = _rows_of_writes(LEGACY_TABLE)
 
 
-# The changes of one write transaction, made from the facts re-read in it (their evidence).
-Build = Callable[[LegacyFacts], Sequence[Change]]
-
-
 def edge(machine: str, row: str, source: str, dest: str) -> str:
     """The trigger of ADR-0448 row ``row``'s guarded ``source -> dest`` edge on ``machine``
     (``fsm``'s ``LEGACY_EDGE_TRIGGERS``); IllegalTransition when the row has no such edge."""
@@ -114,20 +111,21 @@ class Guard:
         repo: Repository,
         run_id: str,
         expected_version: int,
-        build: Build,
+        changes: Sequence[Change],
         *,
         actor: Actor,
         at_ms: int,
         expect: Expect,
     ) -> Advanced:
-        """The changes ``build`` makes from the facts re-read in ONE transaction, committed
-        only if every guard of their edges holds on those facts."""
+        """The ``changes`` in ONE transaction, each with the facts re-read in it as its
+        evidence: committed only if every guard of their edges holds on those facts."""
 
         def work(c: sqlite3.Connection) -> Advanced:
-            changes = build(self.reread(c))
+            facts = self.reread(c)
+            evidenced = [dataclasses.replace(change, evidence=facts) for change in changes]
             try:
                 return repo.advance_in(
-                    c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+                    c, run_id, expected_version, evidenced, actor=actor, at_ms=at_ms, expect=expect
                 )
             except GuardRefused as exc:
                 what = f"what ADR-0448 row {self.row} was decided on"
@@ -190,22 +188,17 @@ def _repair(
         if latest.error_summary is not None:
             sets["error_summary"] = latest.error_summary
 
-    def build(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            RunChange(
-                edge("run", guard.row, run.status, target),
-                evidence=facts,
-                set=sets,
-                payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
-                dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
-            )
-        ]
-
+    change = RunChange(
+        edge("run", guard.row, run.status, target),
+        set=sets,
+        payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
+        dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
+    )
     guard.commit(
         repo,
         run.id,
         run.version,
-        build,
+        [change],
         actor=eff.actor,
         at_ms=at,
         expect=Expect(attempts={latest.id: {"status": latest.status}}),
@@ -226,23 +219,18 @@ def _two_step(
     assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
 
-    def attempt_edge(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            AttemptChange(
-                att.id,
-                edge("attempt", guard.row, att.status, target),
-                evidence=facts,
-                set=_errors(target, code),
-                dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
-                event_fields=DOMAIN_ATTEMPT_EVENT,
-            )
-        ]
-
+    attempt_edge = AttemptChange(
+        att.id,
+        edge("attempt", guard.row, att.status, target),
+        set=_errors(target, code),
+        dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
+        event_fields=DOMAIN_ATTEMPT_EVENT,
+    )
     first = guard.commit(
         repo,
         run.id,
         run.version,
-        attempt_edge,
+        [attempt_edge],
         actor=eff.actor,
         at_ms=at,
         expect=_expect(run, att),
@@ -256,22 +244,17 @@ def _two_step(
     if target in RUN_TERMINAL:
         run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
 
-    def run_edge(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            RunChange(
-                edge("run", then.row, run.status, target),
-                evidence=facts,
-                set=run_sets,
-                payload={"error_code": code[0]},
-                dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
-            )
-        ]
-
+    run_edge = RunChange(
+        edge("run", then.row, run.status, target),
+        set=run_sets,
+        payload={"error_code": code[0]},
+        dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
+    )
     then.commit(
         repo,
         run.id,
         first.version,
-        run_edge,
+        [run_edge],
         actor=eff.actor,
         at_ms=at,
         expect=Expect(run={"status": run.status}),
@@ -282,15 +265,12 @@ class _Chain:
     """Builds one shadow-writer transaction (H): each edge one event, dedupe
     ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload, the rest of each payload
     as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
-    Attempt event's ``attempt`` number). Each edge is row ``row``'s guarded edge, with the facts
-    re-read in the transaction as its evidence."""
+    Attempt event's ``attempt`` number). Each edge is row ``row``'s guarded edge (its evidence
+    the facts re-read in the transaction, given by :meth:`Guard.commit`)."""
 
-    def __init__(
-        self, run: RunRow, attempt: AttemptRow, dedupe: str, row: str, facts: LegacyFacts
-    ) -> None:
+    def __init__(self, run: RunRow, attempt: AttemptRow, dedupe: str, row: str) -> None:
         self.dedupe = dedupe
         self.row = row
-        self.facts = facts
         self.run_status = run.status
         self.attempt_status = attempt.status
         self.attempt_id = attempt.id
@@ -304,7 +284,6 @@ class _Chain:
         self.changes.append(
             RunChange(
                 edge("run", self.row, self.run_status, dest),
-                evidence=self.facts,
                 set=sets,
                 payload={**code, **extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"run.{dest}"),
@@ -318,7 +297,6 @@ class _Chain:
             AttemptChange(
                 self.attempt_id,
                 edge("attempt", self.row, self.attempt_status, dest),
-                evidence=self.facts,
                 set=sets,
                 payload={**extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"attempt.{dest}"),
@@ -347,16 +325,13 @@ def _chained(edges: Edges) -> Writer:
         times = (attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms)
         at = _at(run, *times, now=clock.now_ms())
 
-        def build(facts: LegacyFacts) -> Sequence[Change]:
-            chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
-            edges(chain, ctx, eff, run, attempt, at)
-            return chain.changes
-
+        chain = _Chain(run, attempt, eff.dedupe, guard.row)
+        edges(chain, ctx, eff, run, attempt, at)
         guard.commit(
             repo,
             run.id,
             run.version,
-            build,
+            chain.changes,
             actor=eff.actor,
             at_ms=at,
             expect=_expect(run, active),

@@ -17,7 +17,7 @@ from fsm.qinglong import (
     PrimaryFacts,
     observed_facts,
 )
-from reconciler._summary import Fingerprint, describe, fingerprint
+from reconciler._summary import describe, fingerprint
 from reconciler.node import QuarantineNotDone, directory_at, witness_ms
 from reconciler.primary._edges import (
     EFFECTS,
@@ -228,16 +228,6 @@ def quarantine(ctx: PassContext, status: PassStatus, run: RunRow, att: AttemptRo
         raise
 
 
-def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
-    # Row 12 moved whichever aggregate was not yet running, in the transaction that returned
-    # ``version``: the fingerprint the verifier must find is that of the rows as committed.
-    run_status = "running" if run.status == "dispatching" else run.status
-    att_status = "running" if att.status == "starting" else att.status
-    return fingerprint(
-        run._replace(status=run_status, version=version), att._replace(status=att_status)
-    )
-
-
 # --- each write the table names, committed (one per entry of _edges.EFFECTS) ---------------
 
 
@@ -271,13 +261,17 @@ def _written(
 def _adopt(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
-    # Row 12: only the aggregate not yet running moves.
+    # Row 12: only the aggregate not yet running moves (both running: nothing is written), in
+    # the transaction that returns the Run's new version; the fingerprint the verifier must
+    # find is that of the rows as committed.
     run, att = cand.run, cand.attempt
     assert run is not None and att is not None
-    if run.status == "running" and att.status == "running":
-        kept = fingerprint(run, att)  # nothing to adopt, nothing written
-    else:
-        kept = _adopted(run, att, write_edge(ctx, cand, decision))
+    if run.status != "running" or att.status != "running":
+        version = write_edge(ctx, cand, decision)
+        run_status = "running" if run.status == "dispatching" else run.status
+        run = run._replace(status=run_status, version=version)
+        att = att._replace(status="running" if att.status == "starting" else att.status)
+    kept = fingerprint(run, att)
     return decided(cand._replace(fingerprint=kept), decision.row, decision.outcome, decision.reason)
 
 

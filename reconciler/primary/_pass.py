@@ -256,9 +256,8 @@ def guarded(ctx: PassContext, status: PassStatus, cand: Candidate, step: Step) -
         if cand.result is not None:
             # Decided (and committed) before the error: the decision stands, the error named.
             kept = cand.result
-            return cand._replace(
-                result=revised(kept, kept.outcome, f"{kept.reason};error:{describe(exc)}"),
-            )
+            reason = f"{kept.reason};error:{describe(exc)}"
+            return cand._replace(result=revised(kept, kept.outcome, reason))
         cand = _failed(cand, describe(exc))
         if isinstance(exc, Conflict):
             return _decided_elsewhere(ctx, cand)  # the compare-and-set found the Run moved

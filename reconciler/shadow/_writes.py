@@ -13,10 +13,9 @@ predicate on the same facts, which every transaction's Run or Attempt edges alre
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fsm import DecisionTable, GuardRefused, IllegalTransition, MachineDefinitionError
 from fsm.qinglong import (
@@ -122,7 +121,7 @@ class Guard:
 
         def work(c: sqlite3.Connection) -> Advanced:
             facts = self.reread(c)
-            evidenced = [dataclasses.replace(change, evidence=facts) for change in changes]
+            evidenced = [replace(change, evidence=facts) for change in changes]
             try:
                 return repo.advance_in(
                     c, run_id, expected_version, evidenced, actor=actor, at_ms=at_ms, expect=expect

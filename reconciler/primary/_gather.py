@@ -38,8 +38,7 @@ from storage import AttemptRow, JournalRow, journal_withdraw_quarantine, run_wit
 def phase2(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
     if ctx.clock.monotonic() - cand.probed_at < ctx.grace:  # pragma: no cover - guarded
         raise RuntimeError("second receipt read attempted before a full grace")
-    cand = cand._replace(core=cand.core.observe("pay_grace", grace_paid=True))
-    return drive(ctx, status, cand)
+    return drive(ctx, status, cand._replace(core=cand.core.observe("pay_grace", grace_paid=True)))
 
 
 def drive(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:

@@ -28,7 +28,6 @@ from reconciler.shadow import _pass as _shadow_pass
 from reconciler.shadow._writes import Guard, _rows_of_writes, edge
 from storage import (
     AttemptChange,
-    Change,
     Conflict,
     Expect,
     LegacyCandidate,
@@ -263,16 +262,14 @@ def test_a_refused_guard_raises_a_conflict_naming_the_row_and_leaves_the_run_as_
         reread=lambda c: LegacyFacts(run_present=False),  # the Run is gone in the transaction
     )
 
-    def build(facts: LegacyFacts) -> list[Change]:
-        trigger = edge("attempt", "10", attempt.status, "lost")
-        return [AttemptChange(attempt.id, trigger, evidence=facts)]
-
+    # The guard gives each change the facts it re-reads as its evidence.
+    lost = AttemptChange(attempt.id, edge("attempt", "10", attempt.status, "lost"))
     with pytest.raises(Conflict) as refused:
         guard.commit(
             db.repo,
             made.run_id,
             stored.version,
-            build,
+            [lost],
             actor=WRITE_EFFECTS["mark_lost"].actor,
             at_ms=T0_MS,
             expect=Expect(),

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from reconciler._summary import (
-    RESULTS,
-    CandidateResult,
-    before_any_candidate,
-    empty_summary,
-    summarize,
-)
+from reconciler._profiles import GRACE_MS
+from reconciler._summary import RESULTS, CandidateResult, before_any_candidate
 from reconciler.primary._edges import EFFECTS, RECEIPT_EXECUTOR
 from reconciler.primary._pass import (
-    GRACE_MS,
     QUARANTINE_KEEP_MS,
     PrimaryReconciler,
     predict,
@@ -29,8 +23,6 @@ __all__ = [
     "PrimaryReconciler",
     "Probe",
     "before_any_candidate",
-    "empty_summary",
     "predict",
     "reconcile_connection",
-    "summarize",
 ]

@@ -38,8 +38,7 @@ from storage import AttemptRow, JournalRow, journal_withdraw_quarantine, run_wit
 def phase2(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
     if ctx.clock.monotonic() - cand.probed_at < ctx.grace:  # pragma: no cover - guarded
         raise RuntimeError("second receipt read attempted before a full grace")
-    cand = cand._replace(core=cand.core.observe("pay_grace", grace_paid=True))
-    return drive(ctx, status, cand)
+    return drive(ctx, status, cand._replace(core=cand.core.observe("pay_grace", grace_paid=True)))
 
 
 def drive(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
@@ -141,15 +140,11 @@ def quarantined_earlier(ctx: PassContext, att: AttemptRow, journal: JournalRow |
         # launcher's `pending`, and the candidate is decided on its evidence (D-3c). A dry
         # run predicts exactly that, without the withdrawal.
         if not ctx.dry_run:
-            now = ctx.clock.now_ms()
-            pending = JournalRow(
-                att.id,
-                journal.run_id,
-                "pending",
-                None,
-                None,
-                journal.registered_at_ms,
-                max(now, journal.registered_at_ms),
+            pending = journal._replace(
+                state="pending",
+                quarantine_ref=None,
+                purge_after_ms=None,
+                updated_at_ms=max(ctx.clock.now_ms(), journal.registered_at_ms),
             )
             journal_withdraw_quarantine(ctx.conn, att.id, ref, pending)
         return False

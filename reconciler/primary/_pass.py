@@ -35,8 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
 
-from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryDecision
-from reconciler._profiles import GRACE_MS as GRACE_MS
+from fsm.qinglong import PRIMARY_PASS_ROWS, PrimaryCore, PrimaryDecision
 from reconciler._profiles import grace_seconds
 from reconciler._summary import (
     CandidateResult,
@@ -60,14 +59,13 @@ from reconciler.primary._state import (
     PassStatus,
     Probe,
     decided,
-    result_of,
     revised,
     revoked,
-    start,
 )
-from reconciler.primary._verify import verify
+from reconciler.primary._verify import PageQuery, verify
 from reconciler.primary._writes import QUARANTINE_KEEP_MS as QUARANTINE_KEEP_MS
 from storage import (
+    AttemptRow,
     Conflict,
     LockBudget,
     PrimaryCandidate,
@@ -86,15 +84,14 @@ CANDIDATE_STATUSES = frozenset({"dispatching", "running"})
 CHANGED_MEANWHILE = frozenset({"status_changed", "changed_before_lost"})
 
 Step = Callable[[PassContext, PassStatus, Candidate], Candidate]
-# Reads a page of candidates again (the final verifier): candidates and "more exist".
-PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
 
 
 class PrimaryReconciler:
     """One ADR-0068 pass; see the module docstring. Use :func:`reconcile_connection`.
 
-    The ports and settings are fixed when it is made; ``stopped`` and ``warnings`` are what
-    the pass found as it ran (``stopped``: database_locked / database_read_only / …, or None).
+    The ports and settings are fixed when it is made; ``stopped`` is why the pass stopped
+    writing as it ran (database_locked / database_read_only / …, or None); its warnings (one
+    line each, D-16) are in the summary's ``warnings``.
     """
 
     __slots__ = ("context", "status")
@@ -133,14 +130,8 @@ class PrimaryReconciler:
         """Why the pass stopped writing, once it has."""
         return self.status.stopped
 
-    @property
-    def warnings(self) -> list[str]:
-        """One line each, for the operator (stderr, and the summary's `warnings`): D-16."""
-        return self.status.warnings
-
     def run(self) -> dict[str, Any]:
-        ctx = self.context
-        page, truncated = primary_candidates(ctx.conn)
+        page, truncated = primary_candidates(self.context.conn)
         summary = before_any_candidate(page, truncated)
         if summary is None:
             return self.run_page(page)
@@ -158,11 +149,10 @@ class PrimaryReconciler:
         return self._marked(summary)
 
     def _marked(self, summary: dict[str, Any]) -> dict[str, Any]:
-        ctx, status = self.context, self.status
-        if ctx.dry_run:
+        if self.context.dry_run:
             summary["dry_run"] = True
-        if status.warnings:
-            summary["warnings"] = list(dict.fromkeys(status.warnings))
+        if self.status.warnings:
+            summary["warnings"] = list(dict.fromkeys(self.status.warnings))
         return summary
 
 
@@ -177,12 +167,7 @@ def pass_page(
 ) -> dict[str, Any]:
     """One pass over a page of candidates, neither empty nor truncated: spec 04's summary.
     ``query`` reads the page again for the final verifier (default: start-up's query)."""
-    check_root(ctx, page)
-    todo = [guarded(ctx, status, start(c), drive) for c in page]
-    waiting = [c for c in todo if c.result is None]
-    if waiting and status.stopped is None:
-        pay_grace(ctx, waiting)
-    todo = [c if c.result is not None else guarded(ctx, status, c, phase2) for c in todo]
+    todo = gathered(ctx, status, page)
     if status.stopped is not None:
         # The verifier's reads could wait on the same lock; the pass is blocked anyway.
         return summarize([_not_verified(c, status.stopped) for c in todo], False)
@@ -190,25 +175,15 @@ def pass_page(
     return summarize(results, truncated)
 
 
-def predict_one(
-    ctx: PassContext, status: PassStatus, run_id: str
-) -> tuple[dict[str, Any] | None, bool]:
-    """The dry run of the Run ``run_id`` alone (see :func:`predict`)."""
-    page, truncated = primary_candidates(ctx.conn)
-    mine = [c for c in page if c.run_id == run_id]
-    if truncated or not mine:
-        return None, truncated
-    with lock_budget(ctx.conn, ctx.budget):
-        check_root(ctx, mine)
-        cand = guarded(ctx, status, start(mine[0]), drive)
-        if cand.result is None:
-            pay_grace(ctx, [cand])
-            cand = guarded(ctx, status, cand, phase2)
-        result = cand.result
-        assert result is not None
-        if result.outcome == "remaining":
-            [result, *_] = verify(ctx, [cand])[0]
-    return result.as_dict(), False
+def gathered(ctx: PassContext, status: PassStatus, page: list[PrimaryCandidate]) -> list[Candidate]:
+    """Phase 1 on every candidate, the one grace for those set aside, then their phase 2:
+    each decided (and committed), not yet verified."""
+    check_root(ctx, page)
+    todo = [guarded(ctx, status, Candidate(c, PrimaryCore(c.status)), drive) for c in page]
+    waiting = [c for c in todo if c.result is None]
+    if waiting and status.stopped is None:
+        pay_grace(ctx, waiting)
+    return [c if c.result is not None else guarded(ctx, status, c, phase2) for c in todo]
 
 
 def _not_verified(cand: Candidate, stopped: str) -> CandidateResult:
@@ -236,15 +211,11 @@ def check_root(ctx: PassContext, page: list[PrimaryCandidate]) -> None:
         try:
             ids = repo.attempt_ids_of(runs)  # one statement for the page
         except sqlite3.Error:  # a row that cannot be read: run by run, skipping the bad one
-            ids = [i for run in runs for i in _attempt_ids_alone(repo, run)]
+            ids = [att.id for run in runs for att in _attempts_alone(repo, run)]
         store.check_shards(ids)
         return
     for cand in page:
-        try:
-            attempts = repo.attempts_of(cand.run_id)
-        except Exception:  # a bad row is that candidate's failure, reported in phase 1
-            continue
-        for att in attempts:
+        for att in _attempts_alone(repo, cand.run_id):
             if att.status in ("starting", "running"):
                 raise ReceiptRootError(
                     f"receipt root {store.root!r} does not exist, yet Attempt {att.id} "
@@ -254,9 +225,9 @@ def check_root(ctx: PassContext, page: list[PrimaryCandidate]) -> None:
                 )
 
 
-def _attempt_ids_alone(repo: Repository, run_id: str) -> list[str]:
+def _attempts_alone(repo: Repository, run_id: str) -> list[AttemptRow]:
     try:
-        return [att.id for att in repo.attempts_of(run_id)]
+        return repo.attempts_of(run_id)
     except Exception:  # a bad row is that candidate's failure, reported in phase 1
         return []
 
@@ -285,9 +256,8 @@ def guarded(ctx: PassContext, status: PassStatus, cand: Candidate, step: Step) -
         if cand.result is not None:
             # Decided (and committed) before the error: the decision stands, the error named.
             kept = cand.result
-            return cand._replace(
-                result=revised(kept, kept.outcome, f"{kept.reason};error:{describe(exc)}"),
-            )
+            reason = f"{kept.reason};error:{describe(exc)}"
+            return cand._replace(result=revised(kept, kept.outcome, reason))
         cand = _failed(cand, describe(exc))
         if isinstance(exc, Conflict):
             return _decided_elsewhere(ctx, cand)  # the compare-and-set found the Run moved
@@ -330,9 +300,7 @@ def _failed(cand: Candidate, error: str) -> Candidate:
     core = cand.core.fail(error)
     decision = core.next()
     assert isinstance(decision, PrimaryDecision)
-    return cand._replace(
-        core=core, result=result_of(cand, decision.row, decision.outcome, decision.reason)
-    )
+    return decided(cand._replace(core=core), decision.row, decision.outcome, decision.reason)
 
 
 class PredictSettings(TypedDict, total=False):
@@ -365,7 +333,19 @@ def predict(
     and probed, and the grace is paid only when it needs it; a retained one is proven again
     by the final verifier, as in a whole pass. Nothing is written."""
     pass_ = PrimaryReconciler(conn, store, provider, clock, dry_run=True, **settings)
-    return predict_one(pass_.context, pass_.status, run_id)
+    ctx = pass_.context
+    page, truncated = primary_candidates(ctx.conn)
+    mine = [c for c in page if c.run_id == run_id]
+    if truncated or not mine:
+        return None, truncated
+    with lock_budget(ctx.conn, ctx.budget):
+        # A single candidate: it waits for the grace only if phase 1 set it aside.
+        [cand] = gathered(ctx, pass_.status, mine)
+        result = cand.result
+        assert result is not None
+        if result.outcome == "remaining":
+            [result, *_] = verify(ctx, [cand])[0]
+    return result.as_dict(), False
 
 
 def reconcile_connection(

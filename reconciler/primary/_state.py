@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from fsm import Need
 from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryCore, PrimaryDecision
-from reconciler._summary import CandidateResult, Fingerprint
+from reconciler._summary import CandidateResult, Fingerprint, fingerprint
 from reconciler.node import (
     Clock,
     Evidence,
@@ -86,10 +86,6 @@ class Candidate(NamedTuple):
     after_read_run: Need | PrimaryDecision | None = None
 
 
-def start(page: PrimaryCandidate) -> Candidate:
-    return Candidate(page, PrimaryCore(page.status))
-
-
 def result_of(cand: Candidate, row: str, outcome: str, reason: str) -> CandidateResult:
     attempt_id = cand.attempt.id if cand.attempt is not None else None
     return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)
@@ -118,6 +114,31 @@ class Interrupted(Exception):
         super().__init__(error)
         self.cand = cand
         self.error = error
+
+
+def same_answer(
+    again: Need | PrimaryDecision | None, before: Need | PrimaryDecision | None
+) -> bool:
+    """Whether the core answered ``again`` what it answered ``before``: the same evidence
+    asked for, or the same row deciding into the same state."""
+    if isinstance(again, Need) and isinstance(before, Need):
+        return again.evidence == before.evidence
+    return (
+        isinstance(again, PrimaryDecision)
+        and isinstance(before, PrimaryDecision)
+        and (again.row, again.state) == (before.row, before.state)
+    )
+
+
+def unchanged(run: RunRow | None, attempts: list[AttemptRow], expected: Fingerprint) -> bool:
+    """Whether a Run and its Attempts read again are as ``expected`` (ADR-0068 §5): the
+    latest Attempt the one active, the pair with the fingerprint taken before."""
+    return (
+        run is not None
+        and bool(attempts)
+        and sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE) == 1
+        and fingerprint(run, attempts[-1]) == expected
+    )
 
 
 def root_problem(store: ReceiptStore, read: ReadResult, att: AttemptRow) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from fsm.qinglong import ATTEMPT_ACTIVE, PrimaryDecision
-from reconciler._summary import CandidateResult, describe, fingerprint
+from fsm.qinglong import PrimaryDecision
+from reconciler._summary import CandidateResult, describe
 from reconciler.node import Missing
 from reconciler.primary._state import (
     Candidate,
@@ -19,14 +19,17 @@ from reconciler.primary._state import (
     revised,
     revoked,
     root_problem,
+    same_answer,
+    unchanged,
 )
 from storage import PrimaryCandidate, primary_candidates, run_with_attempts
 
+# Reads a page of candidates again (the final verifier): candidates and "more exist".
+PageQuery = Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]]
+
 
 def verify(
-    ctx: PassContext,
-    todo: list[Candidate],
-    query: Callable[[sqlite3.Connection], tuple[list[PrimaryCandidate], bool]] | None = None,
+    ctx: PassContext, todo: list[Candidate], query: PageQuery | None = None
 ) -> tuple[list[CandidateResult], bool]:
     """Every candidate's result as the verifier leaves it (in ``todo``'s order, then what it
     found besides), and whether its page was truncated. ``query``: the page's own query
@@ -37,9 +40,7 @@ def verify(
     retained = {c.page.run_id: c for c in todo if c.result and c.result.outcome == "remaining"}
     proven: dict[str, CandidateResult] = {}
     found: list[CandidateResult] = []
-    seen: set[str] = set()
     for now in page:
-        seen.add(now.run_id)
         cand = by_id.get(now.run_id)
         if cand is None or cand.result is None:
             found.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "new"))
@@ -49,6 +50,7 @@ def verify(
             # It was terminalized or lost, yet it is a candidate again: someone moved it.
             # (A dry run wrote nothing: its recovered candidates are still on the page.)
             found.append(CandidateResult(now.run_id, None, "verifier", "unresolved", "reappeared"))
+    seen = {now.run_id for now in page}
     for run_id, cand in retained.items():
         if run_id not in seen and not truncated:
             assert cand.result is not None
@@ -77,18 +79,13 @@ def verify_one(ctx: PassContext, cand: Candidate, now: PrimaryCandidate) -> Cand
         if isinstance(proof, PrimaryDecision) and proof.outcome == "failed":
             return revoked(result, proof.reason, outcome="failed")  # row 9
         assert isinstance(retained, PrimaryDecision)
-        if not isinstance(proof, PrimaryDecision) or (proof.row, proof.state) != (
-            retained.row,
-            retained.state,
-        ):
+        if not same_answer(proof, retained):
             return revoked(result, f"process_{evidence.verdict}:{evidence.reason}")
         run, attempts, _ = run_with_attempts(ctx.conn, now.run_id)
         if (
             run is None
-            or not attempts
             or (now.status, now.version) != (run.status, run.version)
-            or fingerprint(run, attempts[-1]) != cand.fingerprint
-            or sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE) != 1
+            or not unchanged(run, attempts, cand.fingerprint)
         ):
             return revoked(result, "fingerprint_changed")
     except Exception as exc:

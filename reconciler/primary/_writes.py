@@ -9,25 +9,20 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from fsm import (
-    MachineDefinitionError,
-    Need,
-)
+from fsm import MachineDefinitionError
 from fsm.qinglong import (
-    ATTEMPT_ACTIVE,
     PRIMARY_TABLE,
     PrimaryCore,
     PrimaryDecision,
     PrimaryFacts,
     observed_facts,
 )
-from reconciler._summary import Fingerprint, describe, fingerprint
+from reconciler._summary import describe, fingerprint
 from reconciler.node import QuarantineNotDone, directory_at, witness_ms
 from reconciler.primary._edges import (
     EFFECTS,
     PLANS,
     Given,
-    Plan,
     decision_payload,
     expect_for,
 )
@@ -38,7 +33,8 @@ from reconciler.primary._state import (
     PassStatus,
     decided,
     read_run_fields,
-    result_of,
+    same_answer,
+    unchanged,
 )
 from storage import (
     Advanced,
@@ -75,10 +71,7 @@ def commit(
         if decision.outcome == "remaining":  # the verifier proves it against this
             run, att = cand.run, cand.attempt
             assert run is not None and att is not None
-            return cand._replace(
-                fingerprint=fingerprint(run, att),
-                result=result_of(cand, decision.row, decision.outcome, decision.reason),
-            )
+            cand = cand._replace(fingerprint=fingerprint(run, att))
         return decided(cand, decision.row, decision.outcome, decision.reason)
     return WRITES[write](ctx, status, cand, decision)
 
@@ -88,30 +81,32 @@ def write_edge(ctx: PassContext, cand: Candidate, decision: PrimaryDecision) -> 
     inside it and must take the core the same way again; the plan is made from the facts
     with that re-read, so every edge's guard is evaluated on them; every UPDATE
     compare-and-sets in its WHERE (row count checked)."""
-    run = cand.run
-    assert run is not None and decision.write is not None
-    build = PLANS[decision.write]
-    now, note = ctx.clock.now_ms(), decision_payload(decision)
+    now = ctx.clock.now_ms()
 
     def work(c: sqlite3.Connection) -> int:
         facts, run_now, attempts = check_again(c, cand, decision)
-        plan = build(Given(run, cand.attempt, cand.receipt, decision, facts, now, note))
-        assert plan is not None
-        return advance(ctx, c, run, plan, run_now, attempts).version
+        return advance(c, cand, decision, facts, now, run_now, attempts).version
 
     return in_transaction(ctx.conn, work)
 
 
 def advance(
-    ctx: PassContext,
     c: sqlite3.Connection,
-    run: RunRow,
-    plan: Plan,
+    cand: Candidate,
+    decision: PrimaryDecision,
+    facts: PrimaryFacts,
+    now: int,
     run_now: RunRow | None,
     attempts: list[AttemptRow],
 ) -> Advanced:
-    """The plan on the rows re-read in this transaction (``c``), compare-and-set on the Run
-    as the decision saw it (``run``): ADR-0068 §4."""
+    """The decision's plan, made from ``facts`` at ``now``, on the rows re-read in this
+    transaction (``c``), compare-and-set on the Run as the decision saw it (``cand.run``):
+    ADR-0068 §4."""
+    run = cand.run
+    assert run is not None and decision.write is not None
+    note = decision_payload(decision)
+    plan = PLANS[decision.write](Given(run, cand.attempt, cand.receipt, decision, facts, now, note))
+    assert plan is not None
     return advance_read(
         c,
         run_now,
@@ -140,16 +135,7 @@ def check_again(
     check_read(run, attempts, decided_on.id, decided_on.version, expect_for(decided_on, att))
     fields = read_run_fields(run, attempts)
     again = PrimaryCore(cand.page.status).observe("read_run", **fields).next()
-    before = cand.after_read_run
-    if isinstance(again, Need) and isinstance(before, Need):
-        same = again.evidence == before.evidence
-    else:
-        same = (
-            isinstance(again, PrimaryDecision)
-            and isinstance(before, PrimaryDecision)
-            and (again.row, again.state) == (before.row, before.state)
-        )
-    if not same:
+    if not same_answer(again, cand.after_read_run):
         raise Conflict("run", cand.page.run_id, f"what row {decision.row} was decided on")
     return observed_facts(decision.facts, fields), run, attempts
 
@@ -165,15 +151,7 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
 
     def recheck(c: sqlite3.Connection) -> tuple[bool, RunRow | None, list[AttemptRow]]:
         now_run, attempts, _ = run_with_attempts(c, run.id)
-        now_att = attempts[-1] if attempts else None
-        active = sum(1 for a in attempts if a.status in ATTEMPT_ACTIVE)
-        unchanged = not (
-            now_run is None
-            or now_att is None
-            or active != 1
-            or fingerprint(now_run, now_att) != before
-        )
-        return unchanged, now_run, attempts
+        return unchanged(now_run, attempts, before), now_run, attempts
 
     if ctx.dry_run:
         observed = core.observe("recheck_run", unchanged_on_recheck=recheck(ctx.conn)[0])
@@ -181,25 +159,18 @@ def lose_after_grace(ctx: PassContext, cand: Candidate) -> Candidate:
 
     def work(c: sqlite3.Connection) -> PrimaryCore:
         # Each try of the transaction observes on the core kept from before it.
-        unchanged, now_run, attempts = recheck(c)
-        after = core.observe("recheck_run", unchanged_on_recheck=unchanged)
+        same, now_run, attempts = recheck(c)
+        after = core.observe("recheck_run", unchanged_on_recheck=same)
         decision = after.next()
         assert isinstance(decision, PrimaryDecision)
         if decision.write is not None:
-            now, note = ctx.clock.now_ms(), decision_payload(decision)
-            given = Given(run, att, cand.receipt, decision, decision.facts, now, note)
-            plan = PLANS[decision.write](given)
-            assert plan is not None
-            advance(ctx, c, run, plan, now_run, attempts)
+            advance(c, cand, decision, decision.facts, ctx.clock.now_ms(), now_run, attempts)
         return after
 
     after = in_transaction(ctx.conn, work)
     decision = after.next()
     assert isinstance(decision, PrimaryDecision)
-    return cand._replace(
-        core=after,
-        result=result_of(cand, decision.row, decision.outcome, decision.reason),
-    )
+    return decided(cand._replace(core=after), decision.row, decision.outcome, decision.reason)
 
 
 def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
@@ -220,7 +191,7 @@ def after_completion(ctx: PassContext, status: PassStatus, cand: Candidate) -> C
             reason = f"{result.reason};cleanup_failed:{describe(exc)}"
         except Exception as err:  # the commit stands: the candidate keeps its decision
             raise Interrupted(cand, err) from err
-        return cand._replace(result=result_of(cand, result.row, result.outcome, reason))
+        return decided(cand, result.row, result.outcome, reason)
     return cand
 
 
@@ -257,23 +228,6 @@ def quarantine(ctx: PassContext, status: PassStatus, run: RunRow, att: AttemptRo
         raise
 
 
-def _adopted(run: RunRow, att: AttemptRow, version: int) -> Fingerprint:
-    # Row 12 moved whichever aggregate was not yet running, in the transaction that returned
-    # ``version``: the fingerprint the verifier must find is that of the rows as committed.
-    run_status = "running" if run.status == "dispatching" else run.status
-    att_status = "running" if att.status == "starting" else att.status
-    return (
-        run.id,
-        run_status,
-        version,
-        att.id,
-        att_status,
-        att.callback_sequence,
-        att.executor_handle,
-        att.pid,
-    )
-
-
 # --- each write the table names, committed (one per entry of _edges.EFFECTS) ---------------
 
 
@@ -281,9 +235,7 @@ def _complete(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
     # Row 5 (and row 13 after the grace): the completion, then the receipt's cleanup.
-    write_edge(ctx, cand, decision)
-    done = decided(cand, decision.row, decision.outcome, decision.reason)
-    return after_completion(ctx, status, done)
+    return after_completion(ctx, status, _written(ctx, status, cand, decision))
 
 
 def _quarantine(
@@ -298,9 +250,10 @@ def _quarantine(
     return decided(cand, decision.row, decision.outcome, decision.reason)
 
 
-def _lose(
+def _written(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
+    # The decided edge committed, then its result (a `lost`; a completion before its cleanup).
     write_edge(ctx, cand, decision)
     return decided(cand, decision.row, decision.outcome, decision.reason)
 
@@ -308,24 +261,25 @@ def _lose(
 def _adopt(
     ctx: PassContext, status: PassStatus, cand: Candidate, decision: PrimaryDecision
 ) -> Candidate:
-    # Row 12: only the aggregate not yet running moves.
+    # Row 12: only the aggregate not yet running moves (both running: nothing is written), in
+    # the transaction that returns the Run's new version; the fingerprint the verifier must
+    # find is that of the rows as committed.
     run, att = cand.run, cand.attempt
     assert run is not None and att is not None
-    if run.status == "running" and att.status == "running":
-        kept = fingerprint(run, att)  # nothing to adopt, nothing written
-    else:
-        kept = _adopted(run, att, write_edge(ctx, cand, decision))
-    return cand._replace(
-        fingerprint=kept,
-        result=result_of(cand, decision.row, decision.outcome, decision.reason),
-    )
+    if run.status != "running" or att.status != "running":
+        version = write_edge(ctx, cand, decision)
+        run_status = "running" if run.status == "dispatching" else run.status
+        run = run._replace(status=run_status, version=version)
+        att = att._replace(status="running" if att.status == "starting" else att.status)
+    kept = fingerprint(run, att)
+    return decided(cand._replace(fingerprint=kept), decision.row, decision.outcome, decision.reason)
 
 
 WRITES: dict[str, Callable[[PassContext, PassStatus, Candidate, PrimaryDecision], Candidate]] = {
     "complete": _complete,
     "quarantine": _quarantine,
-    "lose": _lose,
-    "lose_missing_attempt": _lose,
+    "lose": _written,
+    "lose_missing_attempt": _written,
     "adopt_running": _adopt,
 }
 # Every write the table names is one effect, committed here: a write without both fails the

@@ -99,18 +99,16 @@ def run_pass(
                 state = decide(conn, repo, cand, enabled, clk, ports.hooks)
                 ports.hooks.after_decide(conn, cand, state)
                 tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
-            if page and page[-1].problem is not None:
-                if truncated:
-                    # A row that cannot be read cannot be a keyset cursor: stop here rather than
-                    # re-read or skip what follows it.
+            if page and page[-1].problem is None:
+                if cursor is not None and page[-1].key <= cursor:
                     stop = "cursor_stalled"
                     break
-            elif page:
-                last = page[-1].key
-                if cursor is not None and last <= cursor:
-                    stop = "cursor_stalled"
-                    break
-                cursor = last
+                cursor = page[-1].key
+            elif page and truncated:
+                # A row that cannot be read cannot be a keyset cursor: stop here rather than
+                # re-read or skip what follows it.
+                stop = "cursor_stalled"
+                break
             if not truncated:
                 stop = "complete"
                 break
@@ -156,8 +154,7 @@ def decide(
             raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
         failed = legacy_engine().start().fail(True)
-        decided = _decided(failed)
-        return legacy_machine().plan("candidate", decided.trigger, failed.facts).dest
+        return legacy_machine().plan("candidate", _decided(failed).trigger, failed.facts).dest
 
 
 def gather(
@@ -232,13 +229,12 @@ def _read_evidence(
         "matched_status": matched.status if matched else None,
         "matched_finished": bool(matched and matched.finished_at_ms is not None),
     }
-    ctx = dataclasses.replace(
+    return fields, dataclasses.replace(
         ctx,
         evidence_at_ms=matched.finished_at_ms if matched else None,
         matched_status=matched.status if matched else None,
         exit_code=matched.exit_code if matched else None,
     )
-    return fields, ctx
 
 
 # The reader of each evidence the table asks for (``LEGACY_EVIDENCE``): its fields and context.

@@ -81,18 +81,17 @@ def assessment(outcomes: Mapping[str, int], remaining: bool) -> str:
     return "converged"
 
 
+def _origin_entry(origin: str, got: Mapping[str, int]) -> dict[str, Any]:
+    # One configured origin's line of the report: its scanned, then every outcome key.
+    entry: dict[str, Any] = {"origin": origin, "scanned": sum(got.values())}
+    return entry | {key: int(got.get(key, 0)) for key in OUTCOME_KEYS}
+
+
 def build_report(
     profile: str, origins: Sequence[str], budget: Budget, counts: PassCounts
 ) -> dict[str, Any]:
-    by_origin: list[dict[str, Any]] = []
-    totals = dict.fromkeys(OUTCOME_KEYS, 0)
-    for origin in origins:
-        got = counts.by_origin.get(origin, {})
-        entry: dict[str, Any] = {"origin": origin, "scanned": sum(got.values())}
-        for key in OUTCOME_KEYS:
-            entry[key] = int(got.get(key, 0))
-            totals[key] += entry[key]
-        by_origin.append(entry)
+    by_origin = [_origin_entry(origin, counts.by_origin.get(origin, {})) for origin in origins]
+    totals = {key: sum(entry[key] for entry in by_origin) for key in OUTCOME_KEYS}
     scanned = sum(int(sum(v.values())) for v in counts.by_origin.values())
     remaining = counts.stop_reason != "complete"
     return {
@@ -142,9 +141,8 @@ def build_metrics(report: Mapping[str, Any]) -> dict[str, Any]:
         "scanned": int(coverage["scanned"]),
         "remaining": 1 if coverage["remaining"] else 0,
         "resumeAvailable": 1 if coverage["resumeAvailable"] else 0,
+        **{key: int(report["outcomes"][key]) for key in OUTCOME_KEYS},
     }
-    for key in OUTCOME_KEYS:
-        values[key] = int(report["outcomes"][key])
     return {
         "schemaVersion": 1,
         "schema": METRICS_SCHEMA,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fsm import DecisionTable, GuardRefused, IllegalTransition, MachineDefinitionError
 from fsm.qinglong import (
@@ -82,10 +82,6 @@ def _rows_of_writes(table: DecisionTable) -> Mapping[str, tuple[str, str]]:
 _ROW_OF_WRITE = _rows_of_writes(LEGACY_TABLE)
 
 
-# The changes of one write transaction, made from the facts re-read in it (their evidence).
-Build = Callable[[LegacyFacts], Sequence[Change]]
-
-
 def edge(machine: str, row: str, source: str, dest: str) -> str:
     """The trigger of ADR-0448 row ``row``'s guarded ``source -> dest`` edge on ``machine``
     (``fsm``'s ``LEGACY_EDGE_TRIGGERS``); IllegalTransition when the row has no such edge."""
@@ -114,20 +110,21 @@ class Guard:
         repo: Repository,
         run_id: str,
         expected_version: int,
-        build: Build,
+        changes: Sequence[Change],
         *,
         actor: Actor,
         at_ms: int,
         expect: Expect,
     ) -> Advanced:
-        """The changes ``build`` makes from the facts re-read in ONE transaction, committed
-        only if every guard of their edges holds on those facts."""
+        """The ``changes`` in ONE transaction, each with the facts re-read in it as its
+        evidence: committed only if every guard of their edges holds on those facts."""
 
         def work(c: sqlite3.Connection) -> Advanced:
-            changes = build(self.reread(c))
+            facts = self.reread(c)
+            evidenced = [replace(change, evidence=facts) for change in changes]
             try:
                 return repo.advance_in(
-                    c, run_id, expected_version, changes, actor=actor, at_ms=at_ms, expect=expect
+                    c, run_id, expected_version, evidenced, actor=actor, at_ms=at_ms, expect=expect
                 )
             except GuardRefused as exc:
                 what = f"what ADR-0448 row {self.row} was decided on"
@@ -190,22 +187,17 @@ def _repair(
         if latest.error_summary is not None:
             sets["error_summary"] = latest.error_summary
 
-    def build(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            RunChange(
-                edge("run", guard.row, run.status, target),
-                evidence=facts,
-                set=sets,
-                payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
-                dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
-            )
-        ]
-
+    change = RunChange(
+        edge("run", guard.row, run.status, target),
+        set=sets,
+        payload={"error_code": sets["error_code"]} if "error_code" in sets else {},
+        dedupe_key=eff.dedupe.format(attempt=latest.id, target=target),
+    )
     guard.commit(
         repo,
         run.id,
         run.version,
-        build,
+        [change],
         actor=eff.actor,
         at_ms=at,
         expect=Expect(attempts={latest.id: {"status": latest.status}}),
@@ -226,23 +218,18 @@ def _two_step(
     assert run is not None and att is not None and target is not None and code is not None
     at = _at(run, att.created_at_ms, att.started_at_ms, now=clock.now_ms())
 
-    def attempt_edge(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            AttemptChange(
-                att.id,
-                edge("attempt", guard.row, att.status, target),
-                evidence=facts,
-                set=_errors(target, code),
-                dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
-                event_fields=DOMAIN_ATTEMPT_EVENT,
-            )
-        ]
-
+    attempt_edge = AttemptChange(
+        att.id,
+        edge("attempt", guard.row, att.status, target),
+        set=_errors(target, code),
+        dedupe_key=eff.dedupe.format(aggregate="attempt", attempt=att.id),
+        event_fields=DOMAIN_ATTEMPT_EVENT,
+    )
     first = guard.commit(
         repo,
         run.id,
         run.version,
-        attempt_edge,
+        [attempt_edge],
         actor=eff.actor,
         at_ms=at,
         expect=_expect(run, att),
@@ -256,22 +243,17 @@ def _two_step(
     if target in RUN_TERMINAL:
         run_sets["finished_at_ms"] = at  # a lost Run gets no finish time (it is not terminal)
 
-    def run_edge(facts: LegacyFacts) -> Sequence[Change]:
-        return [
-            RunChange(
-                edge("run", then.row, run.status, target),
-                evidence=facts,
-                set=run_sets,
-                payload={"error_code": code[0]},
-                dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
-            )
-        ]
-
+    run_edge = RunChange(
+        edge("run", then.row, run.status, target),
+        set=run_sets,
+        payload={"error_code": code[0]},
+        dedupe_key=eff.dedupe.format(aggregate="run", attempt=att.id),
+    )
     then.commit(
         repo,
         run.id,
         first.version,
-        run_edge,
+        [run_edge],
         actor=eff.actor,
         at_ms=at,
         expect=Expect(run={"status": run.status}),
@@ -282,15 +264,12 @@ class _Chain:
     """Builds one shadow-writer transaction (H): each edge one event, dedupe
     ``shadow:<sequence>:<type>``, ``shadow: true`` in every payload, the rest of each payload
     as QingLong's domain transition writes it (``error_code`` when the edge sets one; an
-    Attempt event's ``attempt`` number). Each edge is row ``row``'s guarded edge, with the facts
-    re-read in the transaction as its evidence."""
+    Attempt event's ``attempt`` number). Each edge is row ``row``'s guarded edge (its evidence
+    the facts re-read in the transaction, given by :meth:`Guard.commit`)."""
 
-    def __init__(
-        self, run: RunRow, attempt: AttemptRow, dedupe: str, row: str, facts: LegacyFacts
-    ) -> None:
+    def __init__(self, run: RunRow, attempt: AttemptRow, dedupe: str, row: str) -> None:
         self.dedupe = dedupe
         self.row = row
-        self.facts = facts
         self.run_status = run.status
         self.attempt_status = attempt.status
         self.attempt_id = attempt.id
@@ -304,7 +283,6 @@ class _Chain:
         self.changes.append(
             RunChange(
                 edge("run", self.row, self.run_status, dest),
-                evidence=self.facts,
                 set=sets,
                 payload={**code, **extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"run.{dest}"),
@@ -318,7 +296,6 @@ class _Chain:
             AttemptChange(
                 self.attempt_id,
                 edge("attempt", self.row, self.attempt_status, dest),
-                evidence=self.facts,
                 set=sets,
                 payload={**extra, "shadow": True},
                 dedupe_key=self.dedupe.format(sequence=self.sequence, type=f"attempt.{dest}"),
@@ -328,59 +305,54 @@ class _Chain:
         self.attempt_status = dest
 
 
-def _chained(
-    repo: Repository,
-    ctx: Context,
-    clock: Clock,
-    eff: Effect,
-    guard: Guard,
-    edges: Callable[[_Chain, RunRow, AttemptRow, int], None],
-) -> None:
-    """Rows 6/7 (H): ``edges`` chains the Run's and the Attempt's edges at time ``at`` in one
-    transaction, on the Run and its active Attempt read again."""
-    run, active = ctx.run, ctx.attempt
-    assert run is not None and active is not None
-    attempt = repo.get_attempt(active.id)
-    if attempt is None:
-        raise LookupError("attempt vanished")
-    at = _at(
-        run, attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms, now=clock.now_ms()
-    )
+# The Run's and the Attempt's edges of one shadow-writer transaction (rows 6/7), chained at
+# time ``at`` on the Run and its active Attempt read again.
+Edges = Callable[[_Chain, Context, "Effect", RunRow, AttemptRow, int], None]
 
-    def build(facts: LegacyFacts) -> Sequence[Change]:
-        chain = _Chain(run, attempt, eff.dedupe, guard.row, facts)
-        edges(chain, run, attempt, at)
-        return chain.changes
 
-    guard.commit(
-        repo,
-        run.id,
-        run.version,
-        build,
-        actor=eff.actor,
-        at_ms=at,
-        expect=_expect(run, active),
-    )
+def _chained(edges: Edges) -> Writer:
+    """Rows 6/7 (H): the writer that commits ``edges`` in one transaction."""
+
+    def plan(
+        repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    ) -> None:
+        run, active = ctx.run, ctx.attempt
+        assert run is not None and active is not None
+        attempt = repo.get_attempt(active.id)
+        if attempt is None:
+            raise LookupError("attempt vanished")
+        times = (attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms)
+        at = _at(run, *times, now=clock.now_ms())
+
+        chain = _Chain(run, attempt, eff.dedupe, guard.row)
+        edges(chain, ctx, eff, run, attempt, at)
+        guard.commit(
+            repo,
+            run.id,
+            run.version,
+            chain.changes,
+            actor=eff.actor,
+            at_ms=at,
+            expect=_expect(run, active),
+        )
+
+    return plan
 
 
 def _cancel(
-    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    chain: _Chain, ctx: Context, eff: Effect, run: RunRow, attempt: AttemptRow, at: int
 ) -> None:
     """Row 6 (H `cancelled`): Attempt -> cancelled, Run -> cancelled, one transaction; the
     reason `reconcile` is carried in the payload (QingLong sets no cancel_reason column)."""
     target = eff.target
     assert target is not None
     extra = dict(eff.payload)
-
-    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
-        chain.attempt(target, _errors(target, eff.error), extra)
-        chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
-
-    _chained(repo, ctx, clock, eff, guard, edges)
+    chain.attempt(target, _errors(target, eff.error), extra)
+    chain.run(target, {"finished_at_ms": at, **_errors(target, eff.error)}, extra)
 
 
 def _complete(
-    repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
+    chain: _Chain, ctx: Context, eff: Effect, run: RunRow, attempt: AttemptRow, at: int
 ) -> None:
     """Row 7 (H `exited`): chain legal edges to `running`, then the terminal pair, in one
     transaction. Exact order from queued+claimed: run.dispatching, attempt.starting,
@@ -390,26 +362,22 @@ def _complete(
     # G: exit 0 on success; a failure keeps its exit code, or 1 when unknown or 0.
     exit_code = 0 if succeeded else (ctx.exit_code if ctx.exit_code else 1)
     code = None if succeeded else eff.error
-
-    def edges(chain: _Chain, run: RunRow, attempt: AttemptRow, at: int) -> None:
-        if chain.run_status == "created":
-            chain.run("queued", {"queued_at_ms": at}, {})
-        if chain.run_status == "queued":
-            chain.run("dispatching", {}, {})
-        if chain.attempt_status == "claimed":
-            chain.attempt("starting", {}, {})
-        if chain.attempt_status == "starting":
-            chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
-        if chain.run_status == "dispatching":
-            chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
-        chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
-        chain.run(
-            terminal,
-            {"finished_at_ms": at, **_errors(terminal, code)},
-            {"legacy_exit_code": exit_code},
-        )
-
-    _chained(repo, ctx, clock, eff, guard, edges)
+    if chain.run_status == "created":
+        chain.run("queued", {"queued_at_ms": at}, {})
+    if chain.run_status == "queued":
+        chain.run("dispatching", {}, {})
+    if chain.attempt_status == "claimed":
+        chain.attempt("starting", {}, {})
+    if chain.attempt_status == "starting":
+        chain.attempt("running", {} if attempt.started_at_ms else {"started_at_ms": at}, {})
+    if chain.run_status == "dispatching":
+        chain.run("running", {} if run.started_at_ms else {"started_at_ms": at}, {})
+    chain.attempt(terminal, {"exit_code": exit_code, **_errors(terminal, code)}, {})
+    chain.run(
+        terminal,
+        {"finished_at_ms": at, **_errors(terminal, code)},
+        {"legacy_exit_code": exit_code},
+    )
 
 
 Writer = Callable[[Repository, Context, Clock, PassHooks, "Effect", "Guard"], None]
@@ -450,7 +418,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="cancel",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_cancel,
+        plan=_chained(_cancel),
         error=CANCELLED,
         target="cancelled",
         payload={"legacy_cancel_reason": "reconcile"},
@@ -460,7 +428,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="complete",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_complete,
+        plan=_chained(_complete),
         error=NON_ZERO,
     ),
     # Row 9: G's `abandon`, Attempt then Run.

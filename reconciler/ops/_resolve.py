@@ -183,7 +183,7 @@ def plan_resolution(
         )
         raise ResolveRefused(
             f"{where}: its process identity proves it is still running ({live}); stop it "
-            f"({stop_hint([handle_ids(a) for a in running])}) and run `qlfsm startup`, or pass "
+            f"({stop_hint([handle_ids(a)[1] for a in running])}) and run `qlfsm startup`, or pass "
             "--force to decide anyway (recorded in the event; qlfsm does not stop the process)",
             choices,
         )
@@ -206,10 +206,10 @@ def handle_ids(attempt: AttemptRow) -> tuple[int | None, int | None]:
     return (handle.pid, handle.pgid) if handle is not None else (None, None)
 
 
-def stop_hint(ids: Sequence[tuple[int | None, int | None]]) -> str:
+def stop_hint(pgids: Sequence[int | None]) -> str:
     """How to stop the proven-live jobs: each one's process group (the launcher starts every
     job in its own group, spec 03 "Launcher"), by the group id the probe proved."""
-    groups = dict.fromkeys(g for _, g in ids if g is not None)
+    groups = dict.fromkeys(g for g in pgids if g is not None)
     return "; ".join(f"kill -TERM -- -{g}" for g in groups) or "stop it by other means"
 
 
@@ -256,7 +256,7 @@ class Resolved:
             "dry_run": self.dry_run,
             "writes": list(self.writes),
             "still_running": live,
-            "stop": stop_hint([(x["pid"], x["pgid"]) for x in live]) if live else None,
+            "stop": stop_hint([x["pgid"] for x in live]) if live else None,
             "run_id": p.run_id,
             "to": p.target,
             "run": {"from": p.run_source, "to": p.target},

@@ -141,11 +141,7 @@ ROW_FACTS: Mapping[tuple[str | None, str | None], str] = {
 
 
 class UnknownRun(LookupError):
-    """The run is not in the database."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
-        self.run_id = run_id
+    """The run is not in the database (its id is the one argument)."""
 
 
 @dataclass(frozen=True)
@@ -362,8 +358,7 @@ class _Placer:
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
-        self.run_state: str | None = None
-        self.attempt_state: dict[str, str] = {}
+        self.states: dict[str | None, str | None] = {}  # the Run's (key None) and each Attempt's
 
     def row_of(
         self,
@@ -403,17 +398,13 @@ class _Placer:
         dest: str | None = None
         if machine is not None:
             spec = SPECS[machine]
-            before = (
-                self.run_state if machine == "run" else self.attempt_state.get(attempt_id or "")
-            )
+            key = None if machine == "run" else attempt_id or ""
             recorded_from = payload.get("from_status")
-            source = recorded_from if recorded_from in spec.states else before
+            source = recorded_from if recorded_from in spec.states else self.states.get(key)
             recorded_to = payload.get("to_status")
             dest = recorded_to if recorded_to in spec.states else to_state
-            if machine == "run":
-                self.run_state = dest
-            elif attempt_id is not None and dest is not None:
-                self.attempt_state[attempt_id] = dest
+            if machine == "run" or attempt_id is not None:
+                self.states[key] = dest
         decision = _object(payload.get(DECISION_KEY))
         resolution = _object(payload.get(RESOLUTION_KEY))
         actor = (e.actor_type, e.actor_id)

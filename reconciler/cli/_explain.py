@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
 _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_paid", "reread")
 
-
 # A stretch of more than this many consecutive events that move no state is folded into one line
 # in the human page (docs/decisions.md D-30): a storm is counted, an ordinary run shows all.
 FOLD_OVER = 20
@@ -245,9 +244,8 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
             )
         lines.append(line)
     lines.append("")
-    widths = plan.widths
-    lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
-    lines.append("  ".join("-" * w for w in widths))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, plan.widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in plan.widths))
     out.write("\n".join(lines) + "\n")
     # The folded stretches are not read again (a source that can skip them, `Steps`, skips).
     skip = {first: st.last for first, st in plan.folded.items()}
@@ -260,7 +258,7 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
             out.write(_fold_line(folds.popleft()) + "\n")
         if step.sequence <= skip_to:
             continue
-        row = "  ".join(c.ljust(w) for c, w in zip(_cells(step), widths, strict=True))
+        row = "  ".join(c.ljust(w) for c, w in zip(_cells(step), plan.widths, strict=True))
         out.write(row.rstrip() + "\n")
         out.writelines(f"    {n}\n" for n in _notes(step))
     out.writelines(_fold_line(st) + "\n" for st in folds)  # a stretch that ends the run
@@ -287,9 +285,8 @@ def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
             "state (a live process kept running, or a run left unresolved or pending, leaves "
             "none)"
         )
-    now = found.now
-    if isinstance(now, Mapping):
-        paras.append(_render_now(now))
+    if isinstance(found.now, Mapping):
+        paras.append(_render_now(found.now))
     elif active and run.execution_owner == "runtime":
         paras.append(
             "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
@@ -300,9 +297,8 @@ def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
         for view in found.processes:
             lines.extend(f"    {x}" for x in render_process(view))
         paras.append("\n".join(lines))
-    decide = found.decide
-    if isinstance(decide, Mapping):
-        paras.append("\n".join(_render_decide(decide, now)))
+    if isinstance(found.decide, Mapping):
+        paras.append("\n".join(_render_decide(found.decide, found.now)))
     return paras
 
 

@@ -187,16 +187,14 @@ def plan_resolution(
             "--force to decide anyway (recorded in the event; qlfsm does not stop the process)",
             choices,
         )
-    run_trigger = _lifecycle(run_machine(), run.status, target)
-    assert run_trigger is not None  # target is in choices
+    # The target is in choices: every edge below is one fsm's lifecycle tables allow.
     moves = []
     for a in active:
-        trigger = _lifecycle(attempt_machine(), a.status, target)
-        assert trigger is not None
+        trigger = attempt_machine().lifecycle_trigger(a.status, target)
         probe = probes.get(a.id)
-        verdict = probe.verdict if probe is not None else None
-        probe_reason = probe.reason if probe is not None else None
+        verdict, probe_reason = (probe.verdict, probe.reason) if probe is not None else (None, None)
         moves.append(AttemptMove(a.id, a.status, trigger, verdict, probe_reason, *handle_ids(a)))
+    run_trigger = run_machine().lifecycle_trigger(run.status, target)
     return ResolutionPlan(run.id, target, run.status, run_trigger, tuple(moves), force)
 
 

@@ -308,9 +308,8 @@ def _write_svg(path: str, found: Explanation, dot: str | None) -> None:
     from reconciler.diagrams import DiagramsError, path_svg
 
     title = f"run {found.run.id}: the edges it took, numbered by event sequence"
-    taken = {"run": found.taken("run"), "attempt": found.taken("attempt")}
     try:
-        svg = path_svg(title, taken, dot)
+        svg = path_svg(title, found.taken(), dot)
     except DiagramsError as exc:
         raise UsageError(f"--svg: {exc}") from exc
     try:

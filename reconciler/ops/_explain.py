@@ -267,13 +267,13 @@ class Explanation:
     processes: list[dict[str, Any]] = field(default_factory=list)
     decide: Mapping[str, Any] | None = None
 
-    def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
-        """The edges of ``machine`` this run took, each with the sequences that took it: the
-        state-moving events only (an event that moves nothing is no edge)."""
-        out: dict[tuple[str, str], list[int]] = {}
+    def taken(self) -> dict[str, dict[tuple[str, str], list[int]]]:
+        """The edges of each machine this run took, each with the sequences that took it, in one
+        pass: the state-moving events only (an event that moves nothing is no edge)."""
+        out: dict[str, dict[tuple[str, str], list[int]]] = {"run": {}, "attempt": {}}
         for s in self.steps:
-            if s.machine == machine and s.source is not None and s.dest is not None:
-                out.setdefault((s.source, s.dest), []).append(s.sequence)
+            if s.machine is not None and s.source is not None and s.dest is not None:
+                out[s.machine].setdefault((s.source, s.dest), []).append(s.sequence)
         return out
 
     def head(self) -> dict[str, Any]:

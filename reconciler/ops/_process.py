@@ -87,12 +87,11 @@ def process_view(
                 view["boot"] = "same" if provider.boot_id() == handle.boot_id else "different"
             if view["boot"] == "same":
                 view["now"] = _stat_now(provider, handle.pid)
-    recorded = attempt.pid
     if (
         linux
-        and isinstance(recorded, int)
-        and recorded > 0
-        and (handle is None or recorded != handle.pid)
+        and isinstance(attempt.pid, int)
+        and attempt.pid > 0
+        and (handle is None or attempt.pid != handle.pid)
     ):
-        view["recorded_now"] = _stat_now(provider, recorded)
+        view["recorded_now"] = _stat_now(provider, attempt.pid)
     return view

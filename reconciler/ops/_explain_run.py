@@ -13,8 +13,8 @@ from typing import Any
 
 from reconciler._errors import UsageError
 from reconciler._escape import shell_word
-from reconciler.ops._explain import ADR0068, ROW_FACTS, Explanation, explain
-from reconciler.ops._now import ACTIVE_RUN, legacy_now
+from reconciler.ops._explain import ADR0068, Explanation, explain
+from reconciler.ops._now import ACTIVE_RUN, decision_now, legacy_now
 from reconciler.ops._process import process_view
 from reconciler.ops._resolve import legal_targets, stop_hint
 
@@ -124,11 +124,4 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
             else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
         )
         return {"record": ADR0068, "row": None, "outcome": None, "reason": why}
-    row = str(entry["row"])
-    return {
-        "record": ADR0068,
-        "row": row,
-        "outcome": entry["outcome"],
-        "reason": entry["reason"],
-        "row_facts": ROW_FACTS.get((ADR0068, row)),
-    }
+    return decision_now(ADR0068, str(entry["row"]), entry["outcome"], entry["reason"])

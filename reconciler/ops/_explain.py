@@ -343,13 +343,17 @@ def _second_of(second: int) -> str | None:
 def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
     """The run's path from its events; UnknownRun when there is no such run. Reads only. The
     steps are read from ``conn`` each time they are iterated: keep it open until then."""
-    repo = Repository(conn)
+    run, attempts = run_of(Repository(conn), run_id)
+    steps = Steps(conn, run_id, run.execution_owner)
+    return Explanation(run, attempts, steps, journal_of(conn, attempts))
+
+
+def run_of(repo: Repository, run_id: str) -> tuple[RunRow, list[AttemptRow]]:
+    """The run and its Attempts (`explain`, `resolve`); UnknownRun when there is no such run."""
     run = repo.get_run(run_id)
     if run is None:
         raise UnknownRun(run_id)
-    attempts = repo.attempts_of(run_id)
-    steps = Steps(conn, run_id, run.execution_owner)
-    return Explanation(run, attempts, steps, journal_of(conn, attempts))
+    return run, repo.attempts_of(run_id)
 
 
 class _Placer:

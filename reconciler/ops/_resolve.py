@@ -36,7 +36,7 @@ from fsm import IllegalTransition
 from fsm.qinglong import ATTEMPT_ACTIVE, RUN_TERMINAL, attempt_machine, run_machine
 from reconciler._escape import clean
 from reconciler.node import Clock, Evidence, ProcessProvider, inspect_handle, parse_handle
-from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun, journal_entries, journal_of
+from reconciler.ops._explain import RESOLUTION_KEY, journal_entries, journal_of, run_of
 from storage import (
     Actor,
     AttemptChange,
@@ -295,10 +295,7 @@ def resolve(
     be written without writing it (no transaction is even opened)."""
     text = check_reason(reason)
     repo = Repository(conn)
-    run = repo.get_run(run_id)
-    if run is None:
-        raise UnknownRun(run_id)
-    attempts = repo.attempts_of(run_id)
+    run, attempts = run_of(repo, run_id)
     active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
     # Evidence first, at the edge: the exact durable identity of every active Attempt.
     probes = {

@@ -21,6 +21,7 @@ from _primary_support import (
     run_pass,
 )
 
+from fsm.qinglong import ATTEMPT_SPEC, RUN_SPEC
 from reconciler.cli._explain import describe_evidence
 from reconciler.node import FileReceiptStore
 from reconciler.ops._explain import edge_trigger
@@ -161,7 +162,8 @@ def test_the_trigger_is_the_one_the_tables_and_the_events_facts_name(
     row: str | None,
     expected: str | None,
 ) -> None:
-    got = edge_trigger(machine, source, dest, adr0068=adr0068, receipt=receipt, row=row)
+    spec = RUN_SPEC if machine == "run" else ATTEMPT_SPEC
+    got = edge_trigger(spec, source, dest, adr0068=adr0068, receipt=receipt, row=row)
     assert got == expected
 
 

@@ -425,9 +425,7 @@ class _Placer:
             if legacy and machine == "run" and row is not None:
                 edge_row = LEGACY_ROW_MAPS.run_commit_row.get(row, row)
             receipt = actor == RECEIPT_ACTOR
-            trigger = edge_trigger(
-                machine, source, dest, adr0068=adr0068, receipt=receipt, row=edge_row, legacy=legacy
-            )
+            trigger = _trigger(machine, source, dest, adr0068, receipt, edge_row, legacy)
         return Step(
             sequence=e.sequence,
             at_ms=e.created_at_ms,
@@ -509,8 +507,22 @@ def _legacy_row(
 # A run's events repeat a few edges, so each edge's trigger is looked up once (issue 29); the
 # cache is bounded, and keyed by the machine's name: hashing its spec costs more than the lookup.
 @functools.lru_cache(maxsize=256)
-def edge_trigger(
+def _trigger(
     machine: str,
+    source: str,
+    dest: str,
+    adr0068: bool,
+    receipt: bool,
+    row: str | None,
+    legacy: bool,
+) -> str | None:
+    return edge_trigger(
+        SPECS[machine], source, dest, adr0068=adr0068, receipt=receipt, row=row, legacy=legacy
+    )
+
+
+def edge_trigger(
+    spec: MachineSpec,
     source: str,
     dest: str,
     *,
@@ -519,10 +531,10 @@ def edge_trigger(
     row: str | None,
     legacy: bool = False,
 ) -> str | None:
-    """The trigger of ``source -> dest`` on ``machine`` when the tables and the event's facts name
+    """The trigger of ``source -> dest`` on ``spec`` when the tables and the event's facts name
     exactly one; None otherwise (the caller shows the event type). ``legacy``: an event of the
     legacy shadow's write of ADR-0448 row ``row``."""
-    edges = [e for e in SPECS[machine].edges if e.source == source and e.dest == dest]
+    edges = [e for e in spec.edges if e.source == source and e.dest == dest]
     if legacy and row is not None:
         of_row = [e for e in edges if e.guard is not None and e.cites == f"ADR-0448 row {row}"]
         if of_row:

@@ -124,9 +124,8 @@ def explain_command(argv: list[str]) -> int:
 def write_json(found: Explanation, out: TextIO) -> None:
     """``found`` as one line of JSON, byte for byte what ``print_json(found.as_dict())`` prints,
     written a step at a time: the head, each step through ``json.dumps``, the tail (issue 29)."""
-    head = json_line({**found.head(), "steps": []})
     # `json.dumps` ends the object `..., "steps": []}`: the steps go between the brackets.
-    out.write(head[: -len("]}")])
+    out.write(json_line({**found.head(), "steps": []})[: -len("]}")])
     # `json_line`'s encoding, a page of steps at a time: a list encodes as its items joined by
     # `, ` between brackets, so one encode, one escape and one write per page (issue 29).
     encode = json.JSONEncoder(ensure_ascii=False).encode
@@ -293,10 +292,8 @@ def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
             "its receipt, probes its process, writes nothing)"
         )
     if found.processes:
-        lines = ["what /proc says now (pids, groups and ticks only):"]
-        for view in found.processes:
-            lines.extend(f"    {x}" for x in render_process(view))
-        paras.append("\n".join(lines))
+        lines = [f"    {x}" for view in found.processes for x in render_process(view)]
+        paras.append("\n".join(["what /proc says now (pids, groups and ticks only):", *lines]))
     if isinstance(found.decide, Mapping):
         paras.append("\n".join(_render_decide(found.decide, found.now)))
     return paras

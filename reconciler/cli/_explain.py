@@ -114,8 +114,7 @@ def explain_command(argv: list[str]) -> int:
         if args.json:
             write_json(found, sys.stdout)
         else:
-            fold = None if args.all_events else FOLD_OVER
-            write_human(found, sys.stdout, db=args.db, fold=fold)
+            write_human(found, sys.stdout, db=args.db, fold=None if args.all_events else FOLD_OVER)
             if args.svg is not None:
                 sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     return 0

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # The evidence fields of a recovery decision, in the order ADR-0068 §2 gathers them.
 _EVIDENCE_ORDER = ("receipt", "process", "probe_reason", "pid_matches", "grace_paid", "reread")
 
+
 # A stretch of more than this many consecutive events that move no state is folded into one line
 # in the human page (docs/decisions.md D-30): a storm is counted, an ordinary run shows all.
 FOLD_OVER = 20

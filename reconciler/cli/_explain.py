@@ -427,19 +427,18 @@ def _render_now(now: Mapping[str, Any]) -> str:
 
 def _notes(step: Step) -> list[str]:
     out: list[str] = []
-    decision = step.decision
     if step.row is not None:
         # The row's words from spec 04 are in the JSON (`row_facts`); here the row and reason.
-        record = clean(step.record)
-        if step.row_recorded and decision is not None:
-            out.append(f"decision: {record} row {clean(step.row)}: {clean(decision.get('reason'))}")
-            evidence = decision.get("evidence")
+        said = f"decision: {clean(step.record)} row {clean(step.row)}"
+        if step.row_recorded and step.decision is not None:
+            out.append(f"{said}: {clean(step.decision.get('reason'))}")
+            evidence = step.decision.get("evidence")
             if isinstance(evidence, Mapping):
                 out.append(f"evidence: {describe_evidence(evidence)}")
         else:
             out.append(
-                f"decision: {record} row {clean(step.row)} (inferred from what the event "
-                "records; it was written without its evidence)"
+                f"{said} (inferred from what the event records; it was written without its "
+                "evidence)"
             )
     resolution = step.resolution
     if resolution is not None:

@@ -115,8 +115,7 @@ def explain_command(argv: list[str]) -> int:
         if args.json:
             write_json(found, sys.stdout)
         else:
-            fold = None if args.all_events else FOLD_OVER
-            write_human(found, sys.stdout, db=args.db, fold=fold)
+            write_human(found, sys.stdout, db=args.db, fold=None if args.all_events else FOLD_OVER)
             if args.svg is not None:
                 sys.stdout.write(f"\ndiagrams with this run's edges: {clean(args.svg)}\n")
     return 0
@@ -125,9 +124,8 @@ def explain_command(argv: list[str]) -> int:
 def write_json(found: Explanation, out: TextIO) -> None:
     """``found`` as one line of JSON, byte for byte what ``print_json(found.as_dict())`` prints,
     written a step at a time: the head, each step through ``json.dumps``, the tail (issue 29)."""
-    head = json_line({**found.head(), "steps": []})
     # `json.dumps` ends the object `..., "steps": []}`: the steps go between the brackets.
-    out.write(head[: -len("]}")])
+    out.write(json_line({**found.head(), "steps": []})[: -len("]}")])
     # `json_line`'s encoding, a page of steps at a time: a list encodes as its items joined by
     # `, ` between brackets, so one encode, one escape and one write per page (issue 29).
     encode = json.JSONEncoder(ensure_ascii=False).encode
@@ -245,9 +243,8 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
             )
         lines.append(line)
     lines.append("")
-    widths = plan.widths
-    lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
-    lines.append("  ".join("-" * w for w in widths))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(_HEADERS, plan.widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in plan.widths))
     out.write("\n".join(lines) + "\n")
     # The folded stretches are not read again (a source that can skip them, `Steps`, skips).
     skip = {first: st.last for first, st in plan.folded.items()}
@@ -260,7 +257,7 @@ def write_human(found: Explanation, out: TextIO, *, db: str, fold: int | None) -
             out.write(_fold_line(folds.popleft()) + "\n")
         if step.sequence <= skip_to:
             continue
-        row = "  ".join(c.ljust(w) for c, w in zip(_cells(step), widths, strict=True))
+        row = "  ".join(c.ljust(w) for c, w in zip(_cells(step), plan.widths, strict=True))
         out.write(row.rstrip() + "\n")
         out.writelines(f"    {n}\n" for n in _notes(step))
     out.writelines(_fold_line(st) + "\n" for st in folds)  # a stretch that ends the run
@@ -287,22 +284,18 @@ def _tail(found: Explanation, plan: _Plan, db: str) -> list[str]:
             "state (a live process kept running, or a run left unresolved or pending, leaves "
             "none)"
         )
-    now = found.now
-    if isinstance(now, Mapping):
-        paras.append(_render_now(now))
+    if isinstance(found.now, Mapping):
+        paras.append(_render_now(found.now))
     elif active and run.execution_owner == "runtime":
         paras.append(
             "the decision start-up would take now: add --receipt-root DIR (a dry run: reads "
             "its receipt, probes its process, writes nothing)"
         )
     if found.processes:
-        lines = ["what /proc says now (pids, groups and ticks only):"]
-        for view in found.processes:
-            lines.extend(f"    {x}" for x in render_process(view))
-        paras.append("\n".join(lines))
-    decide = found.decide
-    if isinstance(decide, Mapping):
-        paras.append("\n".join(_render_decide(decide, now)))
+        lines = [f"    {x}" for view in found.processes for x in render_process(view)]
+        paras.append("\n".join(["what /proc says now (pids, groups and ticks only):", *lines]))
+    if isinstance(found.decide, Mapping):
+        paras.append("\n".join(_render_decide(found.decide, found.now)))
     return paras
 
 
@@ -312,9 +305,8 @@ def _write_svg(path: str, found: Explanation, dot: str | None) -> None:
     from reconciler.diagrams import DiagramsError, path_svg
 
     title = f"run {found.run.id}: the edges it took, numbered by event sequence"
-    taken = {"run": found.taken("run"), "attempt": found.taken("attempt")}
     try:
-        svg = path_svg(title, taken, dot)
+        svg = path_svg(title, found.taken(), dot)
     except DiagramsError as exc:
         raise UsageError(f"--svg: {exc}") from exc
     try:
@@ -435,19 +427,18 @@ def _render_now(now: Mapping[str, Any]) -> str:
 
 def _notes(step: Step) -> list[str]:
     out: list[str] = []
-    decision = step.decision
     if step.row is not None:
         # The row's words from spec 04 are in the JSON (`row_facts`); here the row and reason.
-        record = clean(step.record)
-        if step.row_recorded and decision is not None:
-            out.append(f"decision: {record} row {clean(step.row)}: {clean(decision.get('reason'))}")
-            evidence = decision.get("evidence")
+        said = f"decision: {clean(step.record)} row {clean(step.row)}"
+        if step.row_recorded and step.decision is not None:
+            out.append(f"{said}: {clean(step.decision.get('reason'))}")
+            evidence = step.decision.get("evidence")
             if isinstance(evidence, Mapping):
                 out.append(f"evidence: {describe_evidence(evidence)}")
         else:
             out.append(
-                f"decision: {record} row {clean(step.row)} (inferred from what the event "
-                "records; it was written without its evidence)"
+                f"{said} (inferred from what the event records; it was written without its "
+                "evidence)"
             )
     resolution = step.resolution
     if resolution is not None:

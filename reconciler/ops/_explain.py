@@ -141,11 +141,7 @@ ROW_FACTS: Mapping[tuple[str | None, str | None], str] = {
 
 
 class UnknownRun(LookupError):
-    """The run is not in the database."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
-        self.run_id = run_id
+    """The run is not in the database (its id is the one argument)."""
 
 
 @dataclass(frozen=True)
@@ -271,13 +267,13 @@ class Explanation:
     processes: list[dict[str, Any]] = field(default_factory=list)
     decide: Mapping[str, Any] | None = None
 
-    def taken(self, machine: str) -> dict[tuple[str, str], list[int]]:
-        """The edges of ``machine`` this run took, each with the sequences that took it: the
-        state-moving events only (an event that moves nothing is no edge)."""
-        out: dict[tuple[str, str], list[int]] = {}
+    def taken(self) -> dict[str, dict[tuple[str, str], list[int]]]:
+        """The edges of each machine this run took, each with the sequences that took it, in one
+        pass: the state-moving events only (an event that moves nothing is no edge)."""
+        out: dict[str, dict[tuple[str, str], list[int]]] = {"run": {}, "attempt": {}}
         for s in self.steps:
-            if s.machine == machine and s.source is not None and s.dest is not None:
-                out.setdefault((s.source, s.dest), []).append(s.sequence)
+            if s.machine is not None and s.source is not None and s.dest is not None:
+                out[s.machine].setdefault((s.source, s.dest), []).append(s.sequence)
         return out
 
     def head(self) -> dict[str, Any]:
@@ -347,13 +343,17 @@ def _second_of(second: int) -> str | None:
 def explain(conn: sqlite3.Connection, run_id: str) -> Explanation:
     """The run's path from its events; UnknownRun when there is no such run. Reads only. The
     steps are read from ``conn`` each time they are iterated: keep it open until then."""
-    repo = Repository(conn)
+    run, attempts = run_of(Repository(conn), run_id)
+    steps = Steps(conn, run_id, run.execution_owner)
+    return Explanation(run, attempts, steps, journal_of(conn, attempts))
+
+
+def run_of(repo: Repository, run_id: str) -> tuple[RunRow, list[AttemptRow]]:
+    """The run and its Attempts (`explain`, `resolve`); UnknownRun when there is no such run."""
     run = repo.get_run(run_id)
     if run is None:
         raise UnknownRun(run_id)
-    attempts = repo.attempts_of(run_id)
-    steps = Steps(conn, run_id, run.execution_owner)
-    return Explanation(run, attempts, steps, journal_of(conn, attempts))
+    return run, repo.attempts_of(run_id)
 
 
 class _Placer:
@@ -362,8 +362,7 @@ class _Placer:
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
-        self.run_state: str | None = None
-        self.attempt_state: dict[str, str] = {}
+        self.states: dict[str | None, str | None] = {}  # the Run's (key None) and each Attempt's
 
     def row_of(
         self,
@@ -403,17 +402,13 @@ class _Placer:
         dest: str | None = None
         if machine is not None:
             spec = SPECS[machine]
-            before = (
-                self.run_state if machine == "run" else self.attempt_state.get(attempt_id or "")
-            )
+            key = None if machine == "run" else attempt_id or ""
             recorded_from = payload.get("from_status")
-            source = recorded_from if recorded_from in spec.states else before
+            source = recorded_from if recorded_from in spec.states else self.states.get(key)
             recorded_to = payload.get("to_status")
             dest = recorded_to if recorded_to in spec.states else to_state
-            if machine == "run":
-                self.run_state = dest
-            elif attempt_id is not None and dest is not None:
-                self.attempt_state[attempt_id] = dest
+            if machine == "run" or attempt_id is not None:
+                self.states[key] = dest
         decision = _object(payload.get(DECISION_KEY))
         resolution = _object(payload.get(RESOLUTION_KEY))
         actor = (e.actor_type, e.actor_id)

@@ -13,10 +13,10 @@ from typing import Any
 
 from reconciler._errors import UsageError
 from reconciler._escape import shell_word
-from reconciler.ops._explain import ADR0068, ROW_FACTS, Explanation, explain
-from reconciler.ops._now import ACTIVE_RUN, legacy_now
-from reconciler.ops._process import process_view, stop_command
-from reconciler.ops._resolve import legal_targets
+from reconciler.ops._explain import ADR0068, Explanation, explain
+from reconciler.ops._now import ACTIVE_RUN, decision_now, legacy_now
+from reconciler.ops._process import process_view
+from reconciler.ops._resolve import legal_targets, stop_hint
 
 # The outcomes of spec 04 that leave a run for an operator (start-up BLOCKED on it).
 _BLOCKING = frozenset({"unresolved", "failed"})
@@ -50,12 +50,13 @@ def explain_run(
     if run.execution_owner != "runtime":
         return found
     now = None if receipt_root is None else _primary_now(db, receipt_root, profile, run.id)
-    return _with_decision(dataclasses.replace(found, now=now), db)
+    return _with_decision(found, now, db)
 
 
-def _with_decision(found: Explanation, db: str) -> Explanation:
-    """What `/proc` says now about each active Attempt, and the decision to make: `resolve`
-    with the targets fsm's lifecycle tables allow from where the run is (D-23). Reads only."""
+def _with_decision(found: Explanation, now: dict[str, Any] | None, db: str) -> Explanation:
+    """``found`` with the decision start-up would take now (``now``), what `/proc` says now
+    about each active Attempt, and the decision to make: `resolve` with the targets fsm's
+    lifecycle tables allow from where the run is (D-23). Reads only."""
     from fsm.qinglong import ATTEMPT_ACTIVE
     from reconciler.node import ProcProvider
 
@@ -63,21 +64,23 @@ def _with_decision(found: Explanation, db: str) -> Explanation:
     provider = ProcProvider()
     processes = [process_view(a, provider) for a in active]
     targets = legal_targets(found.run.status, [a.status for a in active])
-    now = found.now
     blocks = None if now is None or now.get("outcome") is None else now["outcome"] in _BLOCKING
-    command = None
-    if targets:
-        command = (
-            f"qlfsm resolve --db {shell_word(db)} --run {shell_word(found.run.id)} "
-            f"--to {'|'.join(targets)} --reason '…'"
-        )
+    command = (
+        f"qlfsm resolve --db {shell_word(db)} --run {shell_word(found.run.id)} "
+        f"--to {'|'.join(targets)} --reason '…'"
+        if targets
+        else None
+    )
+    # How to stop the proven-live jobs: their process groups (the launcher starts each job in
+    # its own group, spec 03 "Capture"), by the pgid the probe proved.
+    live = [v["handle"]["pgid"] for v in processes if v["alive"] and v["handle"]]
     decide = {
         "blocks": blocks,
         "targets": targets,
         "command": command,
-        "stop": stop_command(processes),
+        "stop": stop_hint(live) if live else None,
     }
-    return dataclasses.replace(found, processes=processes, decide=decide)
+    return dataclasses.replace(found, now=now, processes=processes, decide=decide)
 
 
 def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[str, Any]:
@@ -121,11 +124,4 @@ def _primary_now(db: str, root: str, profile: str | None, run_id: str) -> dict[s
             else "not a start-up candidate (spec 04 selects runtime runs dispatching/running)"
         )
         return {"record": ADR0068, "row": None, "outcome": None, "reason": why}
-    row = str(entry["row"])
-    return {
-        "record": ADR0068,
-        "row": row,
-        "outcome": entry["outcome"],
-        "reason": entry["reason"],
-        "row_facts": ROW_FACTS.get((ADR0068, row)),
-    }
+    return decision_now(ADR0068, str(entry["row"]), entry["outcome"], entry["reason"])

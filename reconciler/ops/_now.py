@@ -52,10 +52,18 @@ def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -
     decision = ctx.decision
     assert decision is not None  # the core decided before gather returned
     return {
-        "record": ADR0448,
-        "row": decision.row,
-        "outcome": decision.outcome,
-        "reason": decision.guard,
-        "row_facts": ROW_FACTS[(ADR0448, decision.row)],
+        **decision_now(ADR0448, decision.row, decision.outcome, decision.guard),
         "evidence": {k: getattr(facts, k) for k in _LEGACY_FACT_KEYS},
+    }
+
+
+def decision_now(record: str, row: str, outcome: str, reason: str) -> dict[str, Any]:
+    """A pass's decision now as `explain` shows it (``now`` in its JSON): the row's facts
+    from the record's table."""
+    return {
+        "record": record,
+        "row": row,
+        "outcome": outcome,
+        "reason": reason,
+        "row_facts": ROW_FACTS.get((record, row)),
     }

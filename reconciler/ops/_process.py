@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from reconciler.node import (
@@ -23,7 +22,6 @@ from reconciler.node import (
     parse_handle,
     parse_proc_stat,
 )
-from reconciler.ops._resolve import stop_hint
 from storage import AttemptRow
 
 
@@ -89,19 +87,11 @@ def process_view(
                 view["boot"] = "same" if provider.boot_id() == handle.boot_id else "different"
             if view["boot"] == "same":
                 view["now"] = _stat_now(provider, handle.pid)
-    recorded = attempt.pid
     if (
         linux
-        and isinstance(recorded, int)
-        and recorded > 0
-        and (handle is None or recorded != handle.pid)
+        and isinstance(attempt.pid, int)
+        and attempt.pid > 0
+        and (handle is None or attempt.pid != handle.pid)
     ):
-        view["recorded_now"] = _stat_now(provider, recorded)
+        view["recorded_now"] = _stat_now(provider, attempt.pid)
     return view
-
-
-def stop_command(views: Sequence[dict[str, Any]]) -> str | None:
-    """How to stop the proven-live jobs: their process groups (the launcher starts each job in
-    its own group, spec 03 "Capture"), by the pgid the probe proved. None when none is alive."""
-    live = [(None, v["handle"]["pgid"]) for v in views if v["alive"] and v["handle"]]
-    return stop_hint(live) if live else None

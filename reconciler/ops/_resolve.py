@@ -36,7 +36,7 @@ from fsm import IllegalTransition
 from fsm.qinglong import ATTEMPT_ACTIVE, RUN_TERMINAL, attempt_machine, run_machine
 from reconciler._escape import clean
 from reconciler.node import Clock, Evidence, ProcessProvider, inspect_handle, parse_handle
-from reconciler.ops._explain import RESOLUTION_KEY, UnknownRun, journal_entries, journal_of
+from reconciler.ops._explain import RESOLUTION_KEY, journal_entries, journal_of, run_of
 from storage import (
     Actor,
     AttemptChange,
@@ -183,20 +183,18 @@ def plan_resolution(
         )
         raise ResolveRefused(
             f"{where}: its process identity proves it is still running ({live}); stop it "
-            f"({stop_hint([handle_ids(a) for a in running])}) and run `qlfsm startup`, or pass "
+            f"({stop_hint([handle_ids(a)[1] for a in running])}) and run `qlfsm startup`, or pass "
             "--force to decide anyway (recorded in the event; qlfsm does not stop the process)",
             choices,
         )
-    run_trigger = _lifecycle(run_machine(), run.status, target)
-    assert run_trigger is not None  # target is in choices
+    # The target is in choices: every edge below is one fsm's lifecycle tables allow.
     moves = []
     for a in active:
-        trigger = _lifecycle(attempt_machine(), a.status, target)
-        assert trigger is not None
+        trigger = attempt_machine().lifecycle_trigger(a.status, target)
         probe = probes.get(a.id)
-        verdict = probe.verdict if probe is not None else None
-        probe_reason = probe.reason if probe is not None else None
+        verdict, probe_reason = (probe.verdict, probe.reason) if probe is not None else (None, None)
         moves.append(AttemptMove(a.id, a.status, trigger, verdict, probe_reason, *handle_ids(a)))
+    run_trigger = run_machine().lifecycle_trigger(run.status, target)
     return ResolutionPlan(run.id, target, run.status, run_trigger, tuple(moves), force)
 
 
@@ -206,10 +204,10 @@ def handle_ids(attempt: AttemptRow) -> tuple[int | None, int | None]:
     return (handle.pid, handle.pgid) if handle is not None else (None, None)
 
 
-def stop_hint(ids: Sequence[tuple[int | None, int | None]]) -> str:
+def stop_hint(pgids: Sequence[int | None]) -> str:
     """How to stop the proven-live jobs: each one's process group (the launcher starts every
     job in its own group, spec 03 "Launcher"), by the group id the probe proved."""
-    groups = dict.fromkeys(g for _, g in ids if g is not None)
+    groups = dict.fromkeys(g for g in pgids if g is not None)
     return "; ".join(f"kill -TERM -- -{g}" for g in groups) or "stop it by other means"
 
 
@@ -256,7 +254,7 @@ class Resolved:
             "dry_run": self.dry_run,
             "writes": list(self.writes),
             "still_running": live,
-            "stop": stop_hint([(x["pid"], x["pgid"]) for x in live]) if live else None,
+            "stop": stop_hint([x["pgid"] for x in live]) if live else None,
             "run_id": p.run_id,
             "to": p.target,
             "run": {"from": p.run_source, "to": p.target},
@@ -297,10 +295,7 @@ def resolve(
     be written without writing it (no transaction is even opened)."""
     text = check_reason(reason)
     repo = Repository(conn)
-    run = repo.get_run(run_id)
-    if run is None:
-        raise UnknownRun(run_id)
-    attempts = repo.attempts_of(run_id)
+    run, attempts = run_of(repo, run_id)
     active = [a for a in attempts if a.status in ATTEMPT_ACTIVE]
     # Evidence first, at the edge: the exact durable identity of every active Attempt.
     probes = {

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from _primary_support import dead_handle, linux_only, make_candidate
@@ -595,3 +595,31 @@ def test_a_finished_pass_removes_only_a_regular_cursor_file(tmp_path: Path) -> N
     assert (regular.stat().st_mode & 0o777) == 0o600
     store_cursor(str(regular), None)
     assert not regular.exists()
+
+
+def test_a_command_run_in_process_after_another_gets_the_default_advice_and_a_loud_closed_pipe(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `drain` advises where to go on after an interrupt and `inspect | head` ends quietly on a
+    # closed pipe; the next command run in the same process (the Python API, tests) must not
+    # inherit either.
+    from reconciler.cli import _guard as _cliguard
+
+    _cliguard.start(in_process=True)
+    _cliguard.advise_after_interrupt("run qlfsm drain again for the rest")
+    _cliguard.quiet_on_closed_pipe()
+    assert _cliguard.finish(0) == 0
+    capsys.readouterr()
+
+    _cliguard.start(in_process=True)
+    try:
+        assert _cliguard.interrupted(KeyboardInterrupt()) == 130
+        sys.stdout.write("x")
+        cast(Any, sys.stdout).error = BrokenPipeError(32, "Broken pipe")
+    finally:
+        code = _cliguard.finish(0)
+    err = capsys.readouterr().err
+    assert "nothing is half-written - run the command again to finish" in err
+    assert "drain again" not in err
+    assert code == _cliguard.EXIT_OUTPUT
+    assert "the output could not be written to stdout ([Errno 32] Broken pipe)" in err

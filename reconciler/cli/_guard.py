@@ -169,6 +169,9 @@ def start(*, in_process: bool) -> None:
     st.handlers = {}
     st.in_process = in_process
     st.signum = None
+    # What an earlier command run in this process advised or asked for is not this one's.
+    st.advice = None
+    st.quiet_pipe = False
     st.settled = False
     st.live = False
     st.unraisablehook = sys.unraisablehook

@@ -42,7 +42,8 @@ from reconciler.diagrams import (
     render_sources,
     source_digest,
 )
-from reconciler.diagrams._records import trigger_lines
+from reconciler.diagrams._record_rows import LifecycleRow
+from reconciler.diagrams._records import lifecycle_edges, trigger_lines
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "diagrams"
@@ -328,6 +329,18 @@ def test_the_record_names_a_trigger_for_every_adr0001_edge_and_refuses_a_malform
         trigger_lines("a -> b queue")
     with pytest.raises(ValueError, match=r"'a -> b : go' names a -> b twice"):
         trigger_lines("a -> b : queue\na -> b : go")
+    table = (LifecycleRow("a", ("b",)), LifecycleRow("b", ("c",), (("a", "ADR-9"),)))
+    lines = "a -> b : go\nb -> c : end\nb -> a : back"
+    assert [(e.source, e.dest, e.trigger) for e in lifecycle_edges(table, "ADR-1", lines)] == [
+        ("a", "b", "go"),
+        ("b", "c", "end"),
+        ("b", "a", "back"),
+    ]
+    with pytest.raises(ValueError) as unnamed:
+        lifecycle_edges(table, "ADR-1", "a -> b : go\nb -> c : end\nc -> a : stray")
+    assert str(unnamed.value) == (
+        "ADR-1: edges without a trigger line ['b -> a'], trigger lines naming no edge ['c -> a']"
+    )
 
 
 def test_a_wrong_guard_label_fails_the_check_naming_that_edge(

@@ -65,12 +65,13 @@ def _decision_edges(machine: str, record: RecordTable) -> list[ExpectedEdge]:
     return out
 
 
-def _aggregate_edges(
-    machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
-) -> tuple[ExpectedEdge, ...]:
-    """A Run's or an Attempt's edges: its ADR-0001 lifecycle (each with the trigger the
-    record's ``triggers`` lines name), then the edges the rows of the ADR-0068 and ADR-0448
-    decision tables take on it."""
+def lifecycle_edges(
+    table: tuple[LifecycleRow, ...], cite: str, triggers: str
+) -> list[ExpectedEdge]:
+    """The edges of an ADR-0001 "from | allowed to" table, each with the trigger its record's
+    ``triggers`` lines name. Both are typed from the record by hand: an edge without a trigger
+    line, or a line naming no edge of the table, is refused naming the pairs (else the check
+    would compare that edge without its trigger, or never read the line)."""
     named = trigger_lines(triggers)
     lifecycle: list[ExpectedEdge] = []
     for line in table:
@@ -81,8 +82,24 @@ def _aggregate_edges(
             ExpectedEdge(line.source, dest, None, cites, trigger=named.get((line.source, dest)))
             for dest, cites in dests
         )
+    pairs = {(e.source, e.dest) for e in lifecycle}
+    if pairs != named.keys():
+        unnamed = sorted(f"{a} -> {b}" for a, b in pairs - named.keys())
+        stray = sorted(f"{a} -> {b}" for a, b in named.keys() - pairs)
+        raise ValueError(
+            f"{cite}: edges without a trigger line {unnamed}, trigger lines naming no edge {stray}"
+        )
+    return lifecycle
+
+
+def _aggregate_edges(
+    machine: str, table: tuple[LifecycleRow, ...], cite: str, triggers: str
+) -> tuple[ExpectedEdge, ...]:
+    """A Run's or an Attempt's edges: its ADR-0001 lifecycle (each with the trigger the
+    record's ``triggers`` lines name), then the edges the rows of the ADR-0068 and ADR-0448
+    decision tables take on it."""
     return (
-        *lifecycle,
+        *lifecycle_edges(table, cite, triggers),
         *_decision_edges(machine, ADR_0068),
         *_decision_edges(machine, ADR_0448),
     )

@@ -132,3 +132,20 @@ def test_an_attempt_started_by_an_earlier_edge_of_the_change_set_bounds_the_next
         _unchanged(path, v)
     finally:
         conn.close()
+
+
+def test_a_callback_sequence_on_an_edge_that_is_not_terminal_is_refused_naming_the_next_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        with pytest.raises(InvalidField) as bad:
+            _advance(conn, v, [AttemptChange("a1", "start", set={"callback_sequence": 1})], T0)
+        assert str(bad.value) == (
+            "callback_sequence is set only on a terminal attempt and must be the stored "
+            "sequence + 1 (1)"
+        )
+        _unchanged(path, v)
+    finally:
+        conn.close()

@@ -119,15 +119,12 @@ def compare_table(
             out.append(f"{name}: the record's edge {edge} is not in fsm's lifecycles")
         for edge in sorted(drawn - moved, key=str):
             out.append(f"{name}: fsm's edge {edge} is not in the record")
-        for c in fsm_row.cases:
-            if c.trigger is not None and name not in triggers.get(c.trigger, set()):
-                out.append(f"{name}: trigger {c.trigger!r} fires no edge citing the row")
+        row_triggers = [c.trigger for c in fsm_row.cases if c.trigger is not None]
+        for trigger in row_triggers:
+            if name not in triggers.get(trigger, set()):
+                out.append(f"{name}: trigger {trigger!r} fires no edge citing the row")
         if error_codes is not None:
-            codes = {
-                error_codes[c.trigger]
-                for c in fsm_row.cases
-                if c.trigger is not None and c.trigger in error_codes
-            }
+            codes = {error_codes[t] for t in row_triggers if t in error_codes}
             want_codes = {row.error_code} if row.error_code is not None else set()
             if codes != want_codes:
                 out.append(

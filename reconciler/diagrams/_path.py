@@ -57,9 +57,8 @@ def _inner(svg: str, prefix: str) -> tuple[float, float, str]:
     if at < 0 or size is None:
         raise DiagramsError("dot wrote no SVG with a size")
     width, height = float(size.group(1)), float(size.group(2))
-    body = svg[at:]
     # Keep everything after the opening tag's size: `<svg width=.. height=..` -> the rest.
-    body = re.sub(r'^<svg[^>]*?\sheight="[0-9.]+pt"', "", body, count=1, flags=re.S)
+    body = re.sub(r'^<svg[^>]*?\sheight="[0-9.]+pt"', "", svg[at:], count=1, flags=re.S)
     body = re.sub(r'\bid="', f'id="{prefix}-', body)
     body = body.replace('xlink:href="#', f'xlink:href="#{prefix}-')
     return width, height, body

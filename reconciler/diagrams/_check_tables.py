@@ -42,12 +42,12 @@ def primary_error_codes() -> dict[str, str]:
 
 
 def _ordered(record: RecordTable) -> list[str]:
-    # The record's rows with each evidence step after the row it follows.
-    order: list[str] = []
+    # The record's rows with each evidence step after the row it follows (first, those that
+    # follow no row).
+    order = [s.step for s in record.steps if s.after == ""]
     for row in record.rows:
         order.append(row.row)
         order.extend(s.step for s in record.steps if s.after == row.row)
-    order[:0] = [s.step for s in record.steps if s.after == ""]
     return order
 
 

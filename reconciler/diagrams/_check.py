@@ -48,14 +48,18 @@ class Drawing:
     problems: list[str] = field(default_factory=list)
 
 
-def _edge_from_label(source: str, dest: str, line: str, drawing: Drawing) -> None:
-    m = _LABEL.match(line.strip())
-    if m is None:
-        drawing.problems.append(f"unreadable edge label {line!r} on {source} -> {dest}")
-        return
-    drawing.edges.append(
-        DrawnEdge(source, dest, m.group("guard"), line.strip(), m.group("trigger"))
-    )
+def _add_edges(source: str, dest: str, lines: list[str], drawing: Drawing) -> None:
+    # One drawn edge per label line, in either file; an arrow without one is a problem.
+    if not lines:
+        drawing.problems.append(f"edge {source} -> {dest} has no label")
+    for line in lines:
+        m = _LABEL.match(line.strip())
+        if m is None:
+            drawing.problems.append(f"unreadable edge label {line!r} on {source} -> {dest}")
+            continue
+        drawing.edges.append(
+            DrawnEdge(source, dest, m.group("guard"), line.strip(), m.group("trigger"))
+        )
 
 
 def parse_svg(text: str) -> Drawing:
@@ -88,11 +92,7 @@ def parse_svg(text: str) -> Drawing:
         if source in markers:
             drawing.initial.append(dest)
             continue
-        lines = [t.text or "" for t in g.iter(f"{_SVG_NS}text")]
-        if not lines:
-            drawing.problems.append(f"edge {source} -> {dest} has no label")
-        for line in lines:
-            _edge_from_label(source, dest, line, drawing)
+        _add_edges(source, dest, [t.text or "" for t in g.iter(f"{_SVG_NS}text")], drawing)
     return drawing
 
 
@@ -112,11 +112,8 @@ def parse_mermaid(text: str) -> Drawing:
                 drawing.initial.append(dst)
             elif dst == "[*]":
                 drawing.terminal.add(src)
-            elif label is None:
-                drawing.problems.append(f"edge {src} -> {dst} has no label")
             else:
-                for part in label.split("<br>"):
-                    _edge_from_label(src, dst, part, drawing)
+                _add_edges(src, dst, [] if label is None else label.split("<br>"), drawing)
     return drawing
 
 

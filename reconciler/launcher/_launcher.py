@@ -52,12 +52,12 @@ from reconciler.node import (
     token_sha256_hex,
     unlink_own_lock,
     validate_id,
+    without_launch_env,
 )
 
 if TYPE_CHECKING:
     from storage import Change
 
-ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 LAUNCHER = ("executor", "local-launcher")
 
 
@@ -223,8 +223,7 @@ def launch(
             lock.discard()  # nothing committed: no lock file left behind
             raise
         try:
-            base = os.environ if env is None else env
-            wrapper_env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
+            wrapper_env = without_launch_env(os.environ if env is None else env)
             wrapper_env.update(
                 QL3_RECEIPT_RUN_ID=run_id,
                 QL3_RECEIPT_ATTEMPT_ID=att.id,

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 
 from reconciler.node._attempt_lock import lock_name, unlink_own_lock
-from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt
+from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt, without_launch_env
 from reconciler.node._receipt_store import ReceiptExists, publish_bytes_at
 
-ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 LOCK_FD_VARIABLE = "QL3_LAUNCH_LOCK_FD"
@@ -73,11 +72,6 @@ def _held_lock(value: str | None) -> int | None:
             f"{LOCK_FD_VARIABLE}={fd} is not the attempt lock ({error.strerror})"
         ) from None
     return fd
-
-
-def child_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The command's environment: without the callback capability or the receipt paths."""
-    return {k: v for k, v in env.items() if not k.startswith(ENV_PREFIXES)}
 
 
 def exit_status(returncode: int) -> int:
@@ -147,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args:
         print("qlfsm wrapper: no command given; nothing was run", file=sys.stderr)
         return USAGE_EXIT
-    status = _run(args, child_environment(os.environ))
+    status = _run(args, without_launch_env(os.environ))
     problem = _publish(settings, status)
     if problem is not None:
         # One line, no token: the exit status below is the command's regardless.

@@ -150,10 +150,13 @@ def launch(
     existing = journal_get(conn, att.id)
     if existing is not None:
         raise LaunchRefused(f"{RegistrationConflict(existing)}; nothing was changed")
-    # D-3b: the directories are prepared and checked before the first commit, so a bad root
-    # refuses the launch instead of stranding a committed `starting` Attempt.
     try:
+        # D-3b: the directories are prepared and checked before the first commit, so a bad
+        # root refuses the launch instead of stranding a committed `starting` Attempt.
         prepare_receipt_dirs(root, att.id)
+        # D-17: the lock is taken before anything is committed, so a launch that gets past
+        # this point always has a live holder: this process until the spawn, then the wrapper.
+        lock_fd = hold_lock(root, att.id)
     except ReceiptRootError as exc:
         raise LaunchRefused(f"{exc}; nothing was changed") from exc
     except ReceiptExists as exc:
@@ -162,10 +165,6 @@ def launch(
             "the command could not publish its receipt; move it out of the receipt root (it "
             "may be evidence) and launch again; nothing was changed"
         ) from exc
-    # D-17: the lock is taken before anything is committed, so a launch that gets past this
-    # point always has a live holder: this process until the spawn, then the wrapper.
-    try:
-        lock_fd = hold_lock(root, att.id)
     except LockUnavailable as exc:
         raise LaunchRefused(f"{exc.strerror}; nothing was changed") from exc
 
@@ -216,11 +215,10 @@ def launch(
         started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
         try:
             version = in_transaction(conn, prepare)
-        except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
-            lock.discard()
-            raise LaunchRefused(f"{exc}; nothing was changed") from exc
-        except BaseException:
+        except BaseException as exc:
             lock.discard()  # nothing committed: no lock file left behind
+            if isinstance(exc, RegistrationConflict):  # a row appeared since the check
+                raise LaunchRefused(f"{exc}; nothing was changed") from exc
             raise
         try:
             wrapper_env = without_launch_env(os.environ if env is None else env)
@@ -253,23 +251,22 @@ def launch(
         try:
             handle = capture_handle(proc.pid, provider)
             finish = max(clock.now_ms(), started)
-            run_changes: list[Change] = [
-                AttemptChange(
-                    att.id,
-                    "run",
-                    set={"executor_handle": handle, "pid": proc.pid, "started_at_ms": started},
-                    dedupe_key=f"local-launch:{att.id}:running",
-                ),
-                RunChange(
-                    "start",
-                    set={} if run.started_at_ms is not None else {"started_at_ms": started},
-                    dedupe_key=f"local-launch:{att.id}:run-running",
-                ),
-            ]
             repo.advance(
                 run_id,
                 version,
-                run_changes,
+                [
+                    AttemptChange(
+                        att.id,
+                        "run",
+                        set={"executor_handle": handle, "pid": proc.pid, "started_at_ms": started},
+                        dedupe_key=f"local-launch:{att.id}:running",
+                    ),
+                    RunChange(
+                        "start",
+                        set={} if run.started_at_ms is not None else {"started_at_ms": started},
+                        dedupe_key=f"local-launch:{att.id}:run-running",
+                    ),
+                ],
                 actor=actor,
                 at_ms=finish,
                 expect=Expect(

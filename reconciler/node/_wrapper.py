@@ -74,11 +74,6 @@ def _held_lock(value: str | None) -> int | None:
     return fd
 
 
-def exit_status(returncode: int) -> int:
-    """A POSIX shell's view of a child's end: its code, or 128 + the killing signal."""
-    return 128 - returncode if returncode < 0 else returncode & 0xFF
-
-
 def _run(command: Sequence[str], env: dict[str, str]) -> int:
     child: subprocess.Popen[bytes] | None = None
     pending: list[int] = []
@@ -103,7 +98,9 @@ def _run(command: Sequence[str], env: dict[str, str]) -> int:
         forward(early, None)
     # Popen.wait retries after a forwarded signal interrupts it, so the wrapper (the group
     # leader the handle names) lives exactly as long as the command.
-    return exit_status(child.wait())
+    code = child.wait()
+    # A POSIX shell's view of the command's end: its code, or 128 + the killing signal.
+    return 128 - code if code < 0 else code & 0xFF
 
 
 def _publish(settings: _Settings, status: int) -> str | None:

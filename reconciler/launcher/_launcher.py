@@ -52,12 +52,12 @@ from reconciler.node import (
     token_sha256_hex,
     unlink_own_lock,
     validate_id,
+    without_launch_env,
 )
 
 if TYPE_CHECKING:
     from storage import Change
 
-ENV_DROP = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 LAUNCHER = ("executor", "local-launcher")
 
 
@@ -150,10 +150,13 @@ def launch(
     existing = journal_get(conn, att.id)
     if existing is not None:
         raise LaunchRefused(f"{RegistrationConflict(existing)}; nothing was changed")
-    # D-3b: the directories are prepared and checked before the first commit, so a bad root
-    # refuses the launch instead of stranding a committed `starting` Attempt.
     try:
+        # D-3b: the directories are prepared and checked before the first commit, so a bad
+        # root refuses the launch instead of stranding a committed `starting` Attempt.
         prepare_receipt_dirs(root, att.id)
+        # D-17: the lock is taken before anything is committed, so a launch that gets past
+        # this point always has a live holder: this process until the spawn, then the wrapper.
+        lock_fd = hold_lock(root, att.id)
     except ReceiptRootError as exc:
         raise LaunchRefused(f"{exc}; nothing was changed") from exc
     except ReceiptExists as exc:
@@ -162,10 +165,6 @@ def launch(
             "the command could not publish its receipt; move it out of the receipt root (it "
             "may be evidence) and launch again; nothing was changed"
         ) from exc
-    # D-17: the lock is taken before anything is committed, so a launch that gets past this
-    # point always has a live holder: this process until the spawn, then the wrapper.
-    try:
-        lock_fd = hold_lock(root, att.id)
     except LockUnavailable as exc:
         raise LaunchRefused(f"{exc.strerror}; nothing was changed") from exc
 
@@ -193,11 +192,10 @@ def launch(
         return done.version
 
     def failed(exc: BaseException, code: str, what: str) -> LaunchFailed:
-        """A launch that failed after committing `starting` (D-3b): the lock given up, the
+        """A launch that failed after committing `starting` (D-3b), its lock given up: the
         Attempt and Run marked failed with ``code`` (best effort), so it never blocks a
         start-up; the LaunchFailed to raise, saying ``what`` went wrong. An interrupt is marked
         the same way and then goes on."""
-        lock.discard()
         if _mark_failed(conn, run_id, att.id, version, clock, code):
             marked = f"run {run_id} was marked failed, so it does not block the next start-up"
         else:
@@ -209,52 +207,56 @@ def launch(
             raise exc
         return LaunchFailed(f"{what}; {marked}")
 
-    lock = _Lock(root, att.id, lock_fd)
     try:
         token, token_hash = new_token()
         # One timestamp for the journal registration, the Attempt's start and the receipt.
         started = max(clock.now_ms(), run.created_at_ms, att.created_at_ms)
-        try:
-            version = in_transaction(conn, prepare)
-        except RegistrationConflict as exc:  # a row appeared since the check: nothing committed
-            lock.discard()
+    except BaseException:
+        _close_lock(lock_fd)
+        raise
+    try:
+        version = in_transaction(conn, prepare)
+    except BaseException as exc:
+        _close_lock(lock_fd, lock_path(root, att.id))  # nothing committed: no lock file left
+        if isinstance(exc, RegistrationConflict):  # a row appeared since the check
             raise LaunchRefused(f"{exc}; nothing was changed") from exc
-        except BaseException:
-            lock.discard()  # nothing committed: no lock file left behind
-            raise
-        try:
-            base = os.environ if env is None else env
-            wrapper_env = {k: v for k, v in base.items() if not k.startswith(ENV_DROP)}
-            wrapper_env.update(
-                QL3_RECEIPT_RUN_ID=run_id,
-                QL3_RECEIPT_ATTEMPT_ID=att.id,
-                QL3_RECEIPT_CALLBACK_SEQUENCE="1",
-                QL3_RECEIPT_CALLBACK_TOKEN=token,
-                QL3_RECEIPT_STARTED_AT_MS=str(started),
-                QL3_RECEIPT_TARGET=receipt_path(root, att.id),
-                QL3_RECEIPT_TEMPORARY=temp_path(root, att.id),
-                QL3_LAUNCH_LOCK_FD=str(lock_fd),  # D-17: the wrapper keeps it locked
-            )
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
-                env=wrapper_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL if log is None else log,
-                stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
-                close_fds=True,
-                # D-17: the wrapper gets a descriptor of the same locked open file description.
-                pass_fds=(lock_fd,),
-                start_new_session=True,  # its own session and process group: it outlives us
-            )
-        except BaseException as exc:
-            # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
-            what = f"cannot start the wrapper ({_why(exc)})"
-            raise failed(exc, "LAUNCH_SPAWN_FAILED", what) from exc
-        lock.close()  # D-17: from here on the wrapper alone holds the lock, until it dies
-        try:
-            handle = capture_handle(proc.pid, provider)
-            finish = max(clock.now_ms(), started)
-            run_changes: list[Change] = [
+        raise
+    try:
+        wrapper_env = without_launch_env(os.environ if env is None else env)
+        wrapper_env.update(
+            QL3_RECEIPT_RUN_ID=run_id,
+            QL3_RECEIPT_ATTEMPT_ID=att.id,
+            QL3_RECEIPT_CALLBACK_SEQUENCE="1",
+            QL3_RECEIPT_CALLBACK_TOKEN=token,
+            QL3_RECEIPT_STARTED_AT_MS=str(started),
+            QL3_RECEIPT_TARGET=receipt_path(root, att.id),
+            QL3_RECEIPT_TEMPORARY=temp_path(root, att.id),
+            QL3_LAUNCH_LOCK_FD=str(lock_fd),  # D-17: the wrapper keeps it locked
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler.node._wrapper", "--", *command],
+            env=wrapper_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if log is None else log,
+            stderr=subprocess.DEVNULL if log is None else subprocess.STDOUT,
+            close_fds=True,
+            # D-17: the wrapper gets a descriptor of the same locked open file description.
+            pass_fds=(lock_fd,),
+            start_new_session=True,  # its own session and process group: it outlives us
+        )
+    except BaseException as exc:
+        # D-3b: committed `starting`, no process: failed, so it never blocks a start-up.
+        _close_lock(lock_fd, lock_path(root, att.id))  # no wrapper will hold it
+        what = f"cannot start the wrapper ({_why(exc)})"
+        raise failed(exc, "LAUNCH_SPAWN_FAILED", what) from exc
+    _close_lock(lock_fd)  # D-17: from here on the wrapper alone holds the lock, until it dies
+    try:
+        handle = capture_handle(proc.pid, provider)
+        finish = max(clock.now_ms(), started)
+        repo.advance(
+            run_id,
+            version,
+            [
                 AttemptChange(
                     att.id,
                     "run",
@@ -266,63 +268,41 @@ def launch(
                     set={} if run.started_at_ms is not None else {"started_at_ms": started},
                     dedupe_key=f"local-launch:{att.id}:run-running",
                 ),
-            ]
-            repo.advance(
-                run_id,
-                version,
-                run_changes,
-                actor=actor,
-                at_ms=finish,
-                expect=Expect(
-                    attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
-                ),
-            )
-        except BaseException as exc:
-            # spec 03 "Capture": the launch fails and the spawned group is stopped.
-            _stop_group(proc)
-            what = (
-                f"launched process could not be recorded ({_why(exc)}); the process group was "
-                "stopped"
-            )
-            raise failed(exc, "LAUNCH_CAPTURE_FAILED", what) from exc
-        return Launched(run_id, att.id, proc.pid, handle, started, proc)
-    finally:
-        lock.close()
-
-
-@dataclass(slots=True)
-class _Lock:
-    """The launcher's descriptor of the Attempt lock (D-17), closed exactly once."""
-
-    root: str
-    attempt_id: str
-    fd: int | None
-
-    def close(self) -> None:
-        """The wrapper holds it now (its own descriptor of the same open file description)."""
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def discard(self) -> None:
-        """No live wrapper will hold it: the lock file goes (best effort; a leftover is the
-        sweep's). Still ours: unlinked while held; handed over (the wrapper was stopped):
-        removed unless someone holds it."""
-        if self.fd is not None:
-            unlink_own_lock(self.fd, lock_path(self.root, self.attempt_id))
-            self.close()
-            return
+            ],
+            actor=actor,
+            at_ms=finish,
+            expect=Expect(
+                attempts={att.id: {"status": "starting", "callback_token_hash": token_hash}}
+            ),
+        )
+    except BaseException as exc:
+        # spec 03 "Capture": the launch fails and the spawned group is stopped. SIGKILL:
+        # the wrapper must not publish a receipt for a launch that failed.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        # Handed over, the wrapper stopped: the lock file goes unless someone holds it (best
+        # effort; a leftover is the sweep's).
         with contextlib.suppress(OSError, ValueError):
-            remove_lock(self.root, self.attempt_id)
+            remove_lock(root, att.id)
+        what = (
+            f"launched process could not be recorded ({_why(exc)}); the process group was stopped"
+        )
+        raise failed(exc, "LAUNCH_CAPTURE_FAILED", what) from exc
+    return Launched(run_id, att.id, proc.pid, handle, started, proc)
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    # SIGKILL: the wrapper must not publish a receipt for a launch that failed.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
+def _close_lock(fd: int, path: str | None = None) -> None:
+    """Close the launcher's descriptor of the Attempt lock (D-17). With ``path`` (no live
+    wrapper will hold it), the lock file's name goes first, while still held, and only if it
+    still names this file (best effort: a leftover is the sweep's)."""
+    try:
+        if path is not None:
+            unlink_own_lock(fd, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _why(exc: BaseException) -> str:

@@ -42,6 +42,7 @@ from reconciler.node._receipt import (
     temp_path,
     token_sha256_hex,
     validate_id,
+    without_launch_env,
 )
 from reconciler.node._receipt_store import (
     MAX_QUARANTINE_SLOTS,
@@ -115,5 +116,6 @@ __all__ = [
     "unlink_own_lock",
     "validate_id",
     "validate_receipt_root",
+    "without_launch_env",
     "witness_ms",
 ]

@@ -118,6 +118,12 @@ def temp_path(root: str, attempt_id: str, nonce_hex: str | None = None) -> str:
     return os.path.join(shard_path(root, attempt_id), temp_name(attempt_id, nonce_hex))
 
 
+def without_launch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the QL3_RECEIPT_* (callback capability, receipt paths) and QL3_LAUNCH_*
+    variables: the launcher's base for the wrapper's environment, and the command's (spec 03)."""
+    return {k: v for k, v in env.items() if not k.startswith(("QL3_RECEIPT_", "QL3_LAUNCH_"))}
+
+
 def _int_in(value: object, low: int, high: int) -> bool:
     # bool is a subclass of int in Python; JSON `true` is never an integer here.
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

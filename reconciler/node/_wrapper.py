@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 
 from reconciler.node._attempt_lock import lock_name, unlink_own_lock
-from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt
+from reconciler.node._receipt import InvalidReceipt, Receipt, encode_receipt, without_launch_env
 from reconciler.node._receipt_store import ReceiptExists, publish_bytes_at
 
-ENV_PREFIXES = ("QL3_RECEIPT_", "QL3_LAUNCH_")
 USAGE_EXIT = 125  # the real launcher's code for a malformed launch: the command never ran
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 LOCK_FD_VARIABLE = "QL3_LAUNCH_LOCK_FD"
@@ -75,16 +74,6 @@ def _held_lock(value: str | None) -> int | None:
     return fd
 
 
-def child_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The command's environment: without the callback capability or the receipt paths."""
-    return {k: v for k, v in env.items() if not k.startswith(ENV_PREFIXES)}
-
-
-def exit_status(returncode: int) -> int:
-    """A POSIX shell's view of a child's end: its code, or 128 + the killing signal."""
-    return 128 - returncode if returncode < 0 else returncode & 0xFF
-
-
 def _run(command: Sequence[str], env: dict[str, str]) -> int:
     child: subprocess.Popen[bytes] | None = None
     pending: list[int] = []
@@ -109,7 +98,9 @@ def _run(command: Sequence[str], env: dict[str, str]) -> int:
         forward(early, None)
     # Popen.wait retries after a forwarded signal interrupts it, so the wrapper (the group
     # leader the handle names) lives exactly as long as the command.
-    return exit_status(child.wait())
+    code = child.wait()
+    # A POSIX shell's view of the command's end: its code, or 128 + the killing signal.
+    return 128 - code if code < 0 else code & 0xFF
 
 
 def _publish(settings: _Settings, status: int) -> str | None:
@@ -147,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args:
         print("qlfsm wrapper: no command given; nothing was run", file=sys.stderr)
         return USAGE_EXIT
-    status = _run(args, child_environment(os.environ))
+    status = _run(args, without_launch_env(os.environ))
     problem = _publish(settings, status)
     if problem is not None:
         # One line, no token: the exit status below is the command's regardless.

@@ -149,3 +149,20 @@ def test_a_callback_sequence_on_an_edge_that_is_not_terminal_is_refused_naming_t
         _unchanged(path, v)
     finally:
         conn.close()
+
+
+def test_an_attempt_event_field_that_is_not_an_edge_field_is_refused_naming_the_choice(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        with pytest.raises(InvalidField) as bad:
+            _advance(conn, v, [AttemptChange("a1", "start", event_fields=("pid", "exit_code"))], T0)
+        assert str(bad.value) == (
+            "attempt event fields ['pid'] are not edge fields; use some of "
+            "['attempt', 'callback_sequence', 'error_code', 'exit_code']"
+        )
+        _unchanged(path, v)
+    finally:
+        conn.close()

@@ -50,20 +50,19 @@ def drive(ctx: PassContext, status: PassStatus, cand: Candidate) -> Candidate:
             if not isinstance(step, Need):
                 return commit(ctx, status, cand, step)
             evidence = step.evidence
+            if evidence == "pay_grace":
+                return cand  # set aside: the one grace of the pass (spec 04 "The grace")
             if evidence == "read_run":
                 cand = read_run(ctx, cand)
             elif evidence == "read_receipt" or evidence == "reread_receipt":
                 cand = gather_receipt(ctx, cand, first=evidence == "read_receipt")
-                if cand.result is not None:
-                    return cand  # the receipt root decided it (D-3c)
             elif evidence == "probe":
                 cand = probe(ctx, cand)
-            elif evidence == "pay_grace":
-                return cand  # set aside: the one grace of the pass (spec 04 "The grace")
             else:  # recheck_run: observed inside the write transaction
                 cand = lose_after_grace(ctx, cand)
-                if cand.result is not None:
-                    return cand
+            if cand.result is not None:
+                # Decided by the step itself: the receipt root (D-3c) or row 13's re-check.
+                return cand
     except Interrupted:
         raise
     except Exception as exc:

@@ -86,14 +86,10 @@ class Candidate(NamedTuple):
     after_read_run: Need | PrimaryDecision | None = None
 
 
-def result_of(cand: Candidate, row: str, outcome: str, reason: str) -> CandidateResult:
-    attempt_id = cand.attempt.id if cand.attempt is not None else None
-    return CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason)
-
-
 def decided(cand: Candidate, row: str, outcome: str, reason: str) -> Candidate:
     """``cand`` with its result."""
-    return cand._replace(result=result_of(cand, row, outcome, reason))
+    attempt_id = cand.attempt.id if cand.attempt is not None else None
+    return cand._replace(result=CandidateResult(cand.page.run_id, attempt_id, row, outcome, reason))
 
 
 def revised(result: CandidateResult, outcome: str, reason: str) -> CandidateResult:

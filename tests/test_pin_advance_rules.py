@@ -5,6 +5,7 @@ read back through a second connection: nothing of a refused change set is writte
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -163,6 +164,40 @@ def test_an_attempt_event_field_that_is_not_an_edge_field_is_refused_naming_the_
             "attempt event fields ['pid'] are not edge fields; use some of "
             "['attempt', 'callback_sequence', 'error_code', 'exit_code']"
         )
+        _unchanged(path, v)
+    finally:
+        conn.close()
+
+
+def test_a_run_edge_earlier_than_the_run_s_start_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        started = [RunChange("start", set={"started_at_ms": T0 + 100})]
+        v = Repository(conn).advance("r1", v, started, actor=SYSTEM, at_ms=T0 + 100).version
+        with pytest.raises(InvalidField) as early:
+            _advance(conn, v, [RunChange("cancel")], T0 + 50)
+        assert str(early.value) == f"at_ms {T0 + 50} is earlier than the run's created/started time"
+        with contextlib.closing(sqlite3.connect(path)) as other:
+            assert other.execute("SELECT status, version FROM Runs").fetchall() == [("running", v)]
+    finally:
+        conn.close()
+
+
+def test_a_run_started_by_an_earlier_edge_of_the_change_set_bounds_the_next_edge_s_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        with pytest.raises(InvalidField) as early:
+            _advance(
+                conn,
+                v,
+                [RunChange("start", set={"started_at_ms": T0 + 100}), RunChange("cancel")],
+                T0 + 50,
+            )
+        assert str(early.value) == f"at_ms {T0 + 50} is earlier than the run's created/started time"
         _unchanged(path, v)
     finally:
         conn.close()

@@ -201,3 +201,18 @@ def test_a_run_started_by_an_earlier_edge_of_the_change_set_bounds_the_next_edge
         _unchanged(path, v)
     finally:
         conn.close()
+
+
+def test_a_run_edge_naming_an_attempt_the_rows_read_do_not_hold_is_not_found_by_its_id(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        with pytest.raises(NotFound) as missing:
+            _advance(conn, v, [RunChange("cancel", attempt_id="a-elsewhere")], T0 + 1)
+        assert str(missing.value) == "attempt 'a-elsewhere' not found"
+        assert (missing.value.what, missing.value.ident) == ("attempt", "a-elsewhere")
+        _unchanged(path, v)
+    finally:
+        conn.close()

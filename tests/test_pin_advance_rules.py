@@ -216,3 +216,21 @@ def test_a_run_edge_naming_an_attempt_the_rows_read_do_not_hold_is_not_found_by_
         _unchanged(path, v)
     finally:
         conn.close()
+
+
+def test_an_advance_answers_its_run_its_new_version_and_its_steps(tmp_path: Path) -> None:
+    path = tmp_path / "ql.db"
+    conn, v = _dispatched(path)
+    try:
+        repo = Repository(conn)
+        run, attempts = repo.get_run("r1"), repo.attempts_of("r1")
+        done = in_transaction(
+            conn,
+            lambda c: advance_read(
+                c, run, attempts, "r1", v, [AttemptChange("a1", "start")], actor=SYSTEM, at_ms=T0
+            ),
+        )
+        assert (done.run_id, done.version, len(done.steps), len(done.events)) == ("r1", v + 1, 1, 1)
+        assert (done.steps[0].source, done.steps[0].dest) == ("claimed", "starting")
+    finally:
+        conn.close()

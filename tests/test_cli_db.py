@@ -157,3 +157,21 @@ def test_a_file_that_is_not_a_qinglong_database_is_exit_1_and_left_alone(tmp_pat
         assert "not a QingLong 3.0 database" in one_error_line(proc)
     assert junk.read_text() == "not a database\n" * 100
     assert tables(other) == {"notes"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["explain"], ["resolve", "--to", "failed", "--reason", "operator says so"]],
+    ids=lambda a: a[0],
+)
+def test_explain_and_resolve_name_an_unknown_run_and_where_to_list_runs_in_the_same_words(
+    db_path: Path, tmp_path: Path, args: list[str]
+) -> None:
+    db = str(tmp_path / "it's.db")
+    Path(db).write_bytes(db_path.read_bytes())
+    proc = run("python-m", args[0], "--db", db, "--run", "no-such-run", *args[1:])
+    assert proc.returncode == 2, proc.stderr
+    assert one_error_line(proc) == (
+        f"qlfsm: error: run 'no-such-run' is not in {db}; list runs with "
+        f"`qlfsm inspect --db '{tmp_path}/it'\"'\"'s.db'`"
+    )

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -83,3 +85,13 @@ def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     proc = demo("--dir", str(tmp_path))
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_a_waited_launch_that_fails_before_starting_its_job_is_named_not_a_key_error(
+    tmp_path: Path,
+) -> None:
+    from reconciler.cli._demo import launch
+
+    with pytest.raises(RuntimeError, match=r"^`qlfsm launch` exited [1-9]\d*: .+"):
+        launch(str(tmp_path / "missing.db"), str(tmp_path / "r"), "run-1", tmp_path / "l.log",
+               "true", wait=True)  # fmt: skip

@@ -167,8 +167,11 @@ def launch(db: str, receipts: str, run_id: str, log: Path, *cmd: str, wait: bool
     args = ["launch", "--db", db, "--receipt-root", receipts, "--run-id", run_id,
             "--log", str(log), "--json"]  # fmt: skip
     proc = qlfsm(*args, *(["--wait"] if wait else []), "--", *cmd, check=not wait)
-    first = proc.stdout.splitlines()[0] if proc.stdout else "{}"
-    return int(json.loads(first)["pid"])
+    # `--wait` exits with the job's status, so only a missing report says that launch failed.
+    first = json.loads(proc.stdout.splitlines()[0]) if proc.stdout else {}
+    if "pid" not in first:
+        raise RuntimeError(f"`qlfsm launch` exited {proc.returncode}: {proc.stderr.strip()}")
+    return int(first["pid"])
 
 
 def runtime_jobs(db: str, receipts: str, logs: Path, jobs: list[Job]) -> None:

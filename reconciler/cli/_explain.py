@@ -19,7 +19,7 @@ from reconciler._atomic import replace_file
 from reconciler._escape import json_safe
 from reconciler._profiles import PROFILES
 from reconciler.cli._text import clean, json_line, shell_word
-from reconciler.cli._util import FatalError, UsageError, parser
+from reconciler.cli._util import FatalError, UsageError, parser, unknown_run
 from reconciler.ops import ACTIVE_RUN, EVENT_PAGE, Steps, iso_time
 
 if TYPE_CHECKING:
@@ -105,10 +105,7 @@ def explain_command(argv: list[str]) -> int:
                 origins=args.origins,
             )
         except UnknownRun as exc:
-            raise UsageError(
-                f"run {args.run!r} is not in {args.db}; list runs with "
-                f"`qlfsm inspect --db {shell_word(args.db)}`"
-            ) from exc
+            raise unknown_run(args.db, args.run) from exc
         if args.svg is not None:
             _write_svg(args.svg, found, args.dot)
         # The steps are read from `conn` as they are written (issue 29): it stays open.

@@ -14,7 +14,7 @@ import contextlib
 from typing import Any
 
 from reconciler.cli._text import clean, shell_word
-from reconciler.cli._util import UsageError, operator_login, parser, print_result
+from reconciler.cli._util import UsageError, operator_login, parser, print_result, unknown_run
 
 
 def resolve_command(argv: list[str]) -> int:
@@ -80,10 +80,7 @@ def resolve_command(argv: list[str]) -> int:
                     clock=SystemClock(), actor=operator_actor(login), dry_run=args.dry_run,
                 )  # fmt: skip
         except UnknownRun as exc:
-            raise UsageError(
-                f"run {args.run!r} is not in {args.db}; list runs with "
-                f"`qlfsm inspect --db {shell_word(args.db)}`"
-            ) from exc
+            raise unknown_run(args.db, args.run) from exc
         except ResolveRefused as exc:
             raise UsageError(f"resolve refused: {exc}; nothing was written") from exc
     data = done.as_dict()

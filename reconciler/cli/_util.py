@@ -17,7 +17,7 @@ from reconciler.cli._exit import UsageError as UsageError
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 # Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
-from reconciler.cli._text import json_line, one_line
+from reconciler.cli._text import json_line, one_line, shell_word
 
 
 class Parser(argparse.ArgumentParser):
@@ -110,3 +110,10 @@ def print_result(as_json: bool, data: Any, human: Callable[[], str]) -> None:
         print_json(data)
     else:
         sys.stdout.write(human() + "\n")
+
+
+def unknown_run(db: str, run: str) -> UsageError:
+    """A run id the database does not hold (`explain`, `resolve`), and where to list them."""
+    return UsageError(
+        f"run {run!r} is not in {db}; list runs with `qlfsm inspect --db {shell_word(db)}`"
+    )

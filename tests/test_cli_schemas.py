@@ -498,7 +498,7 @@ def test_every_mode_on_a_blocked_node_matches_its_schema(
 ) -> None:
     from _primary_support import sleepers
 
-    from reconciler.diagrams._dot import find_dot
+    from reconciler.diagrams import find_dot
 
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)  # row 13: lost

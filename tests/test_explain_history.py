@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 
 from reconciler.cli._explain import FOLD_OVER, write_human, write_json
 from reconciler.cli._text import json_line
-from reconciler.ops import Quiet, explain
+from reconciler.ops import Quiet, Steps, explain
 from reconciler.ops._explain import (
     LEGACY_RECONCILER_ACTOR,
     LEGACY_ROW_MAPS,
@@ -35,7 +35,6 @@ from reconciler.ops._explain import (
     RECONCILER_ACTOR,
     ROW_BY_ERROR_CODE,
     ROW_BY_EVIDENCE,
-    Steps,
 )
 from storage import Repository, connect
 

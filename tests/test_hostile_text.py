@@ -369,8 +369,9 @@ def test_explain_svg_is_well_formed_xml_showing_a_run_id_with_esc_bel_and_soh(
 
 def test_every_character_xml_forbids_reaches_svg_and_dot_text_visibly_and_parses() -> None:
     from fsm.qinglong import RUN_SPEC
+    from reconciler.diagrams import dot_source
     from reconciler.diagrams._path import _inner  # noqa: F401 - the module the SVG comes from
-    from reconciler.diagrams._render import dot_source, xml_text
+    from reconciler.diagrams._render import xml_text
 
     forbidden = [chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0xFFFE, 0xFFFF]]
     forbidden += ["\ud800", "\udfff", "\u2028", "\u202e", "&", "<", ">", '"']

@@ -21,8 +21,15 @@ from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from test_launcher import prepared
 
 from reconciler.launcher import launch
-from reconciler.node import FileReceiptStore, Missing, parse_quarantine_ref, quarantine_ref
-from reconciler.node._attempt_lock import LOCK_SUFFIX, hold_lock, lock_name, lock_path, probe_lock
+from reconciler.node import (
+    FileReceiptStore,
+    Missing,
+    hold_lock,
+    lock_path,
+    parse_quarantine_ref,
+    quarantine_ref,
+)
+from reconciler.node._attempt_lock import LOCK_SUFFIX, lock_name, probe_lock
 from reconciler.node._receipt import receipt_name, temp_name
 from storage import Repository, journal_get, journal_register
 

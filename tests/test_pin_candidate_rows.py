@@ -8,15 +8,20 @@ from __future__ import annotations
 import pytest
 from _support import T0, attempt_in
 
-from storage import BadRow, Repository, journal_quarantine, run_with_attempts
+from storage import (
+    BadRow,
+    PrimaryCandidate,
+    Repository,
+    journal_quarantine,
+    primary_candidates,
+    run_with_attempts,
+)
 from storage._candidates import (
     BadText,
-    PrimaryCandidate,
     _candidate,
     integer,
     lenient_text,
     optional_text,
-    primary_candidates,
     shown,
     text,
 )
@@ -123,7 +128,7 @@ def rowid(repo: Repository, run_id: str) -> int:
 def test_a_drain_window_takes_the_candidates_after_and_up_to_its_bounds_in_id_order(
     repo: Repository,
 ) -> None:
-    from storage._candidates import candidate_window, last_candidate
+    from storage import candidate_window, last_candidate
 
     assert last_candidate(repo.conn) is None
     assert candidate_window(repo.conn) == ([], False, None)

@@ -566,7 +566,7 @@ def test_the_reconciler_made_without_options_is_the_standalone_pass_that_writes(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:
     # The class's own defaults are reconcile's: the standalone grace, and not a dry run.
-    from reconciler.primary._pass import PrimaryReconciler
+    from reconciler.primary import PrimaryReconciler
 
     clock = FakeClock(T0)
     table = FakeProcessTable()

@@ -389,7 +389,7 @@ def test_each_second_read_is_a_full_grace_after_its_own_probe(repo: Repository, 
 
 
 def test_profiles_set_the_grace_and_cluster_profiles_refuse(conn: Any) -> None:
-    from reconciler._profiles import ProfileError
+    from reconciler import ProfileError
 
     assert GRACE_MS == {"edge": 50, "standalone": 100}
     for profile in ("cluster-control", "worker", "laptop"):

@@ -189,7 +189,7 @@ def test_a_fifo_at_the_receipt_path_is_an_invalid_receipt_and_start_up_does_not_
 def test_the_instance_reader_gives_no_finish_time_past_2_53_milliseconds(
     tmp_path: Path, seconds: int
 ) -> None:
-    from storage._legacy_source import instance_evidence
+    from storage import instance_evidence
 
     db = LegacyDb(tmp_path / "ql.db")
     try:

@@ -95,7 +95,7 @@ def test_the_primary_candidate_query_pages_in_id_order_and_flags_truncation(
 
 
 def test_the_legacy_candidate_query_uses_the_qlfsm_keyset_index(db_path: Path) -> None:
-    from storage._legacy_source import candidates_sql
+    from storage import candidates_sql
 
     assert any("qlfsm_runs_legacy_keyset_idx" in s for s in QLFSM_INDEXES)
     conn = connect(str(db_path))

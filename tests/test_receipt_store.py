@@ -25,9 +25,9 @@ from reconciler.node import (
     encode_receipt,
     quarantine_ref,
     receipt_path,
+    temp_path,
     validate_receipt_root,
 )
-from reconciler.node._receipt import temp_path
 from reconciler.node._receipt_store import publish_bytes_at
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"

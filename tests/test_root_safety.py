@@ -41,9 +41,10 @@ from reconciler.node import (
     ProcProvider,
     ReceiptRootError,
     check_root_dir,
+    prepare_receipt_dirs,
     quarantine_ref,
 )
-from reconciler.node._receipt_store import prepare_receipt_dirs, publish_bytes_at
+from reconciler.node._receipt_store import publish_bytes_at
 from reconciler.ops import operator_actor, resolve, sweep
 from reconciler.primary import QUARANTINE_KEEP_MS, reconcile_connection
 from storage import Repository, journal_get, journal_register, transaction

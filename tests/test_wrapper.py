@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.node import FileReceiptStore, Found, decode_receipt, receipt_path
-from reconciler.node._receipt import temp_path
+from reconciler.node import FileReceiptStore, Found, decode_receipt, receipt_path, temp_path
 
 RUN = "019f70d0-0000-7000-8000-000000000001"
 ATTEMPT = "019f70d0-0000-7000-8000-000000000002"

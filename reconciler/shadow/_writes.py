@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from fsm import DecisionTable, GuardRefused, IllegalTransition, MachineDefinitionError
 from fsm.qinglong import (
@@ -310,33 +311,36 @@ class _Chain:
 Edges = Callable[[_Chain, Context, "Effect", RunRow, AttemptRow, int], None]
 
 
-def _chained(edges: Edges) -> Writer:
-    """Rows 6/7 (H): the writer that commits ``edges`` in one transaction."""
+def _chained(
+    edges: Edges,
+    repo: Repository,
+    ctx: Context,
+    clock: Clock,
+    hooks: PassHooks,
+    eff: Effect,
+    guard: Guard,
+) -> None:
+    """Rows 6/7 (H): commits ``edges`` in one transaction. The table binds each row's edges
+    with ``partial``: a function built at import would be out of mutation testing's reach."""
+    run, active = ctx.run, ctx.attempt
+    assert run is not None and active is not None
+    attempt = repo.get_attempt(active.id)
+    if attempt is None:
+        raise LookupError("attempt vanished")
+    times = (attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms)
+    at = _at(run, *times, now=clock.now_ms())
 
-    def plan(
-        repo: Repository, ctx: Context, clock: Clock, hooks: PassHooks, eff: Effect, guard: Guard
-    ) -> None:
-        run, active = ctx.run, ctx.attempt
-        assert run is not None and active is not None
-        attempt = repo.get_attempt(active.id)
-        if attempt is None:
-            raise LookupError("attempt vanished")
-        times = (attempt.created_at_ms, attempt.started_at_ms, ctx.evidence_at_ms)
-        at = _at(run, *times, now=clock.now_ms())
-
-        chain = _Chain(run, attempt, eff.dedupe, guard.row)
-        edges(chain, ctx, eff, run, attempt, at)
-        guard.commit(
-            repo,
-            run.id,
-            run.version,
-            chain.changes,
-            actor=eff.actor,
-            at_ms=at,
-            expect=_expect(run, active),
-        )
-
-    return plan
+    chain = _Chain(run, attempt, eff.dedupe, guard.row)
+    edges(chain, ctx, eff, run, attempt, at)
+    guard.commit(
+        repo,
+        run.id,
+        run.version,
+        chain.changes,
+        actor=eff.actor,
+        at_ms=at,
+        expect=_expect(run, active),
+    )
 
 
 def _cancel(
@@ -418,7 +422,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="cancel",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_chained(_cancel),
+        plan=partial(_chained, _cancel),
         error=CANCELLED,
         target="cancelled",
         payload={"legacy_cancel_reason": "reconcile"},
@@ -428,7 +432,7 @@ WRITES: Mapping[str, Effect] = _effects(
         write="complete",
         actor=COMPATIBILITY,
         dedupe="shadow:{sequence}:{type}",
-        plan=_chained(_complete),
+        plan=partial(_chained, _complete),
         error=NON_ZERO,
     ),
     # Row 9: G's `abandon`, Attempt then Run.

@@ -851,3 +851,22 @@ def test_a_walk_asks_whether_each_evidence_was_observed_on_the_facts_it_walks() 
 
 def test_the_primary_decision_spec_is_the_adr_0068_table_as_drawn() -> None:
     assert drawn_spec(PRIMARY_TABLE) == PRIMARY_DECISION_SPEC
+
+
+def test_holding_lists_every_case_of_the_state_whose_guard_holds_in_table_order() -> None:
+    # `fsm.testing.explore_table` reports the rows the table order hides from `holding`.
+    e = engine()
+    facts = PrimaryFacts(
+        run_present=True, run_owner="legacy", run_status="x", page_status="y", error="boom"
+    )
+    rows = e.table.rows
+    assert e.holding("a", facts) == (
+        Taken(rows[0], rows[0].cases[1]),  # row 1 `status_changed`
+        Taken(rows[1], rows[1].cases[0]),  # row 2 `not_runtime_owned`
+    )
+    # Only the exception row answers `fail`, and only it: its guard holds on these facts too.
+    assert e.holding("a", facts, "fail") == (Taken(rows[3], rows[3].cases[0]),)
+    assert e.holding("b", facts, "fail") == (Taken(rows[3], rows[3].cases[1]),)
+    # No case of `b` holds on them, although `a`'s cases do.
+    assert e.holding("b", facts) == ()
+    assert e.holding("a", GONE) == (Taken(rows[0], rows[0].cases[0]),)

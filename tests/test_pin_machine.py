@@ -8,6 +8,7 @@ to show how it refuses: IllegalTransition for no such edge, GuardRefused naming 
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 from transitions.core import MachineError
@@ -462,4 +463,54 @@ def test_all_specs_lists_the_five_lifecycles_and_decision_machines_in_drawing_or
         LEGACY_SPEC,
         PRIMARY_DECISION_SPEC,
         LEGACY_DECISION_SPEC,
+    )
+
+
+def test_triggers_from_a_state_are_listed_in_table_order_each_once() -> None:
+    toy = Lifecycle(
+        spec(
+            Edge("go", "a", "b"),
+            Edge("end", "a", "c"),
+            Edge("go_by_receipt", "a", "b", "trusted_receipt"),
+            Edge("go_by_receipt", "a", "c", "invalid_receipt"),
+            Edge("end", "b", "c"),
+        ),
+        GUARDS,
+        rules=QINGLONG_RULES,
+    )
+    assert toy.triggers_from("a") == ("go", "end", "go_by_receipt")
+    assert toy.triggers_from("b") == ("end",)
+    assert toy.triggers_from("c") == ()
+
+
+def test_holding_lists_the_unguarded_edges_and_each_guarded_one_whose_guard_holds() -> None:
+    toy = Lifecycle(
+        spec(
+            Edge("go", "a", "b", "trusted_receipt"),
+            Edge("go", "a", "c", "invalid_receipt"),
+            Edge("end", "a", "c"),
+            Edge("end", "b", "c"),
+        ),
+        GUARDS,
+    )
+    go_b, go_c, end_a, end_b = toy.spec.edges
+    assert toy.holding("a", "go", TRUSTED) == (go_b,)
+    assert toy.holding("a", "go", PrimaryFacts(first_receipt="invalid")) == (go_c,)
+    assert toy.holding("a", "go", PrimaryFacts()) == ()
+    assert toy.holding("a", "end") == (end_a,)
+    assert toy.holding("b", "end") == (end_b,)
+    assert toy.holding("b", "go", TRUSTED) == ()
+
+
+def test_a_drawn_guard_refuses_to_be_evaluated_naming_itself() -> None:
+    from fsm import transitions_config
+
+    (edge,) = [t for t in transitions_config(spec(Edge("go", "a", "b", "run_gone"))) if t]
+    (condition,) = edge["conditions"]
+    assert condition.__name__ == "run_gone"
+    with pytest.raises(MachineDefinitionError) as raised:
+        condition(SimpleNamespace(kwargs={"evidence": TRUSTED}))
+    assert (raised.value.machine, raised.value.problem) == (
+        "<drawing>",
+        "guard 'run_gone' is drawn, not evaluated",
     )

@@ -166,3 +166,29 @@ def test_a_retained_candidate_beyond_a_truncated_second_page_is_not_revoked_as_v
     assert got[-1] == ("run-9", "at-9", "12", "remaining", "process_running")
     assert got[:-1] == [(f"run-{i:03d}", None, "verifier", "unresolved", "new") for i in range(256)]
     assert (summary["truncated"], summary["safe"], summary["remaining"]) == (True, False, 1)
+
+
+def test_a_retained_candidate_whose_run_is_deleted_while_the_verifier_probes_is_revoked(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # The verifier's candidate query still saw the Run; it is gone when read again after the
+    # second probe: nothing is left to prove, which is `fingerprint_changed`, not an error.
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    calls: list[str] = []
+
+    def probe(handle: str, provider: Any, *, platform: str) -> Any:
+        calls.append(handle)
+        if len(calls) == 2:  # the verifier's probe
+            conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("DELETE FROM \"Runs\" WHERE id = 'run-1'")
+            conn.execute("PRAGMA foreign_keys = ON")
+        return inspect_handle(handle, provider, platform=platform)
+
+    summary = reconcile_connection(conn, store, table, clock, platform="linux", probe=probe)
+    assert len(calls) == 2
+    assert decisions(summary) == [
+        ("run-1", "at-1", "12", "unresolved", "verifier:fingerprint_changed")
+    ]
+    assert summary["safe"] is False

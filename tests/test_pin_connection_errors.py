@@ -51,8 +51,8 @@ NOBODY = 65534
 def sqlite_error(message: str, code: int, name: str) -> sqlite3.OperationalError:
     """An error as the driver raises it: the message, the extended code and its name."""
     error = sqlite3.OperationalError(message)
-    error.sqlite_errorcode = code  # type: ignore[attr-defined]
-    error.sqlite_errorname = name  # type: ignore[attr-defined]
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = name
     return error
 
 

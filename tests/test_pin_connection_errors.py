@@ -38,6 +38,7 @@ from storage import (
     database_error,
     in_transaction,
     lock_budget,
+    write_blocker,
 )
 
 READ_ONLY_FIX = (
@@ -554,3 +555,28 @@ def test_a_file_of_no_known_kind_is_a_special_file() -> None:
     from storage._connection import file_kind
 
     assert file_kind(0) == "special file"
+
+
+# --- which errors stop a pass's writes ---------------------------------------------------------
+
+
+def test_a_full_filesystem_stops_every_later_write_whether_named_or_from_the_driver(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "ql.db")
+    full = sqlite_error("database or disk is full", sqlite3.SQLITE_FULL, "SQLITE_FULL")
+    assert write_blocker(full) == "database_full"
+    assert write_blocker(DatabaseFull(path)) == "database_full"
+    assert write_blocker(database_error(path, full)) == "database_full"
+
+
+def test_only_the_drivers_operational_errors_are_read_for_their_code(tmp_path: Path) -> None:
+    # The driver raises every SQLITE_READONLY and SQLITE_FULL as an OperationalError; an error
+    # of another class is one candidate's, whatever code it carries.
+    for code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL):
+        other = sqlite3.DatabaseError("not the driver's")
+        other.sqlite_errorcode = code
+        assert write_blocker(other) is None
+    assert write_blocker(readonly_error()) == "database_read_only"
+    corrupt = sqlite_error("database disk image is malformed", sqlite3.SQLITE_CORRUPT, "X")
+    assert write_blocker(corrupt) is None

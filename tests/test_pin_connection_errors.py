@@ -24,9 +24,11 @@ from typing import Any
 import pytest
 
 from storage import (
+    LOCK_BUDGET_ENV,
     Busy,
     DatabaseCorrupt,
     DatabaseFull,
+    DatabaseMissing,
     DatabaseReadOnly,
     DatabaseUnusable,
     HotJournal,
@@ -38,6 +40,7 @@ from storage import (
     database_error,
     in_transaction,
     lock_budget,
+    lock_budget_from_env,
     write_blocker,
 )
 
@@ -580,3 +583,141 @@ def test_only_the_drivers_operational_errors_are_read_for_their_code(tmp_path: P
     assert write_blocker(readonly_error()) == "database_read_only"
     corrupt = sqlite_error("database disk image is malformed", sqlite3.SQLITE_CORRUPT, "X")
     assert write_blocker(corrupt) is None
+
+
+# --- opening: what connect refuses, and the connection it returns --------------------------------
+
+
+def test_connect_never_creates_a_missing_database_unless_asked(tmp_path: Path) -> None:
+    (tmp_path / "file.db").write_bytes(b"")
+    for missing in (tmp_path / "ql.db", tmp_path / "file.db" / "ql.db"):
+        with pytest.raises(DatabaseMissing) as raised:
+            connect(str(missing))
+        assert str(raised.value) == (
+            f"database {str(missing)!r} does not exist; create it with "
+            f"`qlfsm db init --db {missing}`"
+        )
+        assert raised.value.path == str(missing)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.db"]
+    made = tmp_path / "ql.db"
+    with contextlib.closing(connect(str(made), create=True)) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    assert made.is_file()
+
+
+def test_a_path_that_cannot_be_examined_says_why(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.db"
+    loop.symlink_to(loop)
+    with pytest.raises(DatabaseUnusable) as raised:
+        connect(str(loop))
+    assert str(raised.value) == (
+        f"database {str(loop)!r} cannot be examined (Too many levels of symbolic links); check "
+        "the path and its permissions"
+    )
+
+
+def test_a_path_with_uri_characters_opens_that_very_file(tmp_path: Path) -> None:
+    # `%`, `?` and `#` mean something in a SQLite URI; "%41" would otherwise open "A".
+    for name in ("p%41q.db", "p?q.db", "p#q.db", "a%25b?c#d.db"):
+        path = a_database(tmp_path / name)
+        with contextlib.closing(connect(str(path))) as conn:
+            assert [tuple(r) for r in conn.execute("SELECT x FROM t")] == [(1,)]
+            conn.execute("INSERT INTO t VALUES (2)")
+        with contextlib.closing(connect(str(path), read_only=True)) as conn:
+            assert [tuple(r) for r in conn.execute("SELECT x FROM t")] == [(1,), (2,)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["p%41q.db", "p?q.db", "p#q.db", "a%25b?c#d.db"]
+    )
+
+
+def test_a_connection_has_the_busy_timeout_asked_for_and_no_implicit_transactions(
+    tmp_path: Path,
+) -> None:
+    path = a_database(tmp_path / "ql.db")
+    with contextlib.closing(connect(str(path), busy_timeout_s=0.25)) as conn:
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+        assert busy_wait_s(conn) == 0.25
+        assert conn.isolation_level is None
+        conn.execute("INSERT INTO t VALUES (2)")
+        assert not conn.in_transaction  # autocommit: written at once
+        row = conn.execute("SELECT x FROM t ORDER BY x DESC").fetchone()
+        assert row["x"] == 2
+
+
+# --- the lock budget ---------------------------------------------------------------------------
+
+
+def test_a_lock_budget_starts_unspent_and_untried() -> None:
+    for seconds in (0, 2):
+        budget = LockBudget(seconds)
+        assert type(budget.seconds) is float and budget.seconds == seconds
+        assert type(budget.spent) is float and budget.spent == 0.0
+        assert type(budget.tries) is int and budget.tries == 0
+        assert budget.blocked is False
+        assert budget.remaining() == seconds
+
+
+def test_what_is_left_of_a_budget_is_never_below_zero() -> None:
+    budget = LockBudget(2.0)
+    budget.spent = 0.5
+    assert budget.remaining() == 1.5
+    budget.spent = 2.5
+    assert budget.remaining() == 0.0
+
+
+@pytest.mark.parametrize("seconds", [-1, -0.5, float("nan"), float("inf"), "5", None])
+def test_a_lock_budget_is_a_finite_number_of_seconds_at_least_zero(seconds: Any) -> None:
+    with pytest.raises(ValueError) as raised:
+        LockBudget(seconds)
+    assert str(raised.value) == "a lock budget is a finite number of seconds >= 0"
+
+
+def test_the_lock_budget_comes_from_the_given_environment_else_the_processs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(LOCK_BUDGET_ENV, raising=False)
+    assert lock_budget_from_env({}).seconds == 5.0
+    assert lock_budget_from_env({LOCK_BUDGET_ENV: "  "}).seconds == 5.0
+    assert lock_budget_from_env({LOCK_BUDGET_ENV: " 1.5 "}).seconds == 1.5
+    assert lock_budget_from_env({LOCK_BUDGET_ENV: "0"}).seconds == 0.0
+    assert lock_budget_from_env().seconds == 5.0
+    monkeypatch.setenv(LOCK_BUDGET_ENV, "0.25")
+    assert lock_budget_from_env().seconds == 0.25
+    assert lock_budget_from_env({}).seconds == 5.0  # the given environment, not the process's
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_bad_lock_budget_in_the_environment_says_how_to_fix_it(value: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        lock_budget_from_env({LOCK_BUDGET_ENV: value})
+    assert str(raised.value) == (
+        "$QLFSM_LOCK_BUDGET_S must be a number of seconds >= 0 (default 5); fix or unset it"
+    )
+
+
+def test_a_budget_lowers_the_busy_timeout_to_what_is_left_and_only_beyond_the_slack(
+    tmp_path: Path,
+) -> None:
+    path = a_database(tmp_path / "ql.db")
+
+    def timeout_ms(c: sqlite3.Connection) -> int:
+        return int(c.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    with contextlib.closing(connect(str(path), busy_timeout_s=5.0)) as conn:
+        with lock_budget(conn, LockBudget(1.0)):
+            assert in_transaction(conn, timeout_ms) == 1000
+            assert busy_wait_s(conn) == 1.0
+            # Less than the slack spent since: the timeout is not lowered again.
+            assert in_transaction(conn, timeout_ms) == 1000
+            assert busy_wait_s(conn) == 1.0
+        assert timeout_ms(conn) == 5000 and busy_wait_s(conn) == 5.0
+        with lock_budget(conn, LockBudget(9.0)):  # more than the timeout: left as it is
+            assert in_transaction(conn, timeout_ms) == 5000
+            assert busy_wait_s(conn) == 5.0
+    # Exactly the slack below the timeout: not lowered.
+    with (
+        contextlib.closing(connect(str(path), busy_timeout_s=0.1)) as conn,
+        lock_budget(conn, LockBudget(0.05)),
+    ):
+        assert in_transaction(conn, timeout_ms) == 100
+        assert busy_wait_s(conn) == 0.1

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _primary_support import ForbiddenProvider, make_candidate
 
+from reconciler.node import FakeClock, FileReceiptStore
+from reconciler.primary import reconcile_connection
 from storage import (
     LOCK_BUDGET_ENV,
     Busy,
@@ -35,6 +38,7 @@ from storage import (
     LockBudget,
     NotAQingLongDatabase,
     NotARegularFile,
+    Repository,
     busy_wait_s,
     connect,
     database_error,
@@ -721,3 +725,17 @@ def test_a_budget_lowers_the_busy_timeout_to_what_is_left_and_only_beyond_the_sl
     ):
         assert in_transaction(conn, timeout_ms) == 100
         assert busy_wait_s(conn) == 0.1
+
+
+def test_a_connection_remembers_its_path_so_a_pass_names_the_file_it_cannot_write(
+    repo: Repository, db_path: Path, store: FileReceiptStore
+) -> None:
+    make_candidate(repo, "run-0", "at-0", attempt="claimed", run="dispatching")
+    repo.conn.close()
+    with contextlib.closing(connect(str(db_path), read_only=True)) as conn:
+        summary = reconcile_connection(conn, store, ForbiddenProvider(), FakeClock())
+    (only,) = summary["candidates"]
+    assert only["reason"].startswith(
+        f"error:DatabaseReadOnly: database {str(db_path)!r} cannot be written: SQLite reports "
+        "it read-only; "
+    )

@@ -147,3 +147,13 @@ def test_busy_is_read_from_the_code_and_from_the_words_only_without_one() -> Non
     assert write_blocker(coded("database is busy", None)) == "database_locked"
     assert write_blocker(coded("no such table: t", None)) is None
     assert write_blocker(sqlite3.DatabaseError("database is locked")) is None
+
+
+def test_no_tries_means_nothing_is_tried(tmp_path: Path) -> None:
+    path = a_database(tmp_path / "ql.db")
+    ran: list[sqlite3.Connection] = []
+    with contextlib.closing(connect(str(path))) as conn:
+        with pytest.raises(Busy) as raised:
+            in_transaction(conn, ran.append, tries=0)
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 0
+    assert ran == [] and raised.value.tries == 0

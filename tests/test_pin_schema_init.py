@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Busy, ForeignDatabase, connect, init_schema
+from storage import Busy, ForeignDatabase, NotAQingLongDatabase, connect, init_schema
 
 
 def foreign(path: Path) -> Path:
@@ -92,4 +92,20 @@ def test_a_database_locked_against_readers_is_named_busy_with_the_wait(tmp_path:
     assert str(raised.value) == (
         f"database {str(path)!r} is locked by another process (waited 0.1 s); try again when "
         "that process has finished writing"
+    )
+
+
+def test_a_qinglong_file_lacking_a_table_is_refused_naming_the_path_and_the_table(
+    db_path: Path,
+) -> None:
+    with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        conn.execute('DROP TABLE "RunEvents"')
+    with (
+        contextlib.closing(connect(str(db_path))) as conn,
+        pytest.raises(NotAQingLongDatabase) as raised,
+    ):
+        init_schema(conn, path=str(db_path))
+    assert str(raised.value) == (
+        f"{str(db_path)!r} is not a QingLong 3.0 database (table RunEvents is missing); point "
+        "--db at the node's SQLite file"
     )

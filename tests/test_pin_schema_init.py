@@ -109,3 +109,11 @@ def test_a_qinglong_file_lacking_a_table_is_refused_naming_the_path_and_the_tabl
         f"{str(db_path)!r} is not a QingLong 3.0 database (table RunEvents is missing); point "
         "--db at the node's SQLite file"
     )
+
+
+def test_db_init_on_a_current_database_reads_the_table_list_first(db_path: Path) -> None:
+    with contextlib.closing(connect(str(db_path))) as conn:
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        assert init_schema(conn, path=str(db_path)) == []
+    assert seen[0] == "SELECT name FROM sqlite_master WHERE type = 'table'"

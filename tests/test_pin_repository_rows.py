@@ -281,3 +281,167 @@ def test_an_event_earlier_than_its_attempts_start_is_refused_with_its_words(
         f"at_ms {T0 + 5} is earlier than the attempt's created/started time"
     )
     assert snapshot() == before
+
+
+# --- create_run and create_attempt (their mutants run late: pinned ahead) ---------------------
+
+
+def test_a_run_with_the_defaults_is_written_created_at_version_1_by_the_user(
+    repo: Repository, db_path: Path
+) -> None:
+    done = repo.create_run(run_id=RUN, at_ms=T0)
+    run = only(rows(db_path, "Runs"))
+    assert {k: v for k, v in run.items() if v is not None} == {
+        "id": RUN,
+        "project_id": "default",
+        "task_id": "task",
+        "task_revision": "1",
+        "trigger_type": "manual",
+        "execution_origin": "manual",
+        "execution_owner": "runtime",
+        "status": "created",
+        "version": 1,
+        "event_sequence": 1,
+        "priority": 0,
+        "created_at_ms": T0,
+    }
+    created = only(events(db_path))
+    assert {k: v for k, v in created.items() if k != "id"} == {
+        "run_id": RUN,
+        "sequence": 1,
+        "type": "run.created",
+        "dedupe_key": f"run.created:{RUN}",
+        "actor_type": "user",
+        "actor_id": None,
+        "attempt_id": None,
+        "payload": {"from_status": None, "to_status": "created", "version": 1},
+        "created_at_ms": T0,
+        "step_run_id": None,
+    }
+    assert (done.run_id, done.version, done.steps, done.events) == (RUN, 1, (), (created["id"],))
+
+
+def test_a_run_takes_the_task_owner_and_actor_it_is_given(repo: Repository, db_path: Path) -> None:
+    repo.create_run(
+        run_id=RUN,
+        at_ms=T0 + 2,
+        execution_owner="legacy",
+        execution_origin="scheduled_node",
+        project_id="p-9",
+        task_id="t-9",
+        task_revision="r-9",
+        task_name="nightly",
+        trigger_type="cron",
+        legacy_cron_id=42,
+        actor=Actor("api_app", "app-1"),
+    )
+    run = only(rows(db_path, "Runs"))
+    fields = ("project_id", "task_id", "task_revision", "task_name", "trigger_type")
+    assert [run[k] for k in fields] == ["p-9", "t-9", "r-9", "nightly", "cron"]
+    assert [run[k] for k in ("execution_origin", "execution_owner", "legacy_cron_id")] == [
+        "scheduled_node",
+        "legacy",
+        42,
+    ]
+    created = only(events(db_path))
+    assert (created["actor_type"], created["actor_id"], created["created_at_ms"]) == (
+        "api_app",
+        "app-1",
+        T0 + 2,
+    )
+
+
+def test_attempts_are_claimed_numbered_in_turn_by_the_scheduler_each_with_its_event(
+    repo: Repository, db_path: Path
+) -> None:
+    version = run_in(repo, RUN, "dispatching")
+    first = repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0 + 1)
+    other = "019f70c0-0000-7000-8000-0000000000a3"
+    second = repo.create_attempt(
+        run_id=RUN, attempt_id=other, expected_version=version + 1, at_ms=T0 + 2
+    )
+    attempts = rows(db_path, "RunAttempts")
+    assert [{k: v for k, v in a.items() if v is not None} for a in attempts] == [
+        {
+            "id": ident,
+            "run_id": RUN,
+            "attempt": number,
+            "status": "claimed",
+            "executor_type": "local_process",
+            "callback_sequence": 0,
+            "created_at_ms": T0 + number,
+        }
+        for number, ident in ((1, ATT), (2, other))
+    ]
+    claimed = events(db_path)[-2:]
+    assert [{k: v for k, v in e.items() if k != "id"} for e in claimed] == [
+        {
+            "run_id": RUN,
+            "sequence": version + number,
+            "type": "attempt.claimed",
+            "dedupe_key": f"attempt.claimed:{ident}",
+            "actor_type": "scheduler",
+            "actor_id": None,
+            "attempt_id": ident,
+            "payload": {
+                "attempt_id": ident,
+                "from_status": None,
+                "to_status": "claimed",
+                "version": version + number,
+            },
+            "created_at_ms": T0 + number,
+            "step_run_id": None,
+        }
+        for number, ident in ((1, ATT), (2, other))
+    ]
+    assert [(d.run_id, d.version, d.steps, d.events) for d in (first, second)] == [
+        (RUN, version + 1, (), (claimed[0]["id"],)),
+        (RUN, version + 2, (), (claimed[1]["id"],)),
+    ]
+
+
+def test_an_attempt_takes_the_number_executor_and_evidence_it_is_given(
+    repo: Repository, db_path: Path
+) -> None:
+    version = run_in(repo, RUN, "dispatching")
+    repo.create_attempt(
+        run_id=RUN,
+        attempt_id=ATT,
+        expected_version=version,
+        at_ms=T0,
+        executor_type="container",
+        attempt=7,
+        pid=4321,
+        log_artifact_id="log-1",
+        actor=Actor("executor", "x"),
+    )
+    attempt = only(rows(db_path, "RunAttempts"))
+    assert [attempt[k] for k in ("attempt", "executor_type", "pid", "log_artifact_id")] == [
+        7,
+        "container",
+        4321,
+        "log-1",
+    ]
+    assert (events(db_path)[-1]["actor_type"], events(db_path)[-1]["actor_id"]) == ("executor", "x")
+
+
+def test_an_attempt_of_a_terminal_run_is_refused_with_its_words(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "cancelled")
+    before = snapshot()
+    with pytest.raises(InvalidField) as raised:
+        repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0)
+    assert str(raised.value) == f"run {RUN} is terminal (cancelled); no new attempt"
+    assert snapshot() == before
+
+
+def test_an_attempt_earlier_than_its_run_is_refused_with_its_words(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "dispatching", at_ms=T0 + 10)
+    before = snapshot()
+    with pytest.raises(InvalidField) as raised:
+        repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0 + 9)
+    assert str(raised.value) == f"at_ms {T0 + 9} is earlier than the run's created/started time"
+    assert snapshot() == before

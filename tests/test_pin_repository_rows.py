@@ -445,3 +445,18 @@ def test_an_attempt_earlier_than_its_run_is_refused_with_its_words(
         repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0 + 9)
     assert str(raised.value) == f"at_ms {T0 + 9} is earlier than the run's created/started time"
     assert snapshot() == before
+
+
+def test_an_attempt_earlier_than_its_runs_start_is_refused_with_its_words(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = run_in(repo, RUN, "dispatching")
+    version = repo.advance(
+        RUN, version, [RunChange("start", set={"started_at_ms": T0 + 10})], actor=SYSTEM,
+        at_ms=T0 + 10,
+    ).version  # fmt: skip
+    before = snapshot()
+    with pytest.raises(InvalidField) as raised:
+        repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0 + 5)
+    assert str(raised.value) == f"at_ms {T0 + 5} is earlier than the run's created/started time"
+    assert snapshot() == before

@@ -8,11 +8,19 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
+import time
 from pathlib import Path
 
 import pytest
 
-from reconciler.node import FileReceiptStore, hold_lock, lock_path, unlink_own_lock
+from reconciler.node import (
+    FileReceiptStore,
+    LockUnavailable,
+    hold_lock,
+    lock_path,
+    unlink_own_lock,
+)
 from reconciler.node._attempt_lock import _unusable
 
 ATTEMPT = "at-1"
@@ -142,3 +150,112 @@ def test_an_unusable_answer_names_the_errno_or_error_when_it_has_no_name(
     """Not reachable through the probe, whose OSErrors all carry a known errno: the
     fallback of the helper that words it (called directly)."""
     assert _unusable(error, "/r/at/at-1.lock") == f"unusable:{why}:/r/at/at-1.lock"
+
+
+# --- hold_lock, probe and remove_lock on real files -------------------------------------------
+
+
+def _holder(path: str) -> int:
+    """Another open file description holding ``path``'s exclusive flock (a live wrapper)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_hold_lock_creates_the_file_0600_locked_close_on_exec_and_the_probe_says_held(
+    store: FileReceiptStore,
+) -> None:
+    shard(store)
+    path = lock_path(store.root, ATTEMPT)
+    assert path == os.path.join(store.root, "at", "at-1.lock")
+    assert store.lock_state(ATTEMPT) == "absent"
+    fd = hold_lock(store.root, ATTEMPT)
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert not os.get_inheritable(fd)
+        assert store.lock_state(ATTEMPT) == "held"
+        assert store.remove_lock(ATTEMPT) is False  # its wrapper lives: never removed
+        assert os.path.exists(path)
+        with pytest.raises(BlockingIOError):
+            _other_takes(fd)
+    finally:
+        os.close(fd)
+    assert store.lock_state(ATTEMPT) == "free"
+    assert store.lock_state(ATTEMPT) == "free"  # the probe released what it took
+    fd = _holder(path)
+    os.close(fd)
+    assert store.remove_lock(ATTEMPT) is True
+    assert not os.path.lexists(path)
+    assert store.lock_state(ATTEMPT) == "absent"
+    assert store.remove_lock(ATTEMPT) is False
+
+
+def test_no_shard_is_absent_for_the_probe_nothing_to_remove_and_unavailable_to_hold(
+    store: FileReceiptStore,
+) -> None:
+    path = lock_path(store.root, ATTEMPT)
+    assert store.lock_state(ATTEMPT) == "absent"
+    assert store.remove_lock(ATTEMPT) is False
+    with pytest.raises(LockUnavailable) as raised:
+        hold_lock(store.root, ATTEMPT)
+    assert raised.value.errno == errno.ENOENT
+    assert raised.value.strerror == (
+        f"cannot open the receipt shard for the lock {path!r} ({os.strerror(errno.ENOENT)})"
+    )
+
+
+def test_a_directory_at_the_lock_name_cannot_be_held_nor_removed(
+    store: FileReceiptStore,
+) -> None:
+    shard(store)
+    path = lock_path(store.root, ATTEMPT)
+    os.mkdir(path)
+    with pytest.raises(LockUnavailable) as raised:
+        hold_lock(store.root, ATTEMPT)
+    assert raised.value.errno == errno.EISDIR
+    assert raised.value.strerror == (
+        f"cannot create the attempt lock {path!r} ({os.strerror(errno.EISDIR)}); move whatever "
+        "stands there out of the receipt root"
+    )
+    with pytest.raises(OSError) as refused:
+        store.remove_lock(ATTEMPT)
+    assert (refused.value.errno, refused.value.strerror) == (
+        errno.EEXIST,
+        f"{path!r} is not a lock file",
+    )
+    assert store.lock_state(ATTEMPT) == f"unusable:not_regular_file:{path}"
+    assert os.path.isdir(path)
+
+
+def test_a_fifo_at_the_lock_name_is_not_a_regular_file_to_hold(store: FileReceiptStore) -> None:
+    shard(store)
+    path = lock_path(store.root, ATTEMPT)
+    os.mkfifo(path, 0o600)
+    with pytest.raises(LockUnavailable) as raised:
+        hold_lock(store.root, ATTEMPT)
+    assert (raised.value.errno, raised.value.strerror) == (
+        errno.EEXIST,
+        f"the attempt lock {path!r} is not a regular file; move it away",
+    )
+    assert store.lock_state(ATTEMPT) == f"unusable:not_regular_file:{path}"
+
+
+def test_a_lock_held_by_another_process_is_tried_200_times_5_ms_apart_then_refused(
+    store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shard(store)
+    path = lock_path(store.root, ATTEMPT)
+    other = _holder(path)
+    sleeps: list[object] = []
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+    try:
+        with pytest.raises(LockUnavailable) as raised:
+            hold_lock(store.root, ATTEMPT)
+    finally:
+        os.close(other)
+    assert sleeps == [0.005] * 200
+    assert (raised.value.errno, raised.value.strerror) == (
+        errno.EWOULDBLOCK,
+        f"the attempt lock {path!r} is held by another process (another launch of this "
+        "attempt?); nothing was started",
+    )

@@ -259,3 +259,36 @@ def test_a_lock_held_by_another_process_is_tried_200_times_5_ms_apart_then_refus
         f"the attempt lock {path!r} is held by another process (another launch of this "
         "attempt?); nothing was started",
     )
+
+
+@pytest.mark.parametrize("meanwhile", ["unlinked", "replaced", "linked"])
+def test_a_lock_file_changed_at_its_name_while_it_was_locked_is_not_removed(
+    store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    """Between remove_lock's exclusive flock and its check of the name, someone else unlinks
+    the file, puts another file there, or a symbolic link to the very file it locked."""
+    here = shard(store)
+    path = lock_path(store.root, ATTEMPT)
+    os.close(_holder(path))
+    real_flock = fcntl.flock
+
+    def flock_then_change(fd: int, operation: int) -> None:
+        real_flock(fd, operation)
+        if meanwhile == "unlinked":
+            os.unlink(path)
+        elif meanwhile == "replaced":
+            (here / "newer").write_bytes(b"newer\n")
+            os.replace(here / "newer", path)
+        else:
+            os.rename(path, here / "kept")
+            os.symlink(here / "kept", path)
+
+    monkeypatch.setattr(fcntl, "flock", flock_then_change)
+    assert store.remove_lock(ATTEMPT) is False
+    monkeypatch.undo()
+    if meanwhile == "unlinked":
+        assert not os.path.lexists(path)
+    elif meanwhile == "replaced":
+        assert Path(path).read_bytes() == b"newer\n"
+    else:
+        assert os.path.islink(path)

@@ -1,7 +1,8 @@
-"""The node's small words: a receipt's repr (the token hidden, every other field shown) and the
-process table as a contract: the real ``/proc`` provider and the in-memory fake answer the probe
-alike through a process's life (running, a zombie, reaped), and the fake's own moves (reuse,
-reboot) are pinned as the fake documents them."""
+"""The node's small words: a receipt's repr (the token hidden, every other field shown), the
+launch variables taken out of a child's environment, and the process table as a contract: the
+real ``/proc`` provider and the in-memory fake answer the probe alike through a process's life
+(running, a zombie, reaped); the fake's own moves (spawn, reuse, reboot, an outage) and the stat
+line it writes are pinned as the fake documents them."""
 
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ from typing import Protocol
 import pytest
 
 from reconciler.node import (
+    CaptureFailed,
     Evidence,
     FakeProcessTable,
     ProcessProvider,
     ProcProvider,
+    ProviderUnavailable,
     Receipt,
     capture_handle,
     inspect_handle,
     parse_proc_stat,
+    without_launch_env,
 )
 
 RECEIPT = Receipt(
@@ -180,3 +184,68 @@ def test_a_fake_process_table_writes_a_stat_line_proc_could_write() -> None:
     stat = parse_proc_stat(table.read_stat(pid) or "", pid)
     assert stat is not None
     assert (stat.pid, stat.state, stat.pgrp, stat.start_ticks) == (pid, "S", 77, "1001")
+
+
+def test_an_unavailable_fake_table_says_so_and_counts_no_read() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    table.make_unavailable()
+    with pytest.raises(ProviderUnavailable) as boot:
+        table.boot_id()
+    assert str(boot.value) == "fake provider is unavailable"
+    with pytest.raises(ProviderUnavailable) as stat:
+        table.read_stat(pid)
+    assert str(stat.value) == "fake provider is unavailable"
+    with pytest.raises(CaptureFailed) as capture:
+        capture_handle(pid, table)
+    assert str(capture.value) == "process identity unreadable: fake provider is unavailable"
+    assert table.stat_reads == 0
+
+
+def test_a_fake_table_counts_every_stat_read() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    table.read_stat(pid)
+    table.read_stat(pid + 1)
+    table.read_stat(pid)
+    assert table.stat_reads == 3
+
+
+def test_a_fake_stat_line_has_procs_fields_in_procs_places() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn(pgid=77, state="D")
+    rest = ["0"] * 50
+    rest[0], rest[1], rest[2], rest[19] = "D", "1", "77", "1001"
+    assert table.read_stat(pid) == f"4000 (fake (worker) x) {' '.join(rest)}\n"
+
+
+def test_a_fake_table_gives_each_spawn_the_next_free_pid() -> None:
+    table = FakeProcessTable()
+    table.spawn(pid=4001)
+    assert [table.spawn(), table.spawn(), table.spawn()] == [4000, 4002, 4003]
+    assert list(table.processes) == [4001, 4000, 4002, 4003]
+
+
+def test_a_fake_process_is_spawned_in_the_state_it_is_given() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn(state="Z")
+    handle = capture_handle(pid, table, handle_id="h-1")
+    assert inspect_handle(handle, table) == Evidence("not_running", "zombie_or_dead", pid)
+
+
+def test_the_launch_environment_is_taken_out_of_a_childs() -> None:
+    env = {
+        "PATH": "/bin",
+        "QL3_RECEIPT_TOKEN": "secret",
+        "QL3_RECEIPT_ROOT": "/r",
+        "QL3_LAUNCH_ID": "x",
+        "ql3_receipt_token": "kept: environment names are case-sensitive",
+        "ql3_launch_id": "kept",
+        "MY_QL3_RECEIPT_": "kept",
+    }
+    assert without_launch_env(env) == {
+        "PATH": "/bin",
+        "ql3_receipt_token": "kept: environment names are case-sensitive",
+        "ql3_launch_id": "kept",
+        "MY_QL3_RECEIPT_": "kept",
+    }

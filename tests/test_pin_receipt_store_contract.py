@@ -304,6 +304,8 @@ def test_the_target_skips_slots_holding_other_files(bench: Bench) -> None:
 
 def test_with_nothing_to_move_the_target_is_the_start_slot_when_it_is_free(bench: Bench) -> None:
     assert bench.store.quarantine_target(ATTEMPT) == slot(1)
+    bench.hold_copy(slot(1, OTHER), b"another Attempt's, in the same quarantine shard")
+    assert bench.store.quarantine_target(ATTEMPT) == slot(1)
     assert bench.store.quarantine_target(ATTEMPT, slot(4)) == slot(4)
 
 

@@ -13,6 +13,7 @@ import pytest
 from reconciler.node import (
     FileReceiptStore,
     QuarantineNotDone,
+    parse_quarantine_ref,
     quarantine_ref,
     receipt_path,
 )
@@ -244,3 +245,86 @@ def test_purging_keeps_a_directory_at_a_copys_name_and_says_so(store: FileReceip
         "remove it; the row stays until then"
     )
     assert directory.is_dir()
+
+
+# -- a receipt that is a symbolic link: the link itself is what is moved -------------------------
+
+
+def test_a_symlinked_receipt_already_linked_to_its_slot_is_that_slots_copy(
+    store: FileReceiptStore, tmp_path: Path
+) -> None:
+    # A move of a link interrupted after its hard link: the slot and the receipt name are the
+    # same link (not its target); the target is examined by neither.
+    target = tmp_path / "target"
+    target.write_bytes(b"not ours")
+    path = Path(receipt_path(store.root, ATTEMPT))
+    path.parent.mkdir(mode=0o700)
+    path.symlink_to(target)
+    held = Path(store.root) / slot(1)
+    held.parent.mkdir(parents=True)
+    os.link(path, held, follow_symlinks=False)
+    assert store.quarantine_target(ATTEMPT) == slot(1)
+    assert store.quarantine(ATTEMPT, slot(1)) == slot(1)
+    assert not path.is_symlink()
+    assert held.is_symlink()
+    assert target.read_bytes() == b"not ours"
+
+
+def test_a_dangling_symlinked_receipt_still_has_something_to_move(
+    store: FileReceiptStore, tmp_path: Path
+) -> None:
+    copy(store, slot(1), b"earlier")
+    path = Path(receipt_path(store.root, ATTEMPT))
+    path.parent.mkdir(mode=0o700)
+    path.symlink_to(tmp_path / "gone")
+    assert store.quarantine_target(ATTEMPT) == slot(2)
+    assert store.quarantine(ATTEMPT) == slot(2)
+    assert (Path(store.root) / slot(2)).is_symlink()
+
+
+def test_a_slot_holding_a_dangling_symlink_is_taken(
+    store: FileReceiptStore, tmp_path: Path
+) -> None:
+    held = Path(store.root) / slot(1)
+    held.parent.mkdir(parents=True)
+    held.symlink_to(tmp_path / "gone")
+    plant(store)
+    assert store.quarantine_target(ATTEMPT) == slot(2)
+    with pytest.raises(QuarantineNotDone):
+        store.quarantine(ATTEMPT, slot(1))
+    assert held.is_symlink()
+
+
+def test_a_receipt_that_cannot_be_hard_linked_says_why(store: FileReceiptStore) -> None:
+    # A directory at the receipt's name (D-16): link(2) refuses it, nothing is moved.
+    path = receipt_path(store.root, ATTEMPT)
+    os.makedirs(path)
+    with pytest.raises(QuarantineNotDone) as caught:
+        store.quarantine(ATTEMPT, slot(1))
+    assert str(caught.value) == (
+        f"cannot link the receipt to {slot(1)} (Operation not permitted); nothing was moved"
+    )
+    assert os.path.isdir(path)
+
+
+def test_a_receipt_removed_by_a_concurrent_pass_after_the_link_is_moved_all_the_same(
+    store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another pass unlinks the receipt's name between this one's link and its unlink.
+    path = plant(store)
+    real_unlink = os.unlink
+
+    def concurrent(name: str, *, dir_fd: int | None = None) -> None:
+        if name == path.name:
+            real_unlink(name, dir_fd=dir_fd)  # the other pass, first
+        real_unlink(name, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", concurrent)
+    assert store.quarantine(ATTEMPT, slot(1)) == slot(1)
+    assert not path.exists()
+    assert (Path(store.root) / slot(1)).read_bytes() == b"garbage"
+
+
+def test_a_quarantine_name_that_is_not_text_is_none() -> None:
+    for value in (None, 5, b".quarantine/01/x.json", ["a", "b", "c"]):
+        assert parse_quarantine_ref(value) is None  # type: ignore[arg-type]

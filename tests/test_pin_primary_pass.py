@@ -739,3 +739,29 @@ def test_a_clock_that_fails_before_the_second_read_fails_that_candidate_naming_t
         ("14", "failed", "error:OSError: the monotonic clock is gone")
     ]
     assert status(repo, "run-1", "at-1") == ("running", "running")
+
+
+def test_a_page_run_with_its_own_query_is_verified_by_that_query_not_start_up_s(
+    repo: Repository, conn: Any, store: FileReceiptStore
+) -> None:
+    # D-26: `qlfsm drain` gives each page its window; the final verifier re-reads the page
+    # with that window, so what the window says (here: more candidates past it) is reported.
+    from reconciler.primary import PrimaryReconciler
+    from storage import primary_candidates
+
+    clock = FakeClock(T0)
+    table = FakeProcessTable()
+    candidate(repo, table, 1, alive=True)
+    asked: list[Any] = []
+
+    def window(c: Any) -> tuple[list[Any], bool]:
+        asked.append(c)
+        return primary_candidates(c)[0], True
+
+    page, truncated = primary_candidates(conn)
+    assert truncated is False
+    reconciler = PrimaryReconciler(conn, store, table, clock, platform="linux")
+    summary = reconciler.run_page(page, window)
+    assert asked == [conn]
+    assert summary["truncated"] is True
+    assert (summary["scanned"], summary["remaining"]) == (1, 1)

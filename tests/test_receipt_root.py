@@ -284,6 +284,26 @@ def test_a_bogus_quarantined_row_from_an_earlier_mistake_is_withdrawn_and_the_ru
     )
 
 
+@pytest.mark.parametrize(("now_ms", "stamped"), [(5_000, 5_000), (3, 5)])
+def test_a_withdrawn_quarantine_row_is_stamped_at_the_clock_never_before_its_registration(
+    repo: Repository, conn: Any, store: FileReceiptStore, now_ms: int, stamped: int
+) -> None:
+    # The withdrawal is a write of this pass: its time is the pass's clock, or the row's
+    # registration when the clock is behind it (a row never changes before it was made).
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    journal_register(conn, "at-1", "run-1", 5)
+    conn.execute(
+        "UPDATE \"LocalCompletionReceiptJournal\" SET state = 'quarantined', "
+        "quarantine_ref = ?, purge_after_ms = 99, updated_at_ms = 9 WHERE attempt_id = 'at-1'",
+        (quarantine_ref("at-1"),),
+    )
+    run_pass(conn, store, clock=FakeClock(now_ms))
+    row = journal_get(conn, "at-1")
+    assert row is not None
+    assert (row.state, row.updated_at_ms) == ("pending", stamped)
+
+
 def test_a_quarantined_row_whose_copy_exists_keeps_blocking(
     repo: Repository, conn: Any, store: FileReceiptStore
 ) -> None:

@@ -249,3 +249,28 @@ def test_the_launch_environment_is_taken_out_of_a_childs() -> None:
         "ql3_launch_id": "kept",
         "MY_QL3_RECEIPT_": "kept",
     }
+
+
+@pytest.mark.parametrize("bad", ["", "../etc", "a" * 200, "ab/cd"])
+def test_a_path_for_an_attempt_id_that_is_not_portable_is_refused_in_these_words(
+    bad: str,
+) -> None:
+    from reconciler.node._receipt import receipt_name
+
+    with pytest.raises(ValueError) as refused:
+        receipt_name(bad)
+    assert str(refused.value) == "attempt id is not a portable execution ID"
+
+
+@pytest.mark.parametrize(
+    "nonce", ["0" * 31, "0" * 33, "g" * 32, "A" * 32, "0" * 31 + "X", "-" * 32]
+)
+def test_a_temporary_name_refuses_a_nonce_that_is_not_32_lower_case_hex_digits(
+    nonce: str,
+) -> None:
+    from reconciler.node._receipt import temp_name
+
+    with pytest.raises(ValueError) as refused:
+        temp_name("at-1", nonce)
+    assert str(refused.value) == "temp nonce must be 32 lower-case hex digits"
+    assert temp_name("at-1", "0123456789abcdef" * 2) == ".at-1.0123456789abcdef0123456789abcdef.tmp"

@@ -347,3 +347,30 @@ def test_a_run_of_no_cron_has_no_evidence_and_its_selection_says_none(db: Legacy
     assert facts.evidence_truncated is False
     assert ctx.attempt is not None and ctx.attempt.pid == 42003
     assert (ctx.evidence_at_ms, ctx.matched_status, ctx.exit_code) == (None, None, None)
+
+
+class RecordingReads(Recording):
+    def after_read(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
+        self.seen.append(("read", conn, cand, None))
+
+
+def test_the_read_hook_gets_the_pass_connection_and_the_candidate_between_the_other_two(
+    db: LegacyDb,
+) -> None:
+    # spec 05: the window between reading a candidate and writing its decision, where another
+    # writer may move what the decision used, is handed the pass's own connection.
+    made = lost_candidate(db)
+    hooks = RecordingReads()
+    connections: list[sqlite3.Connection] = []
+
+    def opener(path: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+        connections.append(connect(path))
+        return connections[-1]
+
+    run(db, ports=PassPorts(open=opener, hooks=hooks))
+    (conn,) = connections
+    assert [(s[0], s[1], s[2].run_id) for s in hooks.seen] == [
+        ("before", conn, made.run_id),
+        ("read", conn, made.run_id),
+        ("after", conn, made.run_id),
+    ]

@@ -292,3 +292,43 @@ def test_a_lock_file_changed_at_its_name_while_it_was_locked_is_not_removed(
         assert Path(path).read_bytes() == b"newer\n"
     else:
         assert os.path.islink(path)
+
+
+_GONE = ("not_running", "pid_not_found")
+_BLIND = ("unknown", "provider_unavailable")
+_ADVICE = (
+    "its wrapper lives in another PID namespace; run qlfsm where QingLong runs "
+    "(docker exec), not the host"
+)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "lock", "expected"),
+    [
+        (_GONE, "absent", _GONE),
+        (_GONE, "free", _GONE),
+        (_BLIND, "absent", _BLIND),
+        (_BLIND, "free", _BLIND),
+        (_GONE, "held", ("unknown", f"attempt_lock_held:pid_not_found:{_ADVICE}")),
+        (_BLIND, "held", ("unknown", f"attempt_lock_held:provider_unavailable:{_ADVICE}")),
+        (
+            _GONE,
+            "unusable:not_regular_file:/r/at.lock",
+            ("unknown", "attempt_lock_unusable:not_regular_file:/r/at.lock:pid_not_found"),
+        ),
+        (("running", "identity_matches"), "held", ("running", "identity_matches")),
+        (("unknown", "handle_invalid"), "held", ("unknown", "handle_invalid")),
+        (("unknown", "handle_invalid"), "unusable:x", ("unknown", "handle_invalid")),
+    ],
+)
+def test_the_attempt_lock_changes_only_a_negative_or_blind_answer_and_says_how(
+    verdict: tuple[str, str], lock: str, expected: tuple[str, str]
+) -> None:
+    from reconciler.node import Evidence, lock_evidence, needs_lock
+
+    evidence = Evidence(verdict[0], verdict[1], 4242)
+    assert needs_lock(evidence) is (verdict in (_GONE, _BLIND))
+    after = lock_evidence(evidence, lock)
+    assert (after.verdict, after.reason, after.pid) == (*expected, 4242)
+    if expected == verdict:
+        assert after is evidence

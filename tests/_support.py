@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from fsm import MachineSpec
 from storage import Actor, AttemptChange, Repository, RunChange, connect, init_schema
@@ -128,3 +133,24 @@ def built_again(name: str) -> ModuleType:
     finally:
         sys.modules[name] = imported
     return module
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` (a file or directory) read-only even for root: the immutable attribute (root
+    bypasses permission bits, not `chattr +i`); for another user, the permission bits."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~0o222)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make {path.name} immutable here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

@@ -29,6 +29,7 @@ from _primary_support import (
     sleepers,
 )
 from _shadow_support import LegacyDb, bulk_runs
+from _support import read_only
 from conftest import read_snapshot
 
 from reconciler import run_shadow
@@ -254,27 +255,6 @@ def test_a_bad_lock_budget_is_a_usage_error_before_anything_is_read(
 
 
 # --- read-only: say what cannot be written --------------------------------------------------------
-
-
-@contextlib.contextmanager
-def read_only(path: Path) -> Iterator[None]:
-    """``path`` (a file or directory) read-only even for root: the immutable attribute (root
-    bypasses permission bits, not `chattr +i`); for another user, the permission bits."""
-    if os.geteuid() != 0:
-        mode = path.stat().st_mode
-        path.chmod(mode & ~0o222)
-        try:
-            yield
-        finally:
-            path.chmod(mode)
-        return
-    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot make {path.name} immutable here: {made.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def one_error_line(out: subprocess.CompletedProcess[str]) -> str:

@@ -16,13 +16,13 @@ import shutil
 import socket
 import sqlite3
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _primary_support import ForbiddenProvider, make_candidate
+from _support import read_only
 
 from reconciler.node import FakeClock, FileReceiptStore
 from reconciler.primary import reconcile_connection
@@ -85,27 +85,6 @@ def a_database(path: Path) -> Path:
         conn.execute("CREATE TABLE t (x)")
         conn.execute("INSERT INTO t VALUES (1)")
     return path
-
-
-@contextlib.contextmanager
-def read_only(path: Path) -> Iterator[None]:
-    """``path`` (a file or directory) read-only even for root: the immutable attribute (root
-    bypasses permission bits, not `chattr +i`); for another user, the permission bits."""
-    if os.geteuid() != 0:
-        mode = path.stat().st_mode
-        path.chmod(mode & ~0o222)
-        try:
-            yield
-        finally:
-            path.chmod(mode)
-        return
-    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot make {path.name} immutable here: {made.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 @contextlib.contextmanager

@@ -259,11 +259,9 @@ def test_a_root_file_then_fixed_leaves_nothing_that_blocks(
 # --- no row claims a quarantine that did not happen -------------------------------------------
 
 
-def test_a_bogus_quarantined_row_from_an_earlier_mistake_is_withdrawn_and_the_run_decided(
-    repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
-) -> None:
-    # What an older qlfsm left after a root mistake: a `quarantined` row naming a file that
-    # never existed. The receipt path is empty and the process is dead.
+def _bogus_quarantined_row(repo: Repository, conn: Any) -> None:
+    """What an older qlfsm left after a root mistake: a dead candidate `run-1`/`at-1` whose
+    journal row (registered at 5) is `quarantined`, naming a copy that never existed."""
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
     journal_register(conn, "at-1", "run-1", 5)
@@ -272,6 +270,14 @@ def test_a_bogus_quarantined_row_from_an_earlier_mistake_is_withdrawn_and_the_ru
         "quarantine_ref = ?, purge_after_ms = 99, updated_at_ms = 9 WHERE attempt_id = 'at-1'",
         (quarantine_ref("at-1"),),
     )
+
+
+def test_a_bogus_quarantined_row_from_an_earlier_mistake_is_withdrawn_and_the_run_decided(
+    repo: Repository, conn: Any, db_path: Path, store: FileReceiptStore
+) -> None:
+    # What an older qlfsm left after a root mistake: a `quarantined` row naming a file that
+    # never existed. The receipt path is empty and the process is dead.
+    _bogus_quarantined_row(repo, conn)
     entry = only(run_pass(conn, store))
     assert (entry["row"], entry["outcome"]) == ("13", "recovered")
     row = journal_get(conn, "at-1")
@@ -290,14 +296,7 @@ def test_a_withdrawn_quarantine_row_is_stamped_at_the_clock_never_before_its_reg
 ) -> None:
     # The withdrawal is a write of this pass: its time is the pass's clock, or the row's
     # registration when the clock is behind it (a row never changes before it was made).
-    handle, pid = dead_handle()
-    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
-    journal_register(conn, "at-1", "run-1", 5)
-    conn.execute(
-        "UPDATE \"LocalCompletionReceiptJournal\" SET state = 'quarantined', "
-        "quarantine_ref = ?, purge_after_ms = 99, updated_at_ms = 9 WHERE attempt_id = 'at-1'",
-        (quarantine_ref("at-1"),),
-    )
+    _bogus_quarantined_row(repo, conn)
     run_pass(conn, store, clock=FakeClock(now_ms))
     row = journal_get(conn, "at-1")
     assert row is not None

@@ -588,6 +588,44 @@ def test_connect_never_creates_a_missing_database_unless_asked(tmp_path: Path) -
     assert made.is_file()
 
 
+def test_a_database_removed_between_the_check_and_the_open_is_not_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file is examined first, then opened: SQLite itself must refuse to create it if it
+    # went in between (mode=rw, not rwc), or start-up would run on an empty database.
+    path = a_database(tmp_path / "ql.db")
+    real = sqlite3.connect
+
+    def removing_first(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        path.unlink()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", removing_first)
+    with pytest.raises(DatabaseUnusable):
+        connect(str(path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_database_is_named_to_sqlite_as_a_uri_on_every_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only a SQLite compiled with SQLITE_USE_URI (as this one is) reads a `file:` name as a URI
+    # unasked; elsewhere the mode would be ignored and a file named "file:..." opened.
+    path = a_database(tmp_path / "ql.db")
+    real = sqlite3.connect
+    uri_flags: list[object] = []
+
+    def spy(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        uri_flags.append(kwargs.get("uri"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    for kwargs in ({}, {"read_only": True}, {"create": True}):
+        with contextlib.closing(connect(str(path), **kwargs)):
+            pass
+    assert uri_flags == [True, True, True]
+
+
 def test_a_path_that_cannot_be_examined_says_why(tmp_path: Path) -> None:
     loop = tmp_path / "loop.db"
     loop.symlink_to(loop)

@@ -147,7 +147,7 @@ def run_shadow(
         )
         return ShadowResult(
             audit_record(prof, chosen.enabled, budget, outcome.counts, counts),
-            outcome.cursor if outcome.counts.resume_available else None,
+            outcome.cursor,
         )
     except Exception as exc:
         return ShadowResult(failed(exc))

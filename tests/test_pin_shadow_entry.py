@@ -1,13 +1,21 @@
 """The hints `qlfsm shadow` gives for an origin it does not know (``reconciler``
 ``unknown_origin_hints``, spec 05 "Switches"), in process: each unknown item by its position
 and the reviewed origin it is close to, never its text (it may be a secret pasted by mistake).
-The command's tests run it in a subprocess, which a mutation run cannot see (issue 28)."""
+The command's tests run it in a subprocess, which a mutation run cannot see (issue 28). And
+what ``run_shadow`` hands the pass: the clock, the busy timeout and the lock budget it was given,
+the budget from the environment when none was, and no resume cursor after a complete pass."""
 
 from __future__ import annotations
 
-import pytest
+import sqlite3
 
-from reconciler import ALLOWED_ORIGINS, unknown_origin_hints
+import pytest
+from _shadow_support import T0_MS, LegacyDb
+
+from reconciler import ALLOWED_ORIGINS, run_shadow, unknown_origin_hints
+from reconciler.node import FakeClock
+from reconciler.shadow import PassPorts
+from storage import LOCK_BUDGET_ENV, LockBudget, connect
 
 SHOWN = "ignored, not a reviewed origin (text not shown)"
 
@@ -37,3 +45,60 @@ def test_an_item_far_from_every_reviewed_origin_gets_no_guess() -> None:
         f"item 1 {SHOWN}; did you mean manual?",
         f"item 2 {SHOWN}; --help lists the reviewed ones",
     ]
+
+
+# --- what run_shadow hands the pass ---------------------------------------------------------------
+
+
+def test_the_clock_and_busy_timeout_given_to_run_shadow_reach_the_pass(db: LegacyDb) -> None:
+    made = db.run(pid=42001)  # row 10: no instance row, marked lost
+    opened: list[tuple[str, float | None]] = []
+
+    def opener(path: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+        opened.append((path, busy_timeout_s))
+        return connect(path)
+
+    got = run_shadow(
+        db.path,
+        origins="manual",
+        environ={},
+        clock=FakeClock(T0_MS + 10_123),
+        busy_timeout_s=2.5,
+        ports=PassPorts(open=opener),
+    )
+    assert got.audit["state"] == "reconciled"
+    assert opened == [(db.path, 2.5)]
+    assert db.status(made) == ("lost", ["lost"])
+    assert [r["created_at_ms"] for r in db.event_rows(made)] == [T0_MS + 10_123] * 2
+
+
+def test_a_lock_budget_given_to_run_shadow_is_the_one_the_pass_writes_under(db: LegacyDb) -> None:
+    made = db.run(pid=42001)
+    spent = LockBudget(5)
+    spent.blocked = True  # an earlier write of the same start-up found the lock held past it
+    got = run_shadow(db.path, origins="manual", environ={}, lock=spent)
+    assert got.audit == {"state": "failed", "errorType": "Busy"}
+    assert db.status(made)[0] == "running"
+
+
+def test_a_lock_budget_given_to_run_shadow_leaves_the_environments_unread(db: LegacyDb) -> None:
+    db.run(pid=42001)
+    got = run_shadow(db.path, origins="manual", environ={LOCK_BUDGET_ENV: "nan"}, lock=LockBudget())
+    assert got.audit["state"] == "reconciled"
+
+
+def test_without_a_lock_budget_run_shadow_reads_the_one_its_environment_names(
+    db: LegacyDb,
+) -> None:
+    db.run(pid=42001)
+    got = run_shadow(db.path, origins="manual", environ={LOCK_BUDGET_ENV: "nan"})
+    assert got.audit == {"state": "failed", "errorType": "ValueError"}
+
+
+def test_a_complete_pass_of_run_shadow_returns_no_resume_cursor(
+    db: LegacyDb,
+) -> None:
+    for n in range(3):
+        db.run(pid=42001 + n)
+    whole = run_shadow(db.path, origins="manual", environ={})
+    assert (whole.audit["summary"]["resumeAvailable"], whole.cursor) == (False, None)

@@ -730,6 +730,69 @@ def test_a_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
     assert snapshot() == before
 
 
+def test_an_attempt_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting")
+    with attached(attempt_machine(), "running") as model:  # the database says starting
+        before = snapshot()
+        with pytest.raises(Conflict):
+            repo.fire(model, RUN, version, AttemptChange(ATT, "fail"), actor=SYSTEM, at_ms=T0)
+        assert model.state == "running"
+    assert snapshot() == before
+
+
+def test_an_attempt_edge_is_planned_and_fired_on_the_attempt_machine(
+    repo: Repository, reader: Repository
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting")
+    with attached(attempt_machine(), "starting") as model:  # a state no Run has
+        change = AttemptChange(ATT, "run", set={"started_at_ms": T0 + 1})
+        done = repo.fire(model, RUN, version, change, actor=SYSTEM, at_ms=T0 + 1)
+        assert model.state == "running"
+    assert run_and_attempt(reader)[1].status == "running" and done.version == version + 1
+
+
+@pytest.mark.parametrize(
+    "expect",
+    [Expect(attempts={ATT: {"pid": 4242}}), Expect(run={"status": "running"})],
+    ids=["the Attempt's pid", "the Run's status"],
+)
+def test_a_fired_attempt_edge_re_checks_what_its_caller_expected_and_stays_put(
+    repo: Repository, snapshot: Callable[[], object], expect: Expect
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")  # pid None, the Run dispatching
+    with attached(attempt_machine(), "running") as model:
+        before = snapshot()
+        with pytest.raises(Conflict):
+            repo.fire(
+                model,
+                RUN,
+                version,
+                AttemptChange(ATT, "fail"),
+                actor=SYSTEM,
+                at_ms=T0,
+                expect=expect,
+            )
+        assert model.state == "running"
+    assert snapshot() == before
+
+
+def test_a_fired_run_edge_re_checks_what_its_caller_expected_of_an_attempt_and_stays_put(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "running")
+    expect = Expect(attempts={ATT: {"status": "starting"}})
+    with attached(run_machine(), "dispatching") as model:
+        before = snapshot()
+        with pytest.raises(Conflict):
+            repo.fire(
+                model, RUN, version, RunChange("start"), actor=SYSTEM, at_ms=T0, expect=expect
+            )
+        assert model.state == "dispatching"
+    assert snapshot() == before
+
+
 def test_a_busy_failure_moves_neither_the_database_nor_the_model(
     db_path: Path, snapshot: Callable[[], object]
 ) -> None:

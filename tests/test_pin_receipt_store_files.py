@@ -169,6 +169,18 @@ def test_deleting_a_directory_at_the_receipt_name_says_to_remove_it(
     assert os.path.isdir(path)
 
 
+def test_removing_a_receipt_says_whether_a_file_was_there_even_without_its_shard(
+    store: FileReceiptStore,
+) -> None:
+    assert store.remove_receipt(ATTEMPT) is False  # no shard yet: nothing removed
+    path = receipt_path(store.root, ATTEMPT)
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    assert store.remove_receipt(ATTEMPT) is False  # the shard, but no receipt in it
+    Path(path).write_bytes(b"garbage")
+    assert store.remove_receipt(ATTEMPT) is True
+    assert not os.path.lexists(path)
+
+
 # -- purge_quarantine ---------------------------------------------------------------------------
 
 

@@ -101,6 +101,16 @@ def test_a_vanished_receipt_says_nothing_was_moved(store: FileReceiptStore) -> N
     assert str(no_file.value) == message
 
 
+def test_a_receipt_already_moved_to_its_slot_is_quarantined_again_without_an_error(
+    store: FileReceiptStore,
+) -> None:
+    # An earlier pass moved it and stopped before its journal row: nothing is left to move.
+    Path(receipt_path(store.root, ATTEMPT)).parent.mkdir(mode=0o700)
+    moved = copy(store, slot(2))
+    assert store.quarantine(ATTEMPT, slot(2)) == slot(2)
+    assert moved.read_bytes() == b"copy"
+
+
 def test_a_taken_slot_says_it_holds_another_file(store: FileReceiptStore) -> None:
     plant(store)
     copy(store, slot(1), b"earlier")

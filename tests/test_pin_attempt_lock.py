@@ -261,6 +261,29 @@ def test_a_lock_held_by_another_process_is_tried_200_times_5_ms_apart_then_refus
     )
 
 
+def test_a_lock_the_filesystem_cannot_take_is_refused_at_once_naming_its_error(
+    store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Some network filesystems answer flock with ENOLCK: no other process holds it, and trying
+    # again does not help.
+    shard(store)
+    path = lock_path(store.root, ATTEMPT)
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    sleeps: list[object] = []
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+    with pytest.raises(LockUnavailable) as raised:
+        hold_lock(store.root, ATTEMPT)
+    assert (raised.value.errno, raised.value.strerror, sleeps) == (
+        errno.ENOLCK,
+        f"cannot lock {path!r} ({os.strerror(errno.ENOLCK)})",
+        [],
+    )
+
+
 @pytest.mark.parametrize("meanwhile", ["unlinked", "replaced", "linked"])
 def test_a_lock_file_changed_at_its_name_while_it_was_locked_is_not_removed(
     store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch, meanwhile: str

@@ -8,11 +8,12 @@ the budget from the environment when none was, and no resume cursor after a comp
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from _shadow_support import T0_MS, LegacyDb
 
-from reconciler import ALLOWED_ORIGINS, run_shadow, unknown_origin_hints
+from reconciler import ALLOWED_ORIGINS, ORIGINS_ENV, run_shadow, unknown_origin_hints
 from reconciler.node import FakeClock
 from reconciler.shadow import PassPorts
 from storage import LOCK_BUDGET_ENV, LockBudget, connect
@@ -102,3 +103,32 @@ def test_a_complete_pass_of_run_shadow_returns_no_resume_cursor(
         db.run(pid=42001 + n)
     whole = run_shadow(db.path, origins="manual", environ={})
     assert (whole.audit["summary"]["resumeAvailable"], whole.cursor) == (False, None)
+
+
+def test_without_an_environment_run_shadow_reads_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ORIGINS_ENV, " once , not-an-origin ")
+    missing = tmp_path / "missing.db"
+    got = run_shadow(str(missing))
+    assert got.audit == {"state": "disabled", "refusedOriginCount": 1, "ignoredOriginCount": 1}
+    assert not missing.exists()
+
+
+def test_a_cluster_profile_is_rejected_by_name_without_opening_storage(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    got = run_shadow(str(missing), origins="manual", profile="cluster-control", environ={})
+    assert got.audit == {
+        "state": "profile_rejected",
+        "profile": "cluster-control",
+        "refusedOriginCount": 0,
+        "ignoredOriginCount": 0,
+    }
+    assert not missing.exists()
+
+
+def test_run_shadow_resumes_after_the_cursor_it_was_given(db: LegacyDb) -> None:
+    made = db.run(pid=42001)
+    got = run_shadow(db.path, origins="manual", environ={}, resume_cursor=(T0_MS + 10**9, ""))
+    assert got.audit["summary"]["scanned"] == 0
+    assert db.status(made)[0] == "running"

@@ -431,6 +431,8 @@ def test_a_pass_provider_over_any_other_provider_confirms_an_absent_stat_by_the_
     assert inspect_handle(dead_handle, provider, platform="linux") == Evidence(
         "unknown", "provider_unavailable", dead
     )
+    with pytest.raises(ProviderUnavailable, match=r"^boot id changed during the pass$"):
+        provider.read_stat(dead)
 
 
 @linux_only

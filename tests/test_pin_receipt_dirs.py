@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.node import ReceiptRootError, prepare_receipt_dirs
+from reconciler.node import ReceiptExists, ReceiptRootError, prepare_receipt_dirs
 
 ATTEMPT = "at-1"  # its shard is `at`
 TOO_MANY = os.strerror(24)  # EMFILE
@@ -95,6 +95,38 @@ def test_a_shard_that_is_a_file_is_named_with_what_it_is(tmp_path: Path) -> None
     assert refusal(root) == (
         f"receipt shard {str(root / 'at')!r} is a regular file, not a directory: move it out "
         "of the receipt root (the launcher creates the shards)"
+    )
+
+
+def test_a_shard_writable_by_others_is_refused_with_the_command_that_fixes_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "receipts"
+    root.mkdir(mode=0o700)
+    (root / "at").mkdir()
+    (root / "at").chmod(0o777)
+    assert refusal(root) == (
+        f"receipt shard {str(root / 'at')!r} (mode 0777, owner uid {os.geteuid()}) is writable "
+        "by group and others: another local user could delete or plant receipts; fix it with "
+        f"`chmod 0700 {root / 'at'}`"
+    )
+
+
+@pytest.mark.parametrize("what", ["file", "dangling symbolic link"])
+def test_anything_at_the_receipts_name_is_a_receipt_that_exists(tmp_path: Path, what: str) -> None:
+    root = tmp_path / "receipts"
+    (root / "at").mkdir(mode=0o700, parents=True)
+    root.chmod(0o700)
+    name = root / "at" / f"{ATTEMPT}.json"
+    if what == "file":
+        name.write_bytes(b"")
+    else:
+        name.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ReceiptExists) as raised:
+        prepare_receipt_dirs(str(root), ATTEMPT)
+    assert (str(raised.value), raised.value.attempt_id) == (
+        f"a receipt already exists for Attempt {ATTEMPT}",
+        ATTEMPT,
     )
 
 

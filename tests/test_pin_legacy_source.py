@@ -1,6 +1,8 @@
 """`storage.normalize_legacy` in process, on a real 2.x database file read back through a second
 connection: what 2.x `initData` does at start-up (spec 02 "Legacy 2.x tables"), row by row,
-with the time it stamps on each row it changes and on no other."""
+with the time it stamps on each row it changes and on no other. And what the legacy source
+hands the pass (spec 05 "Candidates"): each candidate of a page with its active Attempt count
+and, when exactly one, that Attempt; a cron's RunningInstances as evidence, hostile values too."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from datetime import UTC, datetime
 
 from _shadow_support import T0_MS, LegacyDb
 
-from storage import normalize_legacy
+from fsm.qinglong import InstanceEvidence
+from storage import (
+    ActiveAttempt,
+    LegacyCandidate,
+    instance_evidence,
+    legacy_candidates,
+    legacy_log_id,
+    normalize_legacy,
+)
 
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} \+00:00")
 OLD = "2026-01-01"  # the updatedAt every fixture row is written with
@@ -84,3 +94,68 @@ def test_normalizing_a_database_with_nothing_running_changes_nothing(db: LegacyD
     done = normalize_legacy(db.conn)
     assert (done.running_instances, done.crontabs) == (0, 0)
     assert (read(db, "Crontabs"), read(db, "RunningInstances")) == before
+
+
+# --- the candidate page (spec 05 "Candidates") ---------------------------------------------------
+
+
+def test_a_candidate_carries_its_active_attempt_count_and_its_one_active_attempt(
+    db: LegacyDb,
+) -> None:
+    one = db.run(attempts=("failed", "running"), pid=42001, log_path="/ql/log/a.log")
+    two = db.run(attempts=("starting", "running"))
+    none = db.run(status="dispatching", attempts=("failed",), cron=False)
+    page, more = legacy_candidates(db.conn, ["manual"], None, 8)
+    created = [T0_MS + n for n in range(3)]
+    assert (page, more) == (
+        [
+            LegacyCandidate(
+                one.run_id, "running", 5, "manual", one.cron_id, created[0], 1,
+                ActiveAttempt(
+                    one.attempt_ids[1], "running", 42001, legacy_log_id("/ql/log/a.log"),
+                    created[0], created[0] + 1, 0,
+                ),
+            ),
+            LegacyCandidate(two.run_id, "running", 5, "manual", two.cron_id, created[1], 2, None),
+            LegacyCandidate(none.run_id, "dispatching", 4, "manual", None, created[2], 0, None),
+        ],
+        False,
+    )  # fmt: skip
+
+
+# --- the RunningInstances evidence adapter -------------------------------------------------------
+
+
+def test_an_instance_is_evidence_with_an_opaque_log_id_and_its_2x_status_read(
+    db: LegacyDb,
+) -> None:
+    cron = db.cron()
+    db.instance(cron, pid=7, log_path="/ql/log/x.log", status=3, finished_s=100, exit_code=2)
+    assert instance_evidence(db.conn, cron) == (
+        [InstanceEvidence(7, legacy_log_id("/ql/log/x.log"), "failed", 100_000, 2)],
+        False,
+    )
+
+
+def test_an_unknown_2x_status_is_read_as_running_never_as_terminal(db: LegacyDb) -> None:
+    cron = db.cron()
+    db.instance(cron, pid=7, log_path="/ql/log/x.log", status=9, finished_s=100)
+    [got], _ = instance_evidence(db.conn, cron)
+    assert got.status == "running"
+
+
+def test_an_empty_or_non_text_log_path_gives_no_log_id(db: LegacyDb) -> None:
+    cron = db.cron()
+    db.instance(cron, pid=1, log_path="", status=1, started_s=3)
+    db.conn.execute(
+        "INSERT INTO `RunningInstances` (cron_id, pid, log_path, started_at, status, createdAt, "
+        "updatedAt) VALUES (?, 2, X'2F716C', 2, 1, '2026-01-01', '2026-01-01')",  # a blob
+        (cron,),
+    )
+    db.instance(cron, pid=3, log_path="/ql/log/x.log", status=0, started_s=1)
+    evidence, _ = instance_evidence(db.conn, cron)
+    assert [(e.pid, e.log_id) for e in evidence] == [
+        (1, None),
+        (2, None),
+        (3, legacy_log_id("/ql/log/x.log")),
+    ]

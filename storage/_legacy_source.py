@@ -132,13 +132,16 @@ def legacy_candidates(
 
 
 def _legacy_candidate(r: sqlite3.Row) -> LegacyCandidate:
+    # The statement matched the Run's status, its origin and the active Attempt's status
+    # against lists of valid text, so those three columns are that text whatever else is wrong;
+    # column 6 is a COUNT(*), an integer.
+    active: int = r[6]
     try:
-        active = integer(r[6], "the active Attempt count")
         attempt = None
         if active == 1 and r[7] is not None:
             attempt = ActiveAttempt(
                 text(r[7], "RunAttempts.id"),
-                text(r[8], "RunAttempts.status"),
+                r[8],
                 _int(r[9]),
                 optional_text(r[10], "RunAttempts.log_artifact_id"),
                 integer(r[11], "RunAttempts.created_at_ms"),
@@ -147,21 +150,20 @@ def _legacy_candidate(r: sqlite3.Row) -> LegacyCandidate:
             )
         return LegacyCandidate(
             run_id=text(r[0], "Runs.id"),
-            status=text(r[1], "Runs.status"),
+            status=r[1],
             version=integer(r[2], "Runs.version"),
-            origin=text(r[3], "Runs.execution_origin"),
+            origin=r[3],
             legacy_cron_id=_int(r[4]),
             created_at_ms=integer(r[5], "Runs.created_at_ms"),
             active_attempts=active,
             attempt=attempt,
         )
     except BadRow as exc:
-        # The SQL matched the origin against the enabled list, so it is that (valid) text.
         return LegacyCandidate(
             run_id=shown(r[0]),
-            status=r[1] if isinstance(r[1], str) else "",
+            status=r[1],
             version=-1,
-            origin=r[3] if isinstance(r[3], str) else "",
+            origin=r[3],
             legacy_cron_id=None,
             created_at_ms=r[5] if isinstance(r[5], int) else -1,
             active_attempts=0,

@@ -10,6 +10,7 @@ import re
 import sqlite3
 from datetime import UTC, datetime
 
+import pytest
 from _shadow_support import T0_MS, LegacyDb
 
 from fsm.qinglong import InstanceEvidence
@@ -121,6 +122,41 @@ def test_a_candidate_carries_its_active_attempt_count_and_its_one_active_attempt
         ],
         False,
     )  # fmt: skip
+
+
+# A value QingLong never writes, planted past the schema's checks (a hand-edited or damaged
+# file): the table, the column, the SQL value, and the candidate's problem.
+UNREADABLE = [
+    ("Runs", "id", "CAST(X'FF' AS TEXT)", "Runs.id is not valid UTF-8 text"),
+    ("Runs", "version", "'v5'", "Runs.version is text, not an integer"),
+    ("Runs", "created_at_ms", "1.5", "Runs.created_at_ms is a real number, not an integer"),
+    ("RunAttempts", "id", "CAST(X'FE' AS TEXT)", "RunAttempts.id is not valid UTF-8 text"),
+    ("RunAttempts", "log_artifact_id", "X'00'", "RunAttempts.log_artifact_id is a blob, not text"),
+    ("RunAttempts", "created_at_ms", "'t0'", "RunAttempts.created_at_ms is text, not an integer"),
+    (
+        "RunAttempts",
+        "callback_sequence",
+        "'c'",
+        "RunAttempts.callback_sequence is text, not an integer",
+    ),
+]
+
+
+@pytest.mark.parametrize(("table", "column", "value", "problem"), UNREADABLE)
+def test_an_unreadable_candidate_names_its_column_and_keeps_what_can_be_shown(
+    db: LegacyDb, table: str, column: str, value: str, problem: str
+) -> None:
+    made = db.run(pid=42001)
+    db.conn.execute("PRAGMA ignore_check_constraints = ON")
+    db.conn.execute("PRAGMA foreign_keys = OFF")
+    db.conn.execute(f'UPDATE "{table}" SET {column} = {value}')
+    [got], more = legacy_candidates(db.conn, ["manual"], None, 8)
+    run_id = "\\xff" if (table, column) == ("Runs", "id") else made.run_id
+    created = -1 if (table, column) == ("Runs", "created_at_ms") else T0_MS
+    assert (got, more) == (
+        LegacyCandidate(run_id, "running", -1, "manual", None, created, 0, None, problem),
+        False,
+    )
 
 
 # --- the RunningInstances evidence adapter -------------------------------------------------------

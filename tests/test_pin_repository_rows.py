@@ -460,3 +460,25 @@ def test_an_attempt_earlier_than_its_runs_start_is_refused_with_its_words(
         repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0 + 5)
     assert str(raised.value) == f"at_ms {T0 + 5} is earlier than the run's created/started time"
     assert snapshot() == before
+
+
+def test_each_write_names_the_run_it_could_not_find_or_found_moved(repo: Repository) -> None:
+    from storage import Conflict, NotFound
+
+    writes: list[Callable[[int], object]] = [
+        lambda v: repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=v, at_ms=T0),
+        lambda v: repo.append_event(RUN, v, "run.reconciled", actor=SYSTEM, at_ms=T0),
+        lambda v: repo.advance(RUN, v, [RunChange("queue")], actor=SYSTEM, at_ms=T0),
+    ]
+    for write in writes:
+        with pytest.raises(NotFound) as missing:
+            write(1)
+        assert str(missing.value) == f"run {RUN!r} not found"
+    version = run_in(repo, RUN, "created")
+    for write in writes:
+        with pytest.raises(Conflict) as moved:
+            write(version + 1)
+        assert str(moved.value) == (
+            f"conflict: run {RUN} is no longer at version {version + 1} (now {version}); "
+            "re-read and decide again"
+        )

@@ -9,14 +9,16 @@ from __future__ import annotations
 import re
 import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
-from _shadow_support import T0_MS, LegacyDb
+from _shadow_support import T0_MS, LegacyDb, bulk_runs
 
 from fsm.qinglong import InstanceEvidence
 from storage import (
     ActiveAttempt,
     LegacyCandidate,
+    candidates_sql,
     instance_evidence,
     legacy_candidates,
     legacy_log_id,
@@ -122,6 +124,43 @@ def test_a_candidate_carries_its_active_attempt_count_and_its_one_active_attempt
         ],
         False,
     )  # fmt: skip
+
+
+def test_without_the_keyset_index_the_pages_are_the_same_merged_across_statuses(
+    db: LegacyDb,
+) -> None:
+    # `db init` never ran on this node: every status's candidates, interleaved in time.
+    keys = bulk_runs(db.conn, 3, status="queued", step_ms=3)
+    keys += bulk_runs(db.conn, 3, status="dispatching", start_ms=T0_MS + 1, step_ms=3, prefix="d")
+    keys += bulk_runs(db.conn, 3, status="running", start_ms=T0_MS + 2, step_ms=3, prefix="r")
+
+    def pages() -> list[tuple[list[tuple[int, str]], bool]]:
+        first, more = legacy_candidates(db.conn, ["manual"], None, 4)
+        rest, last = legacy_candidates(db.conn, ["manual"], first[-1].key, 8)
+        return [([c.key for c in first], more), ([c.key for c in rest], last)]
+
+    indexed = pages()
+    db.conn.execute("DROP INDEX qlfsm_runs_legacy_keyset_idx")
+    assert pages() == indexed == [(sorted(keys)[:4], True), (sorted(keys)[4:], False)]
+
+
+def test_a_database_error_other_than_the_missing_index_is_raised(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "empty.db")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            legacy_candidates(conn, ["manual"], None, 4)
+    finally:
+        conn.close()
+
+
+def test_a_page_holds_1_to_64_candidates_of_1_to_16_origins(db: LegacyDb) -> None:
+    for size in (0, 65):
+        with pytest.raises(ValueError, match=r"^a page holds 1\.\.64 candidates$"):
+            legacy_candidates(db.conn, ["manual"], None, size)
+    assert candidates_sql(16).endswith("LIMIT ?19")
+    for count in (0, 17):
+        with pytest.raises(ValueError, match=r"^between 1 and 16 origins$"):
+            candidates_sql(count)
 
 
 # A value QingLong never writes, planted past the schema's checks (a hand-edited or damaged

@@ -158,6 +158,7 @@ def test_a_page_holds_1_to_64_candidates_of_1_to_16_origins(db: LegacyDb) -> Non
         with pytest.raises(ValueError, match=r"^a page holds 1\.\.64 candidates$"):
             legacy_candidates(db.conn, ["manual"], None, size)
     assert candidates_sql(16).endswith("LIMIT ?19")
+    assert " INDEXED BY qlfsm_runs_legacy_keyset_idx " in candidates_sql(1)  # by default
     for count in (0, 17):
         with pytest.raises(ValueError, match=r"^between 1 and 16 origins$"):
             candidates_sql(count)

@@ -203,6 +203,28 @@ def handle_for(table: FakeProcessTable, pid: int) -> str:
     return capture_handle(pid, table, handle_id="h-1")
 
 
+class GarbledStat:
+    """A process table whose stat line no parser can read (a kernel with another format)."""
+
+    def __init__(self, table: FakeProcessTable) -> None:
+        self.table = table
+
+    def boot_id(self) -> str:
+        return self.table.boot_id()
+
+    def read_stat(self, pid: int) -> str | None:
+        return "garbled"
+
+
+def test_a_stat_line_that_cannot_be_read_is_provider_unavailable_never_gone() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    handle = handle_for(table, pid)
+    assert inspect_handle(handle, GarbledStat(table)) == Evidence(
+        "unknown", "provider_unavailable", pid
+    )
+
+
 def test_the_fake_table_covers_every_verdict() -> None:
     table = FakeProcessTable()
     pid = table.spawn()
@@ -213,7 +235,7 @@ def test_the_fake_table_covers_every_verdict() -> None:
     table.reuse(pid)
     assert inspect_handle(handle, table).reason == "start_ticks_differ"
     table.reuse(pid, pgid=pid + 1)
-    assert inspect_handle(handle, table).reason == "process_group_differs"
+    assert inspect_handle(handle, table) == Evidence("not_running", "process_group_differs", pid)
     table.reap(pid)
     assert inspect_handle(handle, table) == Evidence("not_running", "pid_absent", pid)
     table.make_unavailable()

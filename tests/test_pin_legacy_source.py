@@ -6,6 +6,7 @@ and, when exactly one, that Attempt; a cron's RunningInstances as evidence, host
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from datetime import UTC, datetime
@@ -200,6 +201,14 @@ def test_an_unreadable_candidate_names_its_column_and_keeps_what_can_be_shown(
 
 
 # --- the RunningInstances evidence adapter -------------------------------------------------------
+
+
+def test_a_log_path_becomes_legacy_log_and_the_first_25_hex_digits_of_its_sha_256() -> None:
+    # spec 05: 36 characters, the raw path never leaves the adapter.
+    path = "/ql/data/log/任务/x.log"
+    digest = hashlib.sha256(path.encode()).hexdigest()
+    assert legacy_log_id(path) == "legacy-log:" + digest[:25]
+    assert len(legacy_log_id(path)) == 36
 
 
 def test_an_instance_is_evidence_with_an_opaque_log_id_and_its_2x_status_read(

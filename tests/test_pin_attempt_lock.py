@@ -284,6 +284,21 @@ def test_a_lock_the_filesystem_cannot_take_is_refused_at_once_naming_its_error(
     )
 
 
+def test_a_lock_the_filesystem_cannot_probe_is_unusable_naming_its_error_and_path(
+    store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shard(store)
+    hold = hold_lock(store.root, ATTEMPT)
+    os.close(hold)  # the file is there, nobody holds it
+    path = lock_path(store.root, ATTEMPT)
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert store.lock_state(ATTEMPT) == f"unusable:ENOLCK:{path}"
+
+
 @pytest.mark.parametrize("meanwhile", ["unlinked", "replaced", "linked"])
 def test_a_lock_file_changed_at_its_name_while_it_was_locked_is_not_removed(
     store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch, meanwhile: str

@@ -482,3 +482,14 @@ def test_each_write_names_the_run_it_could_not_find_or_found_moved(repo: Reposit
             f"conflict: run {RUN} is no longer at version {version + 1} (now {version}); "
             "re-read and decide again"
         )
+
+
+def test_the_attempt_ids_of_a_page_are_read_for_every_run_named(repo: Repository) -> None:
+    other, other_att = RUN[:-2] + "b1", ATT[:-2] + "b2"
+    version = run_in(repo, RUN, "dispatching")
+    repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=version, at_ms=T0)
+    version = run_in(repo, other, "dispatching")
+    repo.create_attempt(run_id=other, attempt_id=other_att, expected_version=version, at_ms=T0)
+    assert sorted(repo.attempt_ids_of([RUN, other])) == sorted([ATT, other_att])
+    assert repo.attempt_ids_of([other]) == [other_att]
+    assert repo.attempt_ids_of([]) == []

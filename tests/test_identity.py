@@ -203,6 +203,23 @@ def handle_for(table: FakeProcessTable, pid: int) -> str:
     return capture_handle(pid, table, handle_id="h-1")
 
 
+def test_a_handle_of_exactly_512_bytes_is_read_and_513_bytes_are_not() -> None:
+    # spec 03: at most 512 bytes. JSON whitespace pads the payload. Unpadded base64url is never
+    # 1 more than a multiple of 4 long, so 512 is 511 and one lone last character, which the
+    # reader drops as Node's decoder does (no whole byte in it).
+    table = FakeProcessTable()
+    pid = table.spawn()
+    canonical = capture_handle(pid, table, handle_id="h-1")
+    payload = base64.urlsafe_b64decode(canonical[len("ql3lp1.") :] + "==")
+    sized: dict[int, str] = {}
+    for spaces in range(400):
+        padded = payload[:1] + b" " * spaces + payload[1:]
+        text = "ql3lp1." + base64.urlsafe_b64encode(padded).decode().rstrip("=")
+        sized.setdefault(len(text), text)
+    assert inspect_handle(sized[511] + "A", table) == Evidence("running", "identity_matches", pid)
+    assert inspect_handle(sized[513], table) == Evidence("unknown", "invalid_handle")
+
+
 class GarbledStat:
     """A process table whose stat line no parser can read (a kernel with another format)."""
 

@@ -493,3 +493,7 @@ def test_the_attempt_ids_of_a_page_are_read_for_every_run_named(repo: Repository
     assert sorted(repo.attempt_ids_of([RUN, other])) == sorted([ATT, other_att])
     assert repo.attempt_ids_of([other]) == [other_att]
     assert repo.attempt_ids_of([]) == []
+
+
+def test_a_run_or_attempt_that_is_not_there_reads_as_none(repo: Repository) -> None:
+    assert (repo.get_run(RUN), repo.get_attempt(ATT)) == (None, None)

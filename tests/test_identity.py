@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -269,18 +270,43 @@ def test_an_unsupported_platform_is_unknown_without_any_read() -> None:
     assert inspect_handle(handle, table, platform="darwin") == Evidence(
         "unknown", "unsupported_platform", 4000
     )
-    with pytest.raises(CaptureFailed):
+    with pytest.raises(
+        CaptureFailed, match=r"^this platform cannot prove a durable process identity$"
+    ):
         capture_handle(4000, table, platform="darwin")
 
 
 def test_capture_fails_for_a_vanished_or_unreadable_process() -> None:
     table = FakeProcessTable()
-    with pytest.raises(CaptureFailed):
+    with pytest.raises(CaptureFailed, match=r"^process 12345 is gone$"):
         capture_handle(12345, table)
     pid = table.spawn()
     table.make_unavailable()
-    with pytest.raises(CaptureFailed):
+    with pytest.raises(CaptureFailed, match=r"^process identity unreadable: "):
         capture_handle(pid, table)
+
+
+def test_capture_names_a_bad_pid_a_malformed_stat_and_a_bad_handle_id() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    with pytest.raises(CaptureFailed, match=r"^pid must be a positive integer$"):
+        capture_handle(0, table)
+    with pytest.raises(CaptureFailed, match=rf"^/proc/{pid}/stat is malformed$"):
+        capture_handle(pid, GarbledStat(table))
+    with pytest.raises(
+        CaptureFailed, match=r"^handle id must be a non-empty string without NUL$"
+    ) as raised:
+        capture_handle(pid, table, handle_id="h\0")
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_a_captured_handle_without_an_id_gets_a_fresh_uuid() -> None:
+    table = FakeProcessTable()
+    pid = table.spawn()
+    ids = [parse_handle(capture_handle(pid, table)) for _ in range(2)]
+    assert ids[0] is not None and ids[1] is not None
+    assert ids[0].handle_id != ids[1].handle_id
+    assert str(uuid.UUID(ids[0].handle_id, version=4)) == ids[0].handle_id
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -219,6 +221,44 @@ def test_a_handle_of_exactly_512_bytes_is_read_and_513_bytes_are_not() -> None:
         sized.setdefault(len(text), text)
     assert inspect_handle(sized[511] + "A", table) == Evidence("running", "identity_matches", pid)
     assert inspect_handle(sized[513], table) == Evidence("unknown", "invalid_handle")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("handle_id", "", "handle id must be a non-empty string without NUL"),
+        ("handle_id", "h\0", "handle id must be a non-empty string without NUL"),
+        ("handle_id", 5, "handle id must be a non-empty string without NUL"),
+        ("handle_id", "é\ud800", "handle id must not contain lone surrogates"),
+        ("handle_id", "é\udfff", "handle id must not contain lone surrogates"),
+        ("handle_id", "x" * 256, "handle id is longer than 255 UTF-16 code units"),
+        ("handle_id", "€" * 255, "handle is longer than 512 bytes"),
+        ("boot_id", "boot id", "boot id must match [A-Za-z0-9-]{1,64}"),
+        ("pid", 0, "pid must be a positive integer"),
+        ("pgid", 0, "process group id must be a positive integer"),
+        ("start_ticks", "0", "start ticks must be a decimal string >= 1 of at most 32 digits"),
+        ("start_ticks", "1e3", "start ticks must be a decimal string >= 1 of at most 32 digits"),
+        ("start_ticks", 5, "start ticks must be a decimal string >= 1 of at most 32 digits"),
+    ],
+)
+def test_the_handle_writer_refuses_each_bad_field_in_its_words(
+    field: str, value: Any, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        format_handle(dataclasses.replace(HANDLE, **{field: value}))
+    assert str(raised.value) == message
+
+
+def test_a_handle_is_the_prefix_and_the_unpadded_base64url_of_the_compact_json() -> None:
+    # spec 03, computed here from the rule.
+    for n in range(64):
+        h = dataclasses.replace(HANDLE, handle_id=f"h-{n}")
+        text = json.dumps(
+            {"v": 1, "h": h.handle_id, "b": h.boot_id, "p": h.pid, "g": h.pgid, "s": h.start_ticks},
+            separators=(",", ":"),
+        )
+        expected = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        assert format_handle(h) == "ql3lp1." + expected
 
 
 class GarbledStat:

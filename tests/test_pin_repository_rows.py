@@ -497,3 +497,12 @@ def test_the_attempt_ids_of_a_page_are_read_for_every_run_named(repo: Repository
 
 def test_a_run_or_attempt_that_is_not_there_reads_as_none(repo: Repository) -> None:
     assert (repo.get_run(RUN), repo.get_attempt(ATT)) == (None, None)
+
+
+def test_an_attempt_edge_for_an_attempt_the_run_does_not_hold_names_it(repo: Repository) -> None:
+    from storage import NotFound
+
+    version = run_in(repo, RUN, "dispatching")
+    with pytest.raises(NotFound) as raised:
+        repo.advance(RUN, version, [AttemptChange(ATT, "start")], actor=SYSTEM, at_ms=T0)
+    assert (str(raised.value), raised.value.what) == (f"attempt {ATT!r} not found", "attempt")

@@ -56,3 +56,37 @@ def test_the_same_table_under_another_name_is_another_applications_and_is_refuse
     with contextlib.closing(connect(str(path))) as conn, pytest.raises(ForeignDatabase):
         init_schema(conn, path=str(path))
     assert tables(path) == {"Migrations"}
+
+
+def test_the_schema_check_names_a_table_that_lacks_columns_and_the_file(tmp_path: Path) -> None:
+    from storage import NotAQingLongDatabase, check_schema
+
+    path = str(tmp_path / "ql.db")
+    conn = sqlite3.connect(path)
+    try:
+        init_schema(conn)
+        conn.execute('ALTER TABLE "RunEvents" RENAME COLUMN dedupe_key TO dedupe')
+        with pytest.raises(NotAQingLongDatabase) as raised:
+            check_schema(conn, path=path)
+        assert raised.value.path == path
+        assert raised.value.why == "table RunEvents lacks columns ['dedupe_key']"
+        with pytest.raises(NotAQingLongDatabase) as unnamed:
+            check_schema(conn)
+        assert unnamed.value.path == "<db>"
+    finally:
+        conn.close()
+
+
+def test_the_schema_check_of_a_file_that_is_no_database_names_the_file(tmp_path: Path) -> None:
+    from storage import NotAQingLongDatabase, check_schema
+
+    path = tmp_path / "ql.db"
+    path.write_bytes(b"this is not a database file" * 200)
+    conn = sqlite3.connect(path)
+    try:
+        with pytest.raises(NotAQingLongDatabase) as raised:
+            check_schema(conn, path=str(path))
+    finally:
+        conn.close()
+    assert (raised.value.path, raised.value.why) == (str(path), "file is not a database")
+    assert isinstance(raised.value.__cause__, sqlite3.DatabaseError)

@@ -17,7 +17,7 @@ from reconciler.node import (
     quarantine_ref,
     receipt_path,
 )
-from reconciler.node._receipt_store import DirectoryAtReceipt
+from reconciler.node._receipt_store import DirectoryAtReceipt, publish_bytes_at
 
 ATTEMPT = "019f70c0-0000-7000-8000-000000000002"
 
@@ -350,3 +350,22 @@ def test_a_receipt_removed_by_a_concurrent_pass_after_the_link_is_moved_all_the_
 def test_a_quarantine_name_that_is_not_text_is_none() -> None:
     for value in (None, 5, b".quarantine/01/x.json", ["a", "b", "c"]):
         assert parse_quarantine_ref(value) is None  # type: ignore[arg-type]
+
+
+def test_a_quarantine_slot_out_of_range_is_refused_in_its_words() -> None:
+    for n in (0, 1001):
+        with pytest.raises(ValueError, match=r"^quarantine slot must be 1\.\.1000$"):
+            quarantine_ref(ATTEMPT, n)
+
+
+@pytest.mark.parametrize(
+    ("target", "temporary"),
+    [("r/x.json", "r/.x.tmp"), ("/r/x.json", "/elsewhere/.x.tmp")],
+    ids=["a relative target", "a temporary in another directory"],
+)
+def test_publishing_needs_absolute_paths_in_one_directory(target: str, temporary: str) -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"^receipt target and temporary must be absolute paths in one directory$",
+    ):
+        publish_bytes_at(target, temporary, b"{}")

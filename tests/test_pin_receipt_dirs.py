@@ -74,20 +74,6 @@ def test_a_root_that_cannot_be_opened_says_to_make_it_a_readable_directory(
     )
 
 
-def test_a_root_writable_by_others_is_refused_with_the_command_that_fixes_it(
-    tmp_path: Path,
-) -> None:
-    root = tmp_path / "receipts"
-    root.mkdir()
-    root.chmod(0o777)
-    assert refusal(root) == (
-        f"receipt root {str(root)!r} (mode 0777, owner uid {os.geteuid()}) is writable by group "
-        "and others: another local user could delete or plant receipts; fix it with "
-        f"`chmod 0700 {root}`"
-    )
-    assert not (root / "at").exists()
-
-
 def test_a_shard_that_is_a_file_is_named_with_what_it_is(tmp_path: Path) -> None:
     root = tmp_path / "receipts"
     root.mkdir(mode=0o700)
@@ -98,18 +84,21 @@ def test_a_shard_that_is_a_file_is_named_with_what_it_is(tmp_path: Path) -> None
     )
 
 
-def test_a_shard_writable_by_others_is_refused_with_the_command_that_fixes_it(
-    tmp_path: Path,
+@pytest.mark.parametrize("kind", ["root", "shard"])
+def test_a_root_or_shard_writable_by_others_is_refused_with_the_command_that_fixes_it(
+    tmp_path: Path, kind: str
 ) -> None:
     root = tmp_path / "receipts"
     root.mkdir(mode=0o700)
-    (root / "at").mkdir()
-    (root / "at").chmod(0o777)
+    loose = root if kind == "root" else root / "at"
+    loose.mkdir(exist_ok=True)
+    loose.chmod(0o777)
     assert refusal(root) == (
-        f"receipt shard {str(root / 'at')!r} (mode 0777, owner uid {os.geteuid()}) is writable "
-        "by group and others: another local user could delete or plant receipts; fix it with "
-        f"`chmod 0700 {root / 'at'}`"
+        f"receipt {kind} {str(loose)!r} (mode 0777, owner uid {os.geteuid()}) is writable by "
+        "group and others: another local user could delete or plant receipts; fix it with "
+        f"`chmod 0700 {loose}`"
     )
+    assert (root / "at").exists() == (kind == "shard")  # a loose root: no shard made in it
 
 
 @pytest.mark.parametrize("what", ["file", "dangling symbolic link"])

@@ -558,3 +558,70 @@ def test_start_ticks_with_leading_zeros_are_compared_as_a_number_with_proc(
         real.handle_id, real.boot_id, real.pid, real.pgid, "00" + str(int(real.start_ticks) + 1)
     )
     assert inspect_handle(format_handle(other), ProcProvider()).reason == "start_ticks_differ"
+
+
+# --- the real provider's reads and the stat parser, on files made here ---------------------------
+
+# The fields after the command name: state, ppid, process group, 16 more, start ticks (the 20th).
+TAIL = " ".join(["S", "1", "77", *(str(n) for n in range(4, 20)), "4242"])
+
+
+def test_a_stat_line_is_read_after_the_last_parenthesis_with_its_twenty_fields() -> None:
+    parsed = parse_proc_stat(f"5 (a (b) c) {TAIL}\n", 5)
+    assert parsed is not None and (parsed.state, parsed.pgrp, parsed.start_ticks) == (
+        "S",
+        77,
+        "4242",
+    )
+    assert parse_proc_stat(f"5(x) {TAIL}", 5) is not None  # no space before the name
+    snug = parse_proc_stat(f"5 (x){TAIL}", 5)  # none after it either
+    assert snug is not None and snug.state == "S"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"5 (x) {TAIL.rsplit(' ', 1)[0]}",  # 19 fields
+        "5 (x " + " ".join(str(n) for n in range(1, 25)),  # no closing parenthesis
+        f"5 (x) {TAIL.replace(' 77 ', ' 7a ')}",  # a process group that is no number
+        None,
+    ],
+    ids=["nineteen fields", "no closing parenthesis", "a process group that is no number", "None"],
+)
+def test_a_malformed_stat_line_is_none(text: Any) -> None:
+    assert parse_proc_stat(text, 5) is None
+
+
+def proc_root(tmp_path: Path, boot: bytes | None = None, stat: bytes | None = None) -> ProcProvider:
+    root = tmp_path / "proc"
+    (root / "sys/kernel/random").mkdir(parents=True)
+    (root / "5").mkdir()
+    if boot is not None:
+        (root / "sys/kernel/random/boot_id").write_bytes(boot)
+    if stat is not None:
+        (root / "5" / "stat").write_bytes(stat)
+    return ProcProvider(str(root))
+
+
+def test_the_boot_id_is_read_from_its_first_256_bytes_and_refused_in_words(
+    tmp_path: Path,
+) -> None:
+    assert proc_root(tmp_path / "a", b"a" * 36 + b" " * 220 + b"zzz").boot_id() == "a" * 36
+    with pytest.raises(ProviderUnavailable, match=r"^boot id unreadable: FileNotFoundError$"):
+        proc_root(tmp_path / "b").boot_id()
+    with pytest.raises(ProviderUnavailable, match=r"^boot id has an invalid format$"):
+        proc_root(tmp_path / "c", b"not a boot id\n").boot_id()
+
+
+def test_a_stat_file_is_read_up_to_its_bound_with_bad_bytes_replaced(tmp_path: Path) -> None:
+    big = b"5 (\xff) " + b"x" * (64 * 1024)
+    assert proc_root(tmp_path / "a", stat=big).read_stat(5) == big[: 64 * 1024].decode(
+        "utf-8", errors="replace"
+    )
+
+
+def test_a_stat_that_cannot_be_read_names_its_error(tmp_path: Path) -> None:
+    provider = proc_root(tmp_path)
+    (tmp_path / "proc" / "5" / "stat").mkdir()
+    with pytest.raises(ProviderUnavailable, match=r"^stat unreadable: IsADirectoryError$"):
+        provider.read_stat(5)

@@ -117,3 +117,17 @@ def test_db_init_on_a_current_database_reads_the_table_list_first(db_path: Path)
         conn.set_trace_callback(seen.append)
         assert init_schema(conn, path=str(db_path)) == []
     assert seen[0] == "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def test_a_file_holding_only_a_2x_crontabs_table_is_taken_as_qinglongs(tmp_path: Path) -> None:
+    # Crontabs has no index in the migrations: its CREATE TABLE alone names it QingLong's.
+    table = "Crontabs"
+    conn = sqlite3.connect(tmp_path / "ql.db")
+    try:
+        conn.execute(f'CREATE TABLE "{table}" (id INTEGER PRIMARY KEY)')
+        conn.commit()
+        init_schema(conn)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+    assert {table, "Runs", "RunAttempts", "RunEvents"} <= tables

@@ -369,3 +369,15 @@ def test_publishing_needs_absolute_paths_in_one_directory(target: str, temporary
         match=r"^receipt target and temporary must be absolute paths in one directory$",
     ):
         publish_bytes_at(target, temporary, b"{}")
+
+
+def test_a_temporary_that_cannot_be_removed_after_publishing_is_left_harmlessly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(name: str, *, dir_fd: int | None = None) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    target, temporary = tmp_path / "r" / "x.json", tmp_path / "r" / ".x.tmp"
+    publish_bytes_at(str(target), str(temporary), b"{}")
+    assert target.read_bytes() == b"{}" and temporary.exists()

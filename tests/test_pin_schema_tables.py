@@ -90,3 +90,26 @@ def test_the_schema_check_of_a_file_that_is_no_database_names_the_file(tmp_path:
         conn.close()
     assert (raised.value.path, raised.value.why) == (str(path), "file is not a database")
     assert isinstance(raised.value.__cause__, sqlite3.DatabaseError)
+
+
+def test_a_schema_check_that_waits_out_another_writers_lock_says_how_long(tmp_path: Path) -> None:
+    from storage import Busy, check_schema
+
+    path = str(tmp_path / "ql.db")
+    made = sqlite3.connect(path)
+    init_schema(made)
+    made.execute("PRAGMA journal_mode=DELETE")  # a reader waits for an exclusive writer
+    made.close()
+    locker = sqlite3.connect(path, isolation_level=None)
+    conn = connect(path, busy_timeout_s=0.2)
+    try:
+        locker.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(Busy) as raised:
+            check_schema(conn, path=path)
+    finally:
+        conn.close()
+        locker.close()
+    assert str(raised.value) == (
+        f"database {path!r} is locked by another process (waited 0.2 s); try again when that "
+        "process has finished writing"
+    )

@@ -269,3 +269,19 @@ def test_qlfsm_reconcile_reports_the_candidate_failed_with_the_named_error_and_n
     assert "Traceback" not in text.stderr
     assert "CounterExhausted" in text.stdout
     assert read_snapshot(db_path) == before
+
+
+def test_an_event_on_a_run_whose_event_sequence_is_at_the_bound_names_that_counter(
+    repo: Repository, db_path: Path
+) -> None:
+    make_candidate(repo, "run-1", "at-1", attempt="claimed", run="dispatching")
+    set_counters(db_path, "run-1", version=BOUND - 1, event_sequence=BOUND)
+    before = run_rows(db_path, "run-1")
+    with pytest.raises(CounterExhausted) as caught:
+        repo.append_event("run-1", BOUND - 1, "run.cancel_requested", actor=SYSTEM, at_ms=T0)
+    assert (caught.value.what, caught.value.ident, caught.value.counter) == (
+        "run",
+        "run-1",
+        "event_sequence",
+    )
+    assert run_rows(db_path, "run-1") == before

@@ -261,6 +261,11 @@ def test_a_lock_held_by_another_process_is_tried_200_times_5_ms_apart_then_refus
     )
 
 
+def no_locks(fd: int, operation: int) -> None:
+    """`flock` as some network filesystems answer it: ENOLCK, held by nobody."""
+    raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+
 def test_a_lock_the_filesystem_cannot_take_is_refused_at_once_naming_its_error(
     store: FileReceiptStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,9 +273,6 @@ def test_a_lock_the_filesystem_cannot_take_is_refused_at_once_naming_its_error(
     # again does not help.
     shard(store)
     path = lock_path(store.root, ATTEMPT)
-
-    def no_locks(fd: int, operation: int) -> None:
-        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
     sleeps: list[object] = []
     monkeypatch.setattr(fcntl, "flock", no_locks)
@@ -291,9 +293,6 @@ def test_a_lock_the_filesystem_cannot_probe_is_unusable_naming_its_error_and_pat
     hold = hold_lock(store.root, ATTEMPT)
     os.close(hold)  # the file is there, nobody holds it
     path = lock_path(store.root, ATTEMPT)
-
-    def no_locks(fd: int, operation: int) -> None:
-        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     assert store.lock_state(ATTEMPT) == f"unusable:ENOLCK:{path}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _support import SYSTEM, T0, run_in
 
-from storage import Actor, AttemptChange, InvalidField, Repository, RunChange
+from storage import Actor, AttemptChange, Conflict, InvalidField, NotFound, Repository, RunChange
 
 RUN = "019f70c0-0000-7000-8000-0000000000a1"
 ATT = "019f70c0-0000-7000-8000-0000000000a2"
@@ -463,8 +463,6 @@ def test_an_attempt_earlier_than_its_runs_start_is_refused_with_its_words(
 
 
 def test_each_write_names_the_run_it_could_not_find_or_found_moved(repo: Repository) -> None:
-    from storage import Conflict, NotFound
-
     writes: list[Callable[[int], object]] = [
         lambda v: repo.create_attempt(run_id=RUN, attempt_id=ATT, expected_version=v, at_ms=T0),
         lambda v: repo.append_event(RUN, v, "run.reconciled", actor=SYSTEM, at_ms=T0),
@@ -500,8 +498,6 @@ def test_a_run_or_attempt_that_is_not_there_reads_as_none(repo: Repository) -> N
 
 
 def test_an_attempt_edge_for_an_attempt_the_run_does_not_hold_names_it(repo: Repository) -> None:
-    from storage import NotFound
-
     version = run_in(repo, RUN, "dispatching")
     with pytest.raises(NotFound) as raised:
         repo.advance(RUN, version, [AttemptChange(ATT, "start")], actor=SYSTEM, at_ms=T0)

@@ -121,13 +121,12 @@ def test_db_init_on_a_current_database_reads_the_table_list_first(db_path: Path)
 
 def test_a_file_holding_only_a_2x_crontabs_table_is_taken_as_qinglongs(tmp_path: Path) -> None:
     # Crontabs has no index in the migrations: its CREATE TABLE alone names it QingLong's.
-    table = "Crontabs"
     conn = sqlite3.connect(tmp_path / "ql.db")
     try:
-        conn.execute(f'CREATE TABLE "{table}" (id INTEGER PRIMARY KEY)')
+        conn.execute('CREATE TABLE "Crontabs" (id INTEGER PRIMARY KEY)')
         conn.commit()
         init_schema(conn)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         conn.close()
-    assert {table, "Runs", "RunAttempts", "RunEvents"} <= tables
+    assert {"Crontabs", "Runs", "RunAttempts", "RunEvents"} <= tables

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import ForeignDatabase, connect, init_schema
+from storage import Busy, ForeignDatabase, NotAQingLongDatabase, check_schema, connect, init_schema
 
 # Each history table as another tool (or an older qlfsm) might have made it, alone in a file.
 HISTORIES = {
@@ -59,8 +59,6 @@ def test_the_same_table_under_another_name_is_another_applications_and_is_refuse
 
 
 def test_the_schema_check_names_a_table_that_lacks_columns_and_the_file(tmp_path: Path) -> None:
-    from storage import NotAQingLongDatabase, check_schema
-
     path = str(tmp_path / "ql.db")
     conn = sqlite3.connect(path)
     try:
@@ -78,8 +76,6 @@ def test_the_schema_check_names_a_table_that_lacks_columns_and_the_file(tmp_path
 
 
 def test_the_schema_check_of_a_file_that_is_no_database_names_the_file(tmp_path: Path) -> None:
-    from storage import NotAQingLongDatabase, check_schema
-
     path = tmp_path / "ql.db"
     path.write_bytes(b"this is not a database file" * 200)
     conn = sqlite3.connect(path)
@@ -93,8 +89,6 @@ def test_the_schema_check_of_a_file_that_is_no_database_names_the_file(tmp_path:
 
 
 def test_a_schema_check_that_waits_out_another_writers_lock_says_how_long(tmp_path: Path) -> None:
-    from storage import Busy, check_schema
-
     path = str(tmp_path / "ql.db")
     made = sqlite3.connect(path)
     init_schema(made)

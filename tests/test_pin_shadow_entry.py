@@ -2,8 +2,9 @@
 ``unknown_origin_hints``, spec 05 "Switches"), in process: each unknown item by its position
 and the reviewed origin it is close to, never its text (it may be a secret pasted by mistake).
 The command's tests run it in a subprocess, which a mutation run cannot see (issue 28). And
-what ``run_shadow`` hands the pass: the clock, the busy timeout and the lock budget it was given,
-the budget from the environment when none was, and no resume cursor after a complete pass."""
+``run_shadow`` in process: the clock, busy timeout, lock budget and resume cursor it was given
+reach the pass, the environment (the process's when none is given) supplies what was not given,
+a cluster profile is rejected without opening storage, a complete pass returns no cursor."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from storage import (
     AttemptChange,
     AttemptRow,
     Busy,
+    Change,
     Conflict,
     DuplicateEvent,
     Expect,
@@ -718,28 +719,39 @@ def test_a_failed_commit_moves_neither_the_database_nor_the_model(
     assert snapshot() == before
 
 
+def fire_refused(
+    repo: Repository,
+    snapshot: Callable[[], object],
+    machine: Lifecycle,
+    state: str,
+    version: int,
+    change: Change,
+    expect: Expect | None = None,
+) -> None:
+    """``repo.fire`` on a model in ``state`` is a Conflict that moves neither the database nor
+    the model."""
+    with attached(machine, state) as model:
+        before = snapshot()
+        with pytest.raises(Conflict):
+            repo.fire(model, RUN, version, change, actor=SYSTEM, at_ms=T0, expect=expect)
+        assert model.state == state
+    assert snapshot() == before
+
+
 def test_a_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
     repo: Repository, snapshot: Callable[[], object]
 ) -> None:
     version = run_in(repo, RUN, "dispatching")
-    with attached(run_machine(), "running") as model:  # the database says dispatching
-        before = snapshot()
-        with pytest.raises(Conflict):
-            repo.fire(model, RUN, version, RunChange("succeed"), actor=SYSTEM, at_ms=T0)
-        assert model.state == "running"
-    assert snapshot() == before
+    # the database says dispatching
+    fire_refused(repo, snapshot, run_machine(), "running", version, RunChange("succeed"))
 
 
 def test_an_attempt_model_out_of_step_with_the_database_is_a_conflict_and_stays_put(
     repo: Repository, snapshot: Callable[[], object]
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "starting")
-    with attached(attempt_machine(), "running") as model:  # the database says starting
-        before = snapshot()
-        with pytest.raises(Conflict):
-            repo.fire(model, RUN, version, AttemptChange(ATT, "fail"), actor=SYSTEM, at_ms=T0)
-        assert model.state == "running"
-    assert snapshot() == before
+    # the database says starting
+    fire_refused(repo, snapshot, attempt_machine(), "running", version, AttemptChange(ATT, "fail"))
 
 
 def test_an_attempt_edge_is_planned_and_fired_on_the_attempt_machine(
@@ -762,20 +774,8 @@ def test_a_fired_attempt_edge_re_checks_what_its_caller_expected_and_stays_put(
     repo: Repository, snapshot: Callable[[], object], expect: Expect
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")  # pid None, the Run dispatching
-    with attached(attempt_machine(), "running") as model:
-        before = snapshot()
-        with pytest.raises(Conflict):
-            repo.fire(
-                model,
-                RUN,
-                version,
-                AttemptChange(ATT, "fail"),
-                actor=SYSTEM,
-                at_ms=T0,
-                expect=expect,
-            )
-        assert model.state == "running"
-    assert snapshot() == before
+    change = AttemptChange(ATT, "fail")
+    fire_refused(repo, snapshot, attempt_machine(), "running", version, change, expect)
 
 
 def test_a_fired_run_edge_re_checks_what_its_caller_expected_of_an_attempt_and_stays_put(
@@ -783,14 +783,7 @@ def test_a_fired_run_edge_re_checks_what_its_caller_expected_of_an_attempt_and_s
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "running")
     expect = Expect(attempts={ATT: {"status": "starting"}})
-    with attached(run_machine(), "dispatching") as model:
-        before = snapshot()
-        with pytest.raises(Conflict):
-            repo.fire(
-                model, RUN, version, RunChange("start"), actor=SYSTEM, at_ms=T0, expect=expect
-            )
-        assert model.state == "dispatching"
-    assert snapshot() == before
+    fire_refused(repo, snapshot, run_machine(), "dispatching", version, RunChange("start"), expect)
 
 
 def test_a_busy_failure_moves_neither_the_database_nor_the_model(

@@ -114,6 +114,11 @@ def _legacy(
     )
 
 
+def _ambiguous(row: str, facts: str, guard: str, tried_in: str) -> DecisionRow:
+    # A row that holds the candidate: no write, outcome `ambiguous`.
+    return _legacy(row, facts, "ambiguous", "ambiguous", guard, tried_in, trigger="hold")
+
+
 ADR_0448_TABLE: tuple[DecisionRow, ...] = (
     _legacy(
         "1",
@@ -135,42 +140,15 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         write="repair",
         moves=_ROW_2_EDGES,
     ),
-    _legacy(
-        "2b",
-        "no active Attempt otherwise",
-        "ambiguous",
-        "ambiguous",
-        "no_active_attempt",
-        "read_attempts",
-        trigger="hold",
-    ),
-    _legacy(
-        "3",
-        "more than one active Attempt",
-        "ambiguous",
-        "ambiguous",
-        "multiple_active_attempts",
-        "read_attempts",
-        trigger="hold",
-    ),
-    _legacy(
+    _ambiguous("2b", "no active Attempt otherwise", "no_active_attempt", "read_attempts"),
+    _ambiguous("3", "more than one active Attempt", "multiple_active_attempts", "read_attempts"),
+    _ambiguous(
         "4",
         "evidence truncated (more than 8 rows for the cron)",
-        "ambiguous",
-        "ambiguous",
         "evidence_truncated",
         "read_evidence",
-        trigger="hold",
     ),
-    _legacy(
-        "5",
-        "selection ambiguous",
-        "ambiguous",
-        "ambiguous",
-        "ambiguous_selection",
-        "read_evidence",
-        trigger="hold",
-    ),
+    _ambiguous("5", "selection ambiguous", "ambiguous_selection", "read_evidence"),
     _legacy(
         "6",
         "matched row has `finished_at` and status stopped",
@@ -226,14 +204,8 @@ ADR_0448_TABLE: tuple[DecisionRow, ...] = (
         moves=_ROW_10_EDGES,
         note="the Run's commit is row 2's repair of the Attempt just lost (§6)",
     ),
-    _legacy(
-        "11",
-        "anything else (an illegal combination)",
-        "ambiguous",
-        "ambiguous",
-        "illegal_combination",
-        "read_evidence",
-        trigger="hold",
+    _ambiguous(
+        "11", "anything else (an illegal combination)", "illegal_combination", "read_evidence"
     ),
     DecisionRow(
         "12",

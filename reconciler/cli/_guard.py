@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
@@ -104,21 +105,21 @@ def _to_devnull(fd: int, flags: int = os.O_WRONLY | os.O_CLOEXEC) -> None:
             os.close(null)
 
 
+@dataclass
 class _State:
-    def __init__(self) -> None:
-        self.in_process = True
-        self.signum: int | None = None
-        # What to do after an interrupt, when "run the command again" is not true (the demo's
-        # directory is then not empty, D-23); and whether a reader that went away (EPIPE) is
-        # an ordinary ending for the running command (`qlfsm demo | head`).
-        self.advice: str | None = None
-        self.quiet_pipe = False
-        self.handlers: dict[int, Any] = {}
-        self.streams: tuple[Any, Any] = (None, None)
-        self.mask: set[int] | None = None
-        self.unraisablehook: Any = None
-        self.settled = False
-        self.live = False
+    in_process: bool = True
+    signum: int | None = None
+    # What to do after an interrupt, when "run the command again" is not true (the demo's
+    # directory is then not empty, D-23); and whether a reader that went away (EPIPE) is
+    # an ordinary ending for the running command (`qlfsm demo | head`).
+    advice: str | None = None
+    quiet_pipe: bool = False
+    handlers: dict[int, Any] = field(default_factory=dict)
+    streams: tuple[Any, Any] = (None, None)
+    mask: set[int] | None = None
+    unraisablehook: Any = None
+    settled: bool = False
+    live: bool = False
 
 
 _STATE = _State()
@@ -163,18 +164,15 @@ def start(*, in_process: bool) -> None:
     """Install the guards. ``in_process``: called as a function (tests, the Python API), so
     :func:`finish` restores the caller's handlers, signal mask and streams and returns the code
     instead of ending the process by the signal."""
-    st = _STATE
-    st.mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    st.streams = (sys.stdout, sys.stderr)
-    st.handlers = {}
-    st.in_process = in_process
-    st.signum = None
-    # What an earlier command run in this process advised or asked for is not this one's.
-    st.advice = None
-    st.quiet_pipe = False
-    st.settled = False
-    st.live = False
-    st.unraisablehook = sys.unraisablehook
+    global _STATE
+    # A fresh state: what an earlier command run in this process advised or asked for is not
+    # this one's.
+    _STATE = st = _State(
+        in_process=in_process,
+        streams=(sys.stdout, sys.stderr),
+        mask=signal.pthread_sigmask(signal.SIG_BLOCK, []),
+        unraisablehook=sys.unraisablehook,
+    )
     # A descriptor 0/1/2 closed by the caller would be handed to the next file opened (the
     # database, say), and whatever wrote to "stdout" would then write into it.
     for fd in (0, 1, 2):

@@ -27,6 +27,18 @@ _ROW_5_EDGES: tuple[EdgeRef, ...] = (
     *(EdgeRef("attempt", "running", dest, "trusted_receipt") for dest in _RECEIPT_TERMINALS),
 )
 
+
+def _lost(guard: str, *attempt_sources: str) -> tuple[EdgeRef, ...]:
+    """The edges of a `lost` write guarded ``guard``: the candidate Run from either state it
+    can be in (`dispatching` or `running`, spec 04 §Candidates), its Attempt from each of
+    ``attempt_sources``."""
+    return (
+        EdgeRef("run", "dispatching", "lost", guard),
+        EdgeRef("run", "running", "lost", guard),
+        *(EdgeRef("attempt", source, "lost", guard) for source in attempt_sources),
+    )
+
+
 # The ADR-0068 decision machine (spec 07: "the evidence order, every row of its table as an
 # edge"). Its states are the evidence of ADR-0068 §2, in the record's order ("receipt, then
 # process identity, then grace, then receipt again", spec 04), each named by what it waits
@@ -111,11 +123,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "read; for a `claimed` one, do what QingLong's coordinator does",
         "unresolved, receipt and journal untouched; a `claimed` one: Attempt + Run → `lost` "
         "(`RECOVERY_UNSTARTED_CLAIM`), its receipt never read → recovered",
-        (
-            EdgeRef("run", "dispatching", "lost", "claimed_not_local_process"),
-            EdgeRef("run", "running", "lost", "claimed_not_local_process"),
-            EdgeRef("attempt", "claimed", "lost", "claimed_not_local_process"),
-        ),
+        _lost("claimed_not_local_process", "claimed"),
         note="The `claimed` case: the claim never crossed the start barrier (ADR-0068 §2 step "
         "5), a fact of the database, not local evidence; its receipt is never read. QingLong's "
         "coordinator does the same (docs/decisions.md D-18).",
@@ -172,11 +180,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "no receipt, Attempt `claimed`",
         "Attempt + Run → `lost` (`RECOVERY_UNSTARTED_CLAIM`) WITHOUT probing any process "
         "→ recovered",
-        (
-            EdgeRef("run", "dispatching", "lost", "unstarted_claim"),
-            EdgeRef("run", "running", "lost", "unstarted_claim"),
-            EdgeRef("attempt", "claimed", "lost", "unstarted_claim"),
-        ),
+        _lost("unstarted_claim", "claimed"),
         note="The candidate Run is `dispatching` or `running` (spec 04 §Candidates), so "
         "both Run edges exist.",
         error_code="RECOVERY_UNSTARTED_CLAIM",
@@ -244,12 +248,7 @@ ADR_0068_TABLE: tuple[DecisionRow, ...] = (
         "one grace, then read the receipt again: trusted → as row 5; invalid → as "
         "row 6; still none → re-read Run/Attempt unchanged, then Attempt + Run → "
         "`lost` (`RECOVERY_PROCESS_NOT_RUNNING`) → recovered",
-        (
-            EdgeRef("run", "dispatching", "lost", "not_running_after_grace"),
-            EdgeRef("run", "running", "lost", "not_running_after_grace"),
-            EdgeRef("attempt", "starting", "lost", "not_running_after_grace"),
-            EdgeRef("attempt", "running", "lost", "not_running_after_grace"),
-        ),
+        _lost("not_running_after_grace", "starting", "running"),
         note="A receipt found on the second read takes row 5's edges (listed under row 5).",
         error_code="RECOVERY_PROCESS_NOT_RUNNING",
         decides=(

@@ -6,6 +6,8 @@ Transcribed by hand from the record, never imported from ``fsm`` (see ``_records
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from reconciler.diagrams._record_rows import DecisionRow, EdgeRef, EvidenceStep, RecordTable
 
 # --- ADR-0448 decision table (spec 05 "Per candidate") -------------------------------------
@@ -66,16 +68,13 @@ _ROW_6_EDGES: tuple[EdgeRef, ...] = tuple(
 )
 # Row 7: "Attempt + Run → `succeeded` / `failed`" along the legal chain QingLong's shadow writer
 # writes (Run created → queued → dispatching → running; Attempt claimed → starting → running).
-_ROW_7_EDGES: tuple[EdgeRef, ...] = (
-    EdgeRef("run", "created", "queued", "unique_finished_evidence"),
-    EdgeRef("run", "queued", "dispatching", "unique_finished_evidence"),
-    EdgeRef("run", "dispatching", "running", "unique_finished_evidence"),
-    EdgeRef("run", "running", "succeeded", "unique_finished_evidence"),
-    EdgeRef("run", "running", "failed", "unique_finished_evidence"),
-    EdgeRef("attempt", "claimed", "starting", "unique_finished_evidence"),
-    EdgeRef("attempt", "starting", "running", "unique_finished_evidence"),
-    EdgeRef("attempt", "running", "succeeded", "unique_finished_evidence"),
-    EdgeRef("attempt", "running", "failed", "unique_finished_evidence"),
+_ROW_7_EDGES: tuple[EdgeRef, ...] = tuple(
+    EdgeRef(machine, source, dest, "unique_finished_evidence")
+    for machine, chain in (
+        ("run", ("created", "queued", "dispatching", "running")),
+        ("attempt", ("claimed", "starting", "running")),
+    )
+    for source, dest in (*pairwise(chain), ("running", "succeeded"), ("running", "failed"))
 )
 # Rows 9 and 10: the Attempt's commit; "then Run → ..." is the second commit, which is row 2's
 # repair of the Attempt just committed (ADR-0448 §6): its edges are row 2's.

@@ -201,10 +201,12 @@ def insert_event(
             ),
         )
     except sqlite3.IntegrityError as exc:
+        # The key already in this Run's log, read in this transaction, is the one sign of a
+        # duplicate; SQLite's message varies with the schema's constraint and is not read.
         hit = c.execute(
             'SELECT 1 FROM "RunEvents" WHERE run_id = ? AND dedupe_key = ?', (run_id, dedupe_key)
         ).fetchone()
-        if hit or "dedupe" in str(exc):
+        if hit:
             raise DuplicateEvent(run_id, dedupe_key) from exc
         raise
     # spec 01: no Run change without its event. An INSERT that SQLite dropped without an

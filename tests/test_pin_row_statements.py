@@ -18,9 +18,13 @@ from storage import (
     AttemptChange,
     Conflict,
     DuplicateEvent,
+    Expect,
+    NotFound,
     Repository,
     RowNotInserted,
     RunChange,
+    advance_read,
+    transaction,
 )
 
 RUN = "019f70c0-0000-7000-8000-0000000000c1"
@@ -135,3 +139,113 @@ def test_an_attempts_compare_and_set_that_changes_no_row_is_a_conflict_naming_th
     assert raised.value.expected == "claimed at callback 0"
     assert not repo.conn.in_transaction
     assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("expect", "what", "ident", "expected"),
+    [
+        (Expect(run={"status": "running"}), "run", RUN, "status='running' (now 'dispatching')"),
+        (
+            Expect(attempts={ATT: {"status": "claimed"}}),
+            "attempt",
+            ATT,
+            "status='claimed' (now 'starting')",
+        ),
+    ],
+    ids=["the Run", "the Attempt"],
+)
+def test_an_expectation_that_no_longer_holds_names_the_row_and_the_field_it_found_moved(
+    repo: Repository,
+    snapshot: Callable[[], object],
+    expect: Expect,
+    what: str,
+    ident: str,
+    expected: str,
+) -> None:
+    version = attempt_in(repo, RUN, ATT, "starting")
+    before = snapshot()
+    with pytest.raises(Conflict) as raised:
+        repo.advance(
+            RUN, version, [AttemptChange(ATT, "run")], actor=SYSTEM, at_ms=T0, expect=expect
+        )
+    assert str(raised.value) == f"conflict: {what} {ident} is no longer {expected}; " + (
+        "re-read and decide again"
+    )
+    assert (raised.value.what, raised.value.ident, raised.value.expected) == (
+        what,
+        ident,
+        expected,
+    )
+    assert snapshot() == before
+
+
+def test_an_expectation_on_an_attempt_the_caller_did_not_read_is_not_found_by_its_id(
+    repo: Repository, snapshot: Callable[[], object]
+) -> None:
+    # advance_read takes the rows as its caller read them (the ADR-0068 pass): an expectation
+    # on an Attempt it did not hand over names that Attempt, and nothing is written.
+    version = attempt_in(repo, RUN, ATT, "starting")
+    run = repo.get_run(RUN)
+    before = snapshot()
+    with pytest.raises(NotFound) as raised, transaction(repo.conn) as c:
+        advance_read(
+            c,
+            run,
+            [],
+            RUN,
+            version,
+            [RunChange("start")],
+            actor=SYSTEM,
+            at_ms=T0,
+            expect=Expect(attempts={ATT: {"status": "starting"}}),
+        )
+    assert str(raised.value) == f"attempt {ATT!r} not found"
+    assert (raised.value.what, raised.value.ident) == ("attempt", ATT)
+    assert snapshot() == before
+
+
+def test_an_event_insert_another_applications_trigger_aborts_is_not_taken_for_a_duplicate(
+    repo: Repository, db_path: Path, snapshot: Callable[[], object]
+) -> None:
+    # Only the key found in the Run's log makes a duplicate, whatever SQLite's message says.
+    version = run_in(repo, RUN, "queued")
+    conn = sqlite3.connect(str(db_path))
+    try:
+        conn.execute(
+            'CREATE TRIGGER closed BEFORE INSERT ON "RunEvents" '
+            "BEGIN SELECT RAISE(ABORT, 'dedupe keys are closed here'); END"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    before = snapshot()
+    with pytest.raises(sqlite3.IntegrityError) as raised:
+        repo.append_event(RUN, version, "run.reconciled", actor=SYSTEM, at_ms=T0, dedupe_key="k")
+    assert not isinstance(raised.value, DuplicateEvent)
+    assert str(raised.value) == "dedupe keys are closed here"
+    assert not repo.conn.in_transaction
+    assert snapshot() == before
+
+
+def test_each_event_gets_its_own_time_ordered_id_as_written(
+    repo: Repository, db_path: Path
+) -> None:
+    version = run_in(repo, RUN, "queued")
+    done = repo.advance(
+        RUN, version, [RunChange("dispatch"), RunChange("cancel")], actor=SYSTEM, at_ms=T0
+    )
+    ids = list(done.events)
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        stored = [
+            row[0]
+            for row in conn.execute(
+                'SELECT id FROM "RunEvents" WHERE run_id = ? AND sequence > 1 ORDER BY sequence',
+                (RUN,),
+            )
+        ]
+    finally:
+        conn.close()
+    assert stored[-2:] == ids
+    assert len(set(ids)) == 2
+    assert all(isinstance(i, str) and len(i) == 36 and i[14] == "7" for i in ids)

@@ -152,7 +152,7 @@ class Repository:
         def work(c: sqlite3.Connection) -> Advanced:
             task = (project_id, task_id, task_revision, task_name, trigger_type, execution_origin)
             insert_run(c, run_id, at_ms, 1, execution_owner, legacy_cron_id, task)
-            payload = {"from_status": None, "to_status": "created", "version": 1}
+            payload: dict[str, object] = {"from_status": None, "to_status": "created", "version": 1}
             key = f"run.created:{run_id}"
             event_id = insert_event(c, run_id, 1, "run.created", actor, None, payload, key, at_ms)
             return Advanced(run_id, 1, (), (event_id,))
@@ -193,7 +193,7 @@ class Repository:
                 c, run_id, attempt_id, number, executor_type, pid, log_artifact_id, at_ms
             )
             version, sequence = bump_run(c, run)
-            payload = {
+            payload: dict[str, object] = {
                 "attempt_id": attempt_id,
                 "from_status": None,
                 "to_status": "claimed",

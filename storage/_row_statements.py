@@ -173,7 +173,7 @@ def insert_event(
     event_type: str,
     actor: Actor,
     attempt_id: str | None,
-    payload: Mapping[str, object],
+    payload: dict[str, object],
     dedupe_key: str | None,
     at_ms: int,
 ) -> str:
@@ -195,8 +195,7 @@ def insert_event(
                 actor.type,
                 actor.id,
                 attempt_id,
-                # A Mapping that is not a dict is copied: the encoder takes dicts only.
-                _PAYLOAD_JSON(payload if type(payload) is dict else dict(payload)),
+                _PAYLOAD_JSON(payload),
                 at_ms,
             ),
         )

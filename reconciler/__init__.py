@@ -14,6 +14,7 @@ The command line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``).
 
 from __future__ import annotations
 
+from reconciler._cursor import Cursor
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import ProfileError
 from reconciler._reports import (
@@ -26,7 +27,6 @@ from reconciler._shadow_entry import (
     ALLOWED_ORIGINS,
     ORIGINS_ENV,
     REFUSED_ORIGINS,
-    Cursor,
     Origins,
     ShadowResult,
     audit_record,

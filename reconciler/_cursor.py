@@ -9,7 +9,10 @@ import stat
 
 from reconciler._atomic import replace_file
 from reconciler._root_check import file_kind
-from reconciler._shadow_entry import Cursor
+
+# Where the ADR-0448 pass resumes: the last (2.x cron id, Run id) of the keyset page it finished
+# (spec 05 "Supervisor"). The one home of the type: the pass, its ports and the entry use it.
+Cursor = tuple[int, str]
 
 # A cursor file holds one small JSON object; anything larger is not one qlfsm wrote.
 MAX_CURSOR_BYTES = 4096

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reconciler._cursor import Cursor
 from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, resolve_profile
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ ALLOWED_ORIGINS: tuple[str, ...] = (
     "script",
 )
 REFUSED_ORIGINS = frozenset({"once", "grpc"})
-
-Cursor = tuple[int, str]
 
 
 @dataclass(frozen=True)

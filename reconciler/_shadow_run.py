@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from reconciler._cursor import InvalidResumeCursor, read_cursor, store_cursor
+from reconciler._cursor import Cursor, InvalidResumeCursor, read_cursor, store_cursor
 from reconciler._errors import FatalError
 from reconciler._escape import one_line
 from reconciler._profiles import CLUSTER_PROFILES, PROFILE_ENV, ProfileError, resolve_profile
-from reconciler._shadow_entry import ORIGINS_ENV, Cursor, ShadowResult, failed, run_shadow
+from reconciler._shadow_entry import ORIGINS_ENV, ShadowResult, failed, run_shadow
 
 Notify = Callable[[str], None]
 

@@ -29,8 +29,9 @@ from fsm.qinglong import (
     legacy_machine,
     select_evidence,
 )
+from reconciler._cursor import Cursor
 from reconciler.node import Clock, SystemClock
-from reconciler.shadow._ports import Cursor, PassHooks, PassPorts
+from reconciler.shadow._ports import PassHooks, PassPorts
 from reconciler.shadow._report import KEY_OF_STATE, Budget, PassCounts
 from reconciler.shadow._writes import Context, write
 from storage import (

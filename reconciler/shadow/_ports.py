@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from reconciler._cursor import Cursor
 from storage import LegacyCandidate, connect, legacy_candidates
 
-Cursor = tuple[int, str]
 # (connection, enabled origins, after this cursor, page size) -> (page, truncated)
 CandidateSource = Callable[
     [sqlite3.Connection, Sequence[str], Cursor | None, int],

@@ -23,6 +23,10 @@ Standard library only.
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+
 # In a JSON string these are legal raw, but splitlines() cuts at U+0085/U+2028/U+2029 (and at
 # nothing else json.dumps leaves raw), a terminal acts on C1 (U+009B is CSI), the bidi
 # controls reorder what a person reads, and a lone surrogate cannot be encoded as UTF-8.
@@ -62,8 +66,6 @@ def shell_word(value: object) -> str:
     that ``surrogateescape`` decoded as ``\\xHH``, as bash reads it back)."""
     text = str(value)
     if text.isprintable():
-        import shlex  # only when a command is suggested: not on the zero-candidate path
-
         return shlex.quote(text)
     out = []
     for ch in text:
@@ -87,14 +89,10 @@ def json_safe(text: str) -> str:
     the same character: the document parses to the same value."""
     if text.isascii() and "\x7f" not in text:
         return text
-    import re  # its own cache keeps the compiled pattern
-
     return re.sub(f"[{JSON_ESCAPED}]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def json_line(obj: object) -> str:
     """``obj`` as one line of JSON (no newline at the end): ``json.dumps`` without ASCII-only
     escaping (other non-ASCII text stays readable), through :func:`json_safe`."""
-    import json  # not on the zero-candidate path, which writes its summary by hand
-
     return json_safe(json.dumps(obj, ensure_ascii=False, sort_keys=False))

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from reconciler._escape import json_line
 from reconciler.cli._explain import FOLD_OVER, write_human, write_json
-from reconciler.cli._text import json_line
 from reconciler.ops import Quiet, Steps, explain
 from reconciler.ops._explain import (
     LEGACY_RECONCILER_ACTOR,

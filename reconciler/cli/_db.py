@@ -10,7 +10,8 @@ import sys
 from typing import Any
 
 from fsm.qinglong import RUN_STATES
-from reconciler.cli._text import clean, shell_word, table
+from reconciler._escape import clean, shell_word
+from reconciler.cli._text import table
 from reconciler.cli._util import UsageError, parser, print_json, print_result
 
 

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from reconciler._escape import clean
 from reconciler.cli._exit import UsageError
-from reconciler.cli._text import clean
 from reconciler.diagrams import RECORDS, DiagramsError, check, render
 
 # In a checkout (editable install or run from the repository) the committed diagrams sit

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from fsm.qinglong import ATTEMPT_ACTIVE
 from reconciler._atomic import replace_file
-from reconciler._escape import json_safe
+from reconciler._escape import clean, json_line, json_safe, shell_word
 from reconciler._profiles import PROFILES
-from reconciler.cli._text import clean, json_line, shell_word
 from reconciler.cli._util import FatalError, UsageError, parser, unknown_run
 from reconciler.ops import ACTIVE_RUN, EVENT_PAGE, Steps, iso_time
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from reconciler.cli._text import clean, shell_word
+from reconciler._escape import clean, shell_word
 from reconciler.cli._util import FatalError, UsageError, operator_login, parser, print_json
 from reconciler.launcher import LaunchFailed, LaunchRefused, launch
 from reconciler.node import validate_receipt_root

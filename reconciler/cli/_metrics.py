@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler._atomic import replace_file
+from reconciler._escape import shell_word
 from reconciler._reports import StartupReport
 from reconciler.cli._exit import UsageError
 from reconciler.cli._guard import say
-from reconciler.cli._text import shell_word
 from reconciler.primary import RESULTS
 
 EXTRA = "metrics"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from reconciler.cli._text import clean, shell_word
+from reconciler._escape import clean, shell_word
 from reconciler.cli._util import UsageError, operator_login, parser, print_result, unknown_run
 
 

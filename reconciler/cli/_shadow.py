@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._escape import clean
 from reconciler._notify import to_stderr
 from reconciler._profiles import PROFILE_ENV, PROFILES
 from reconciler._shadow_entry import (
@@ -29,7 +30,7 @@ from reconciler._shadow_run import shadow_with_cursor
 from reconciler.cli._exit import EXIT_SAFE, EXIT_USAGE
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._report import wrap
-from reconciler.cli._text import clean, table
+from reconciler.cli._text import table
 from reconciler.cli._util import UsageError, parser, print_result
 
 

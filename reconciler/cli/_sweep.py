@@ -14,9 +14,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler._escape import clean
 from reconciler.cli._exit import EXIT_FATAL, EXIT_SAFE
 from reconciler.cli._guard import say
-from reconciler.cli._text import clean
 from reconciler.cli._util import FatalError, UsageError, parser, print_json
 
 

@@ -1,21 +1,16 @@
-"""Text for a terminal, standard library only: the zero-candidate `reconcile` prints its
-verdict with these without loading ``reconciler.cli._util`` (argparse, json, typing).
+"""Text for a terminal: colour when stdout is one, and aligned tables.
 
 Every value a command prints that it did not write itself (from the database, a receipt,
 `/proc`, the environment or an argument) goes through ``reconciler._escape`` (docs/decisions.md
-D-14): :func:`clean` for a field, :func:`shell_word` inside a suggested command,
-:func:`json_line` for `--json`; :func:`table` cleans every cell, :func:`one_line` a whole
-stderr line."""
+D-14): ``clean`` for a field, ``shell_word`` inside a suggested command, ``json_line`` for
+`--json`, ``one_line`` for a whole stderr line; :func:`table` cleans every cell."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from reconciler._escape import clean as clean
-from reconciler._escape import json_line as json_line
-from reconciler._escape import one_line as one_line
-from reconciler._escape import shell_word as shell_word
+from reconciler._escape import clean
 
 
 def use_colour() -> bool:

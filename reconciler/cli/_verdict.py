@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.cli._text import clean, use_colour
+from reconciler._escape import clean
+from reconciler.cli._text import use_colour
 
 SAFE = "SAFE to start"
 BLOCKED = "start-up BLOCKED"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -14,7 +15,6 @@ from _shadow_support import T0_MS, LegacyDb
 from fsm.qinglong import LegacyFacts
 from reconciler.node import FakeClock
 from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, gather, run_pass
-from reconciler.shadow import _pass as shadow_pass
 from reconciler.shadow._writes import Context
 from storage import (
     DatabaseReadOnly,
@@ -22,6 +22,7 @@ from storage import (
     LockBudget,
     NotAQingLongDatabase,
     Repository,
+    check_schema,
     connect,
     legacy_candidates,
 )
@@ -259,20 +260,32 @@ def test_a_pass_with_no_candidate_writes_nothing_and_checks_no_schema(db: Legacy
 
 
 def test_the_schema_is_checked_once_on_the_first_page_with_candidates_not_on_every_page(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
+    db: LegacyDb,
 ) -> None:
     made = [lost_candidate(db) for _ in range(3)]
-    checked: list[str] = []
-    real = shadow_pass.check_schema
+    statements: list[str] = []
 
-    def check_schema(conn: sqlite3.Connection, *, path: str) -> None:
-        checked.append(path)
-        real(conn, path=path)
+    def traced(path: str, busy_timeout_s: float | None) -> sqlite3.Connection:
+        # The real opener, with every statement the pass runs recorded.
+        conn = (
+            connect(path)
+            if busy_timeout_s is None
+            else connect(path, busy_timeout_s=busy_timeout_s)
+        )
+        conn.set_trace_callback(statements.append)
+        return conn
 
-    monkeypatch.setattr(shadow_pass, "check_schema", check_schema)
-    outcome = run(db, budget=budget(page_size=1, max_pages=5))
+    outcome = run(db, budget=budget(page_size=1, max_pages=5), ports=PassPorts(open=traced))
     assert outcome.counts.pages >= 3
-    assert checked == [db.path]
+    # D-15: storage.check_schema reads each table's columns; the pass runs it once, for the
+    # first page, and no page after it.
+    one_check: list[str] = []
+    with closing(connect(db.path)) as conn:
+        conn.set_trace_callback(one_check.append)
+        check_schema(conn)
+    columns_read = [s for s in one_check if s.startswith("PRAGMA table_info")]
+    assert columns_read
+    assert [s for s in statements if s.startswith("PRAGMA table_info")] == columns_read
     assert all(db.status(m) == ("lost", ["lost"]) for m in made)
 
 

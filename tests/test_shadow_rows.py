@@ -357,16 +357,15 @@ def test_row_11_a_queued_run_with_a_running_attempt_is_ambiguous(db: LegacyDb) -
     assert db.events(made) == []
 
 
-def test_row_12_an_exception_is_failed_and_writes_nothing(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_row_12_an_exception_is_failed_and_writes_nothing(db: LegacyDb) -> None:
     made = db.run(pid=41013, log_path=LOG)
 
-    def broken(*_: object) -> object:
+    def broken() -> None:
+        # Raised in the pass's window between reading the candidate and writing it (the
+        # after_read port), with the run's id in its words.
         raise RuntimeError(f"boom {made.run_id}")
 
-    monkeypatch.setattr(_shadow_pass, "instance_evidence", broken)
-    result = shadow(db)
+    result = shadow(db, ports=PassPorts(hooks=AfterRead(broken)))
     assert outcomes(result) == {"failed": 1}
     assert result.audit["report"]["assessment"] == "attention_required"
     assert made.run_id not in json.dumps(result.audit)

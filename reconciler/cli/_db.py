@@ -11,8 +11,9 @@ from typing import Any
 
 from fsm.qinglong import RUN_STATES
 from reconciler._escape import clean, shell_word
+from reconciler.cli._exit import UsageError
 from reconciler.cli._text import table
-from reconciler.cli._util import UsageError, parser, print_json, print_result
+from reconciler.cli._util import parser, print_json, print_result
 
 
 def db_command(argv: list[str]) -> int:

@@ -26,8 +26,9 @@ from typing import Any
 
 from reconciler._escape import clean, shell_word
 from reconciler.cli import _guard
+from reconciler.cli._exit import UsageError
 from reconciler.cli._report import plain_counts, reason_below_table
-from reconciler.cli._util import UsageError, parser
+from reconciler.cli._util import parser
 from reconciler.cli._verdict import BLOCKED, SAFE
 from storage import (
     Actor,

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
+from reconciler.cli._report import wrap
 from reconciler.cli._util import parser, pass_arguments, print_result
 from reconciler.cli._verdict import counts_line
 
@@ -68,8 +69,6 @@ def render(summary: dict[str, Any], db: str, receipt_root: str) -> str:
 
     lines = [f"drained {len(summary['pages'])} page(s): {counts_line(summary)}"]
     if summary["truncated"]:
-        from reconciler.cli._report import wrap
-
         lines.append(
             wrap(
                 f"still more than 256 candidates ({summary['remaining']} retained: their "

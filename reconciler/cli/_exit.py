@@ -1,6 +1,6 @@
-"""Exit codes and the errors every command maps to them (spec 06), in a module that imports
-nothing heavy: the zero-candidate start-up raises them, or not, before anything else is loaded.
-The errors are the application layer's (``reconciler._errors``), which raises them."""
+"""Exit codes and the errors every command maps to them (spec 06): the one home of both for
+the command line. The errors are the application layer's (``reconciler._errors``), which raises
+them."""
 
 from __future__ import annotations
 

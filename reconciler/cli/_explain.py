@@ -18,7 +18,8 @@ from fsm.qinglong import ATTEMPT_ACTIVE
 from reconciler._atomic import replace_file
 from reconciler._escape import clean, json_line, json_safe, shell_word
 from reconciler._profiles import PROFILES
-from reconciler.cli._util import FatalError, UsageError, parser, unknown_run
+from reconciler.cli._exit import FatalError, UsageError
+from reconciler.cli._util import parser, unknown_run
 from reconciler.ops import ACTIVE_RUN, EVENT_PAGE, Steps, iso_time
 
 if TYPE_CHECKING:

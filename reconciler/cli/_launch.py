@@ -6,7 +6,8 @@ import contextlib
 from typing import Any
 
 from reconciler._escape import clean, shell_word
-from reconciler.cli._util import FatalError, UsageError, operator_login, parser, print_json
+from reconciler.cli._exit import FatalError, UsageError
+from reconciler.cli._util import operator_login, parser, print_json
 from reconciler.launcher import LaunchFailed, LaunchRefused, launch
 from reconciler.node import validate_receipt_root
 

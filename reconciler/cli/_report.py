@@ -11,8 +11,7 @@ its words with ``\\`` line continuations, and a word too long for a line is cut 
 that the shell joins back (each piece quoted on its own), so what is printed is still the
 command to paste.
 
-Standard library only; imported only when a pass had candidates or was truncated (the
-zero-candidate path never loads it).
+Standard library only.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import contextlib
 from typing import Any
 
 from reconciler._escape import clean, shell_word
-from reconciler.cli._util import UsageError, operator_login, parser, print_result, unknown_run
+from reconciler.cli._exit import UsageError
+from reconciler.cli._util import operator_login, parser, print_result, unknown_run
 
 
 def resolve_command(argv: list[str]) -> int:

@@ -27,11 +27,11 @@ from reconciler._shadow_entry import (
     unknown_origin_hints,
 )
 from reconciler._shadow_run import shadow_with_cursor
-from reconciler.cli._exit import EXIT_SAFE, EXIT_USAGE
+from reconciler.cli._exit import EXIT_SAFE, EXIT_USAGE, UsageError
 from reconciler.cli._guard import Terminated, interrupted, say, settle
 from reconciler.cli._report import wrap
 from reconciler.cli._text import table
-from reconciler.cli._util import UsageError, parser, print_result
+from reconciler.cli._util import parser, print_result
 
 
 def db_profile_origins(p: Any) -> None:

@@ -16,11 +16,11 @@ from typing import Any
 from reconciler._escape import clean
 from reconciler._reports import StartupReport
 from reconciler._startup import check_startup, run_startup
-from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE
+from reconciler.cli._exit import EXIT_BLOCKED, EXIT_SAFE, UsageError
 from reconciler.cli._report import candidate_lines, plain_counts
 from reconciler.cli._shadow import db_profile_origins, human_audit, warn_unknown_origins
 from reconciler.cli._sweep import human_sweep
-from reconciler.cli._util import UsageError, parser, print_json
+from reconciler.cli._util import parser, print_json
 from reconciler.cli._verdict import blocking_lines, verdict_line
 
 

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler._escape import clean
-from reconciler.cli._exit import EXIT_FATAL, EXIT_SAFE
+from reconciler.cli._exit import EXIT_FATAL, EXIT_SAFE, FatalError, UsageError
 from reconciler.cli._guard import say
-from reconciler.cli._util import FatalError, UsageError, parser, print_json
+from reconciler.cli._report import wrap
+from reconciler.cli._util import parser, print_json
 
 
 def human_sweep(result: Mapping[str, Any]) -> str:
@@ -40,8 +41,6 @@ def human_sweep(result: Mapping[str, Any]) -> str:
         text += f"; {errors} could not be cleaned"
     if result.get("remaining"):
         text += "; more remain for the next pass"
-    from reconciler.cli._report import wrap
-
     return wrap(text)  # at most 100 columns a line (docs/decisions.md D-22)
 
 

@@ -10,13 +10,15 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-# Light enough for the zero-candidate verdict, which must not load this module (argparse, json).
 from reconciler._escape import json_line, one_line, shell_word
-
-# Defined where the zero-candidate start-up can raise them without importing this module.
-from reconciler.cli._exit import EXIT_FATAL, EXIT_TEMPFAIL, EXIT_USAGE, RetryLater
-from reconciler.cli._exit import FatalError as FatalError
-from reconciler.cli._exit import UsageError as UsageError
+from reconciler.cli._exit import (
+    EXIT_FATAL,
+    EXIT_TEMPFAIL,
+    EXIT_USAGE,
+    FatalError,
+    RetryLater,
+    UsageError,
+)
 from reconciler.cli._guard import Terminated, interrupt_in, interrupted
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler._escape import clean
+from reconciler.cli._report import command_lines, wrap
 from reconciler.cli._text import use_colour
 
 SAFE = "SAFE to start"
@@ -59,8 +60,6 @@ def blocking_lines(
     Empty when nothing blocks."""
     lines: list[str] = []
     if summary.get("truncated"):
-        from reconciler.cli._report import command_lines
-
         lines.append("blocked: more than 256 candidate runs (the page was truncated), so none")
         lines.append("was decided; decide them page by page, each with the whole pass (D-26):")
         root: tuple[str, object | None] = (
@@ -73,8 +72,6 @@ def blocking_lines(
         )
     blockers = [c for c in summary.get("candidates", []) if c.get("outcome") not in _PASSING]
     if blockers:
-        from reconciler.cli._report import command_lines, wrap
-
         # With the receipt root, `explain`'s first answer is what start-up would decide now,
         # not "add --receipt-root".
         given = [] if receipt_root is None else [("--receipt-root", receipt_root)]

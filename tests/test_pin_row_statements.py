@@ -31,7 +31,7 @@ RUN = "019f70c0-0000-7000-8000-0000000000c1"
 ATT = "019f70c0-0000-7000-8000-0000000000c2"
 
 
-def drop_inserts_into(path: Path, table: str, statement: str = "INSERT") -> None:
+def drop_statements_on(path: Path, table: str, statement: str = "INSERT") -> None:
     """Another application's trigger that silently drops every ``statement`` on ``table``."""
     conn = sqlite3.connect(str(path))
     try:
@@ -68,7 +68,7 @@ def test_a_dropped_insert_is_named_in_full_and_nothing_is_written(
     what: str,
 ) -> None:
     version = 0 if table == "Runs" else run_in(repo, RUN, "dispatching")
-    drop_inserts_into(db_path, table)
+    drop_statements_on(db_path, table)
     before = snapshot()
     with pytest.raises(RowNotInserted) as raised:
         if table == "Runs":
@@ -105,7 +105,7 @@ def test_a_runs_compare_and_set_that_changes_no_row_is_a_conflict_naming_the_run
     # row was read in the same transaction, so only the database itself can make the UPDATE
     # change nothing: a trigger ending in RAISE(IGNORE).
     version = run_in(repo, RUN, "queued")
-    drop_inserts_into(db_path, "Runs", "UPDATE")
+    drop_statements_on(db_path, "Runs", "UPDATE")
     before = snapshot()
     moves: list[Callable[[], object]] = [
         lambda: repo.advance(RUN, version, [RunChange("dispatch")], actor=SYSTEM, at_ms=T0),
@@ -128,7 +128,7 @@ def test_an_attempts_compare_and_set_that_changes_no_row_is_a_conflict_naming_th
     repo: Repository, db_path: Path, snapshot: Callable[[], object]
 ) -> None:
     version = attempt_in(repo, RUN, ATT, "claimed")
-    drop_inserts_into(db_path, "RunAttempts", "UPDATE")
+    drop_statements_on(db_path, "RunAttempts", "UPDATE")
     before = snapshot()
     with pytest.raises(Conflict) as raised:
         repo.advance(RUN, version, [AttemptChange(ATT, "start")], actor=SYSTEM, at_ms=T0)
@@ -168,8 +168,8 @@ def test_an_expectation_that_no_longer_holds_names_the_row_and_the_field_it_foun
         repo.advance(
             RUN, version, [AttemptChange(ATT, "run")], actor=SYSTEM, at_ms=T0, expect=expect
         )
-    assert str(raised.value) == f"conflict: {what} {ident} is no longer {expected}; " + (
-        "re-read and decide again"
+    assert str(raised.value) == (
+        f"conflict: {what} {ident} is no longer {expected}; re-read and decide again"
     )
     assert (raised.value.what, raised.value.ident, raised.value.expected) == (
         what,

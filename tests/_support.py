@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections import deque
@@ -154,3 +155,16 @@ def read_only(path: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def drop_statements_on(path: Path, table: str, statement: str = "INSERT") -> None:
+    """Another application's trigger that silently drops every ``statement`` on ``table``."""
+    conn = sqlite3.connect(str(path))
+    try:
+        conn.execute(
+            f'CREATE TRIGGER drop_rows BEFORE {statement} ON "{table}" '
+            "BEGIN SELECT RAISE(IGNORE); END"
+        )
+        conn.commit()
+    finally:
+        conn.close()

@@ -6,28 +6,16 @@ and write nothing. Real SQLite files, the real CLI, real processes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from _primary_support import T0, dead_handle, linux_only, make_candidate, make_run, qlfsm
 from _shadow_support import LegacyDb
+from _support import drop_statements_on
 from conftest import read_snapshot
 
 from storage import Actor, Repository, RowNotInserted, RunChange
-
-DROP = "SELECT RAISE(IGNORE)"
-
-
-def drop_inserts_into(path: Path | str, table: str) -> None:
-    """Another application's trigger that silently drops every INSERT into ``table``."""
-    conn = sqlite3.connect(str(path))
-    try:
-        conn.execute(f'CREATE TRIGGER drop_rows BEFORE INSERT ON "{table}" BEGIN {DROP}; END')
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def one_error_line(stderr: str) -> str:
@@ -49,7 +37,7 @@ def test_a_dropped_insert_raises_and_rolls_the_repository_change_back(
     repo: Repository, db_path: Path, table: str
 ) -> None:
     v = make_run(repo, "run-0", "dispatching")
-    drop_inserts_into(db_path, table)
+    drop_statements_on(db_path, table)
     before = read_snapshot(db_path)
     with pytest.raises(RowNotInserted) as raised:
         if table == "Runs":
@@ -72,7 +60,7 @@ def test_a_dropped_event_insert_fails_the_candidate_with_row_14_and_writes_nothi
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)  # row 13 would mark it lost
     root = tmp_path / "r"
     root.mkdir()
-    drop_inserts_into(db_path, "RunEvents")
+    drop_statements_on(db_path, "RunEvents")
     before = read_snapshot(db_path)
     out = qlfsm(command, "--db", str(db_path), "--receipt-root", str(root), "--json")
     assert out.returncode == 3, out.stderr  # blocked: never "safe" with a Run moved eventless
@@ -93,7 +81,7 @@ def test_resolve_with_a_dropped_event_insert_says_so_in_one_line_and_writes_noth
 ) -> None:
     handle, pid = dead_handle()
     make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
-    drop_inserts_into(db_path, "RunEvents")
+    drop_statements_on(db_path, "RunEvents")
     before = read_snapshot(db_path)
     out = qlfsm(
         "resolve", "--db", str(db_path), "--run", "run-1", "--to", "lost", "--reason", "gone"
@@ -110,7 +98,7 @@ def test_launch_with_a_dropped_event_insert_says_so_in_one_line_and_spawns_nothi
 ) -> None:
     v = make_run(repo, "run-1", "queued")
     repo.create_attempt(run_id="run-1", attempt_id="at-1", expected_version=v, at_ms=T0)
-    drop_inserts_into(db_path, "RunEvents")
+    drop_statements_on(db_path, "RunEvents")
     before = read_snapshot(db_path)
     marker = tmp_path / "ran"
     out = qlfsm(
@@ -128,7 +116,7 @@ def test_shadow_with_a_dropped_event_insert_fails_that_candidate_open_and_writes
     db: LegacyDb,
 ) -> None:
     made = db.run(status="running", attempts=("lost",))  # row 2 would repair the Run to lost
-    drop_inserts_into(db.path, "RunEvents")
+    drop_statements_on(db.path, "RunEvents")
     before = read_snapshot(Path(db.path))
     out = qlfsm("shadow", "--db", db.path, "--origins", "manual", "--json")
     assert out.returncode == 0, out.stderr  # fails open (ADR-0448 §9)
@@ -147,7 +135,7 @@ def test_a_dropped_quarantine_intent_raises_before_any_file_could_move(
     from storage import journal_get, journal_quarantine
 
     make_candidate(repo, "run-1", "at-1")
-    drop_inserts_into(db_path, "LocalCompletionReceiptJournal")
+    drop_statements_on(db_path, "LocalCompletionReceiptJournal")
     with pytest.raises(RowNotInserted) as raised:
         journal_quarantine(repo.conn, "at-1", "run-1", "quarantine/at-1.json", T0, T0 + 1)
     says_the_insert_was_dropped(str(raised.value), "LocalCompletionReceiptJournal")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _support import SYSTEM, T0, attempt_in, run_in
+from _support import SYSTEM, T0, attempt_in, drop_statements_on, run_in
 
 from storage import (
     AttemptChange,
@@ -29,19 +29,6 @@ from storage import (
 
 RUN = "019f70c0-0000-7000-8000-0000000000c1"
 ATT = "019f70c0-0000-7000-8000-0000000000c2"
-
-
-def drop_statements_on(path: Path, table: str, statement: str = "INSERT") -> None:
-    """Another application's trigger that silently drops every ``statement`` on ``table``."""
-    conn = sqlite3.connect(str(path))
-    try:
-        conn.execute(
-            f'CREATE TRIGGER drop_rows BEFORE {statement} ON "{table}" '
-            "BEGIN SELECT RAISE(IGNORE); END"
-        )
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def dropped(table: str, what: str) -> str:

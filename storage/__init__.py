@@ -60,6 +60,7 @@ from ._errors import (
     NotFound,
     RowNotInserted,
     StorageError,
+    WriteRefused,
 )
 from ._journal import (
     JournalRow,
@@ -156,6 +157,7 @@ __all__ = [
     "RunChange",
     "RunRow",
     "StorageError",
+    "WriteRefused",
     "active_attempts",
     "advance_in",
     "advance_read",

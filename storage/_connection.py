@@ -22,6 +22,7 @@ from ._errors import (
     NotAQingLongDatabase,
     NotARegularFile,
     StorageError,
+    WriteRefused,
     directory_of,
 )
 
@@ -335,13 +336,23 @@ class transaction:  # lower case: called as `with transaction(conn) as c:`, a fu
         if kind is not None:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            _refused(conn, exc)
             return  # the exception goes on
         try:
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as failed:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            _refused(conn, failed)
             raise
+
+
+def _refused(conn: sqlite3.Connection, exc: object) -> None:
+    """A write SQLite refused with an error (a constraint, another application's trigger) is
+    the named ``WriteRefused``, not a bare ``sqlite3.IntegrityError`` (spec 06: one line naming
+    the problem and the fix); anything else goes on as it is."""
+    if isinstance(exc, sqlite3.IntegrityError) and not isinstance(exc, WriteRefused):
+        raise WriteRefused(getattr(conn, "path", None), str(exc)) from exc
 
 
 def in_transaction(

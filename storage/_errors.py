@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 
 
 def directory_of(path: str) -> str:
@@ -154,6 +155,22 @@ class RowNotInserted(StorageError):
         )
         self.table = table
         self.what = what
+
+
+class WriteRefused(StorageError, sqlite3.IntegrityError):
+    """SQLite refused a statement of a write with an error: a constraint failed, or a trigger
+    ended it with ``RAISE(ABORT|FAIL|ROLLBACK, ...)``. QingLong's schema has no such trigger,
+    so one is another application's. The transaction is rolled back; still an
+    ``sqlite3.IntegrityError`` for callers that catch that."""
+
+    def __init__(self, path: str | None, why: str) -> None:
+        schema = f"sqlite3 {path} .schema" if path else "sqlite3's `.schema`"
+        super().__init__(
+            f"the database refused a write ({why}): rolled back, nothing written; a "
+            f"constraint or another application's trigger refuses it ({schema} shows them): "
+            "drop that trigger or mend the row it names, and run again"
+        )
+        self.why = why
 
 
 class NotFound(StorageError):

@@ -23,6 +23,7 @@ from storage import (
     Repository,
     RowNotInserted,
     RunChange,
+    WriteRefused,
     advance_read,
     transaction,
 )
@@ -209,7 +210,9 @@ def test_an_event_insert_another_applications_trigger_aborts_is_not_taken_for_a_
     with pytest.raises(sqlite3.IntegrityError) as raised:
         repo.append_event(RUN, version, "run.reconciled", actor=SYSTEM, at_ms=T0, dedupe_key="k")
     assert not isinstance(raised.value, DuplicateEvent)
-    assert str(raised.value) == "dedupe keys are closed here"
+    assert isinstance(raised.value, WriteRefused)
+    assert raised.value.why == "dedupe keys are closed here"
+    assert str(raised.value).startswith("the database refused a write (dedupe keys are closed")
     assert not repo.conn.in_transaction
     assert snapshot() == before
 

@@ -93,9 +93,22 @@ def test_a_refusal_raised_again_inside_a_transaction_is_not_wrapped_twice(
     assert raised.value is refusal
 
 
-def test_a_refusal_without_a_known_path_points_at_sqlites_schema_command() -> None:
-    text = str(WriteRefused(None, FROZEN))
-    assert text.startswith(f"the database refused a write ({FROZEN}): rolled back")
+def test_a_refusal_on_a_plain_sqlite3_connection_points_at_sqlites_schema_command(
+    tmp_path: Path,
+) -> None:
+    # The helper takes any sqlite3 connection; only qlfsm's own know their file's path.
+    conn = sqlite3.connect(str(tmp_path / "plain.db"), isolation_level=None)
+    try:
+        conn.execute("CREATE TABLE t (n INTEGER CHECK (n > 0))")
+        with pytest.raises(WriteRefused) as raised, transaction(conn) as c:
+            c.execute("INSERT INTO t VALUES (0)")
+        assert not conn.in_transaction
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone() == (0,)
+    finally:
+        conn.close()
+    text = str(raised.value)
+    assert raised.value.why == "CHECK constraint failed: n > 0"
+    assert text.startswith("the database refused a write (CHECK constraint failed: n > 0): ")
     assert "(sqlite3's `.schema` shows them)" in text
 
 

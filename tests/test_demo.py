@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,6 +87,71 @@ def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     proc = demo("--dir", str(tmp_path))
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("where", ["file", "below_a_file", "missing_in_proc"])
+def test_a_dir_that_cannot_be_the_demos_directory_is_a_usage_error_naming_why(
+    tmp_path: Path, where: str
+) -> None:
+    a_file = tmp_path / "ql.db"
+    a_file.write_text("mine")
+    requested, why = {
+        "file": (a_file, "Not a directory"),
+        "below_a_file": (a_file / "demo", "Not a directory"),
+        "missing_in_proc": (Path("/proc/qlfsm-demo-nowhere"), "No such file or directory"),
+    }[where]
+    proc = demo("--dir", str(requested))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == (
+        f"qlfsm: error: --dir {str(requested)!r} cannot be the demo's directory ({why}); give a "
+        "new or empty directory this user may write to\n"
+    )
+    assert a_file.read_text() == "mine"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the demo as another user")
+def test_a_dir_this_user_may_not_write_to_is_a_usage_error() -> None:
+    # Root may write anywhere: the demo runs as nobody, on a directory nobody may only read
+    # (outside pytest's own temporary tree, which only root may enter).
+    with tempfile.TemporaryDirectory(prefix="qlfsm-demo-test-") as top:
+        os.chmod(top, 0o755)
+        readable_only(Path(top))
+
+
+def readable_only(top: Path) -> None:
+    empty = top / "empty"
+    empty.mkdir(mode=0o555)
+    below = empty / "demo"
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    cmd += [sys.executable, "-m", "reconciler", "demo", "--dir"]
+    for requested, says in (
+        (empty, "is not writable by this user"),
+        (below, "cannot be the demo's directory (Permission denied)"),
+    ):
+        proc = subprocess.run(
+            [*cmd, str(requested)], capture_output=True, text=True, check=False, timeout=60,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"qlfsm: error: --dir {str(requested)!r} {says}"), proc
+        assert proc.stderr.endswith("give a new or empty directory this user may write to\n")
+    assert list(empty.iterdir()) == []
+
+
+def test_no_usable_temporary_directory_is_a_usage_error_that_says_to_give_dir() -> None:
+    code = (
+        "import sys, tempfile; tempfile.tempdir = '/proc/qlfsm-no-tmp'; "
+        "from reconciler.cli import main; sys.exit(main(['demo']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        "qlfsm: error: no temporary directory for the demo (No such file or directory); give "
+        "--dir DIR, a new or empty directory this user may write to (or set TMPDIR)\n"
+    )
 
 
 def test_a_waited_launch_that_fails_before_starting_its_job_is_named_not_a_key_error(

@@ -70,12 +70,31 @@ def qlfsm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def fresh_dir(requested: str | None) -> Path:
+    """The demo's own directory: a fresh temporary one, or ``--dir`` (new, or existing and
+    empty), made if needed; a path that cannot be that is a usage error naming why (spec 06)."""
     if requested is None:
-        return Path(tempfile.mkdtemp(prefix="qlfsm-demo-"))
+        try:
+            return Path(tempfile.mkdtemp(prefix="qlfsm-demo-"))
+        except OSError as exc:
+            raise UsageError(
+                f"no temporary directory for the demo ({exc.strerror}); give --dir DIR, a new "
+                "or empty directory this user may write to (or set TMPDIR)"
+            ) from exc
     path = Path(requested).resolve()
-    if path.exists() and any(path.iterdir()):
-        raise UsageError(f"--dir {requested!r} is not empty; give a new or empty directory")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.exists() and any(path.iterdir()):
+            raise UsageError(f"--dir {requested!r} is not empty; give a new or empty directory")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file there or above it, no permission, a read-only filesystem
+        raise UsageError(
+            f"--dir {requested!r} cannot be the demo's directory ({exc.strerror}); give a new "
+            "or empty directory this user may write to"
+        ) from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"--dir {requested!r} is not writable by this user; give a new or empty directory "
+            "this user may write to"
+        )
     return path
 
 

@@ -38,8 +38,7 @@ from reconciler.cli._diagrams import diagrams_command
 from reconciler.diagrams import PINNED_RENDERER, DiagramsError, find_dot, render
 from reconciler.ops import legacy_now
 from reconciler.ops._explain import LEGACY_ROW_MAPS, legacy_row_maps
-from reconciler.shadow import WRITES, Budget, PassHooks, PassPorts, run_pass
-from reconciler.shadow import _pass as shadow_pass
+from reconciler.shadow import WRITES, Budget, PassHooks, PassPorts, gather, run_pass
 from reconciler.shadow import _writes as shadow_writes
 from storage import LegacyCandidate, Repository
 
@@ -111,13 +110,15 @@ def test_the_engine_built_from_the_copy_decides_row_9_by_the_changed_row() -> No
 
 
 class Decisions(PassHooks):
-    """What the pass decides for each candidate, read as the pass reads it before deciding."""
+    """What the pass decides for each candidate, read as the pass reads it before deciding
+    (with the engine the pass is given)."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine: LegacyEngine) -> None:
+        self.engine = engine
         self.decided: list[LegacyDecision] = []
 
     def before_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
-        ctx = shadow_pass.gather(conn, Repository(conn), cand, frozenset(ORIGINS))[1]
+        ctx = gather(conn, Repository(conn), cand, frozenset(ORIGINS), self.engine)[1]
         assert ctx.decision is not None
         self.decided.append(ctx.decision)
 
@@ -133,15 +134,13 @@ def test_the_shadow_pass_follows_the_copy_but_its_write_refuses_row_6s_edges_for
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
     machine = Lifecycle(views.spec, GUARDS, rules=QINGLONG_RULES)
-    # The pass asks fsm for its engine and the legacy_shadow machine when it decides (and the
-    # row guards ask the engine for the first matching row).
+    # The pass is given the copy's engine and legacy_shadow machine through its ports; the row
+    # guards of that machine ask fsm's engine for the first matching row (no port there).
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
-    monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
-    monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
-    seen = Decisions()
+    seen = Decisions(engine)
     outcome = run_pass(
         db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2),
-        ports=PassPorts(hooks=seen),
+        ports=PassPorts(hooks=seen, engine=engine, machine=machine),
     )  # fmt: skip
     assert [(d.row, d.outcome, d.write) for d in seen.decided] == [("9", "cancelled", "cancel")]
     counted = {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}
@@ -157,22 +156,21 @@ def test_explains_decision_now_is_the_shadow_passs_own_and_follows_the_copy_with
     views = legacy_views(_without_abandoned(CHANGED))
     engine = LegacyEngine(views)
     machine = Lifecycle(views.spec, GUARDS, rules=QINGLONG_RULES)
-    # Only the engine the pass's reads ask for is the copy's: a view that decided on its own
+    # Only the engine the pass's reads are given is the copy's: a view that decided on its own
     # (any other engine, or the original table) would still say row 9 abandons.
-    monkeypatch.setattr(shadow_pass, "legacy_engine", lambda: engine)
     run = db.repo.get_run(made.run_id)
     assert run is not None
-    now = legacy_now(db.conn, run, frozenset(ORIGINS))
+    now = legacy_now(db.conn, run, frozenset(ORIGINS), engine)
     assert (now["row"], now["outcome"], now["reason"]) == ("9", "cancelled", "no_spawn_evidence")
+    assert legacy_now(db.conn, run, frozenset(ORIGINS))["outcome"] == "abandoned"
     assert db.status(made) == ("queued", ["claimed"])  # the view reads only
     monkeypatch.setattr(_legacy, "legacy_engine", lambda: engine)
-    monkeypatch.setattr(shadow_pass, "legacy_machine", lambda: machine)
     # The pass decides what explain says it would, then (the copy's write firing row 6's Run
     # edge for row 9) its write refuses: the candidate ends failed, nothing written.
-    seen = Decisions()
+    seen = Decisions(engine)
     outcome = run_pass(
         db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2),
-        ports=PassPorts(hooks=seen),
+        ports=PassPorts(hooks=seen, engine=engine, machine=machine),
     )  # fmt: skip
     assert [d.outcome for d in seen.decided] == [now["outcome"]]
     counted = {k: v for by in outcome.counts.by_origin.values() for k, v in by.items() if v}

@@ -18,8 +18,7 @@ from _coverage_record import Recording, recording
 from _shadow_support import AfterRead, LegacyDb, Made
 from test_shadow_writes import DONE, WRITES, another_origin, counts, run
 
-from reconciler.shadow import PassHooks
-from reconciler.shadow import _pass as _shadow_pass
+from reconciler.shadow import PassHooks, PassPorts
 
 # The row that makes each write kind and its guard (spec 05, spec 07's names).
 ROW_GUARD = {
@@ -149,19 +148,18 @@ NOT_ELIGIBLE: Callable[[Any], Any] = lambda facts: facts.__class__(run_present=F
 
 @pytest.mark.parametrize("kind", sorted(WRITES))
 def test_facts_re_read_in_the_transaction_that_no_longer_match_the_row_refuse_every_write(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str
+    db: LegacyDb, kind: str
 ) -> None:
     made = WRITES[kind](db)
     before = stored(db.path, made)
-    real_write = _shadow_pass.write
+    real_write = PassPorts().write
 
     def write_on_other_facts(repo: Any, decision: Any, ctx: Any, clock: Any, hooks: Any,
                              reread: Any) -> None:  # fmt: skip
         real_write(repo, decision, ctx, clock, hooks, lambda c: NOT_ELIGIBLE(reread(c)))
 
-    monkeypatch.setattr(_shadow_pass, "write", write_on_other_facts)
     with recording() as rec:
-        outcome = run(db)
+        outcome = run(db, write=write_on_other_facts)
     assert counts(outcome) == {"failed": 1}
     assert stored(db.path, made) == before
     assert not lifecycle_edges(rec)

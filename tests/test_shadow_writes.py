@@ -5,6 +5,7 @@ error fields and edges each row writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ from fsm.qinglong import (
 )
 from reconciler.node import FakeClock
 from reconciler.shadow import WRITES as WRITE_EFFECTS
-from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, run_pass
+from reconciler.shadow import Budget, PassHooks, PassOutcome, PassPorts, PassWriter, run_pass
 from reconciler.shadow import _pass as _shadow_pass
 from reconciler.shadow._writes import Guard, _rows_of_writes, edge
 from storage import (
@@ -42,13 +43,19 @@ LATE_S = T0_MS // 1000 + 90  # an instance finished after everything the aggrega
 EARLY_S = T0_MS // 1000 - 100  # ... and before
 
 
-def run(db: LegacyDb, clock: FakeClock = EARLY, hooks: PassHooks | None = None) -> PassOutcome:
+def run(
+    db: LegacyDb,
+    clock: FakeClock = EARLY,
+    hooks: PassHooks | None = None,
+    write: PassWriter | None = None,
+) -> PassOutcome:
+    ports = PassPorts(hooks=hooks or PassHooks())
     return run_pass(
         db.path,
         origins=ORIGINS,
         budget=Budget(page_size=50, max_pages=2),
         clock=clock,
-        ports=PassPorts(hooks=hooks or PassHooks()),
+        ports=ports if write is None else dataclasses.replace(ports, write=write),
     )
 
 
@@ -289,12 +296,12 @@ ROW_OF = {"repair": "2", "cancel": "6", "complete": "7", "abandon": "9", "mark_l
 
 @pytest.mark.parametrize("kind", sorted(WRITES))
 def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the_decided_row(
-    db: LegacyDb, monkeypatch: pytest.MonkeyPatch, kind: str
+    db: LegacyDb, kind: str
 ) -> None:
     # What the pass drops (row 12 keeps nothing of an exception: spec 05 privacy), read where
     # the write raises it.
     made = WRITES[kind](db)
-    real_write = _shadow_pass.write
+    real_write = PassPorts().write
     raised: list[Exception] = []
 
     def write(*args: Any) -> None:
@@ -304,8 +311,8 @@ def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the
             raised.append(exc)
             raise
 
-    monkeypatch.setattr(_shadow_pass, "write", write)
-    assert counts(run(db, hooks=AfterRead(lambda: another_origin(db, made)))) == {"failed": 1}
+    changed = AfterRead(lambda: another_origin(db, made))
+    assert counts(run(db, hooks=changed, write=write)) == {"failed": 1}
     assert [str(e) for e in raised] == [
         f"conflict: run {made.run_id} is no longer what ADR-0448 row {ROW_OF[kind]} was decided "
         "on; re-read and decide again"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from fsm.qinglong import LegacyEngine
 from reconciler.ops._explain import ADR0448, ROW_FACTS
 from storage import Repository, RunRow
 
@@ -31,10 +32,16 @@ _LEGACY_FACT_KEYS = (
 )
 
 
-def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -> dict[str, Any]:
+def legacy_now(
+    conn: sqlite3.Connection,
+    run: RunRow,
+    enabled: frozenset[str],
+    engine: LegacyEngine | None = None,
+) -> dict[str, Any]:
     """The ADR-0448 row the shadow pass would take for ``run`` now: the decision of the pass's
     own reads (``reconciler.shadow``'s ``gather``), taken by the candidate's legacy decision
-    core as the pass takes it, so this view and the pass cannot disagree. Reads only."""
+    core as the pass takes it, so this view and the pass cannot disagree. Reads only.
+    ``engine``: the decision table's, as the pass's ports give it (default: ADR-0448's)."""
     from reconciler.shadow import gather
     from storage import LegacyCandidate
 
@@ -48,7 +55,7 @@ def legacy_now(conn: sqlite3.Connection, run: RunRow, enabled: frozenset[str]) -
         active_attempts=0,  # gather re-reads everything it needs; only the id is used
         attempt=None,
     )
-    facts, ctx = gather(conn, Repository(conn), cand, enabled)
+    facts, ctx = gather(conn, Repository(conn), cand, enabled, engine)
     decision = ctx.decision
     assert decision is not None  # the core decided before gather returned
     return {

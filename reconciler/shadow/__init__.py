@@ -5,8 +5,9 @@ the application layer's: ``reconciler.run_shadow`` (``reconciler/_shadow_entry.p
 
 from __future__ import annotations
 
+from reconciler.shadow._hooks import PassHooks
 from reconciler.shadow._pass import PassOutcome, gather, run_pass
-from reconciler.shadow._ports import PassHooks, PassPorts
+from reconciler.shadow._ports import PassPorts, PassWriter
 from reconciler.shadow._report import (
     BUDGETS,
     OUTCOME_KEYS,
@@ -33,6 +34,7 @@ __all__ = [
     "PassHooks",
     "PassOutcome",
     "PassPorts",
+    "PassWriter",
     "build_metrics",
     "build_report",
     "build_summary",

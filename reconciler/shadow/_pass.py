@@ -24,16 +24,16 @@ from fsm.qinglong import (
     InstanceEvidence,
     LegacyCore,
     LegacyDecision,
+    LegacyEngine,
     LegacyFacts,
     legacy_engine,
-    legacy_machine,
     select_evidence,
 )
 from reconciler._cursor import Cursor
 from reconciler.node import Clock, SystemClock
-from reconciler.shadow._ports import PassHooks, PassPorts
+from reconciler.shadow._ports import PassPorts
 from reconciler.shadow._report import KEY_OF_STATE, Budget, PassCounts
-from reconciler.shadow._writes import Context, write
+from reconciler.shadow._writes import Context
 from storage import (
     LegacyCandidate,
     LockBudget,
@@ -47,8 +47,6 @@ from storage import (
     lock_budget,
     write_blocker,
 )
-
-_NO_HOOKS = PassHooks()
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,8 @@ def run_pass(
     database still locked with the lock budget spent (or finds it read-only), the pass stops
     at once and raises that error (Busy / DatabaseReadOnly), which the bootstrap reports
     fail-open as ``state: failed`` with that ``errorType`` (docs/decisions.md "lock budget").
-    ``ports`` (default: the real parts) say where the database and the pages come from.
+    ``ports`` (default: the real parts) say where the database and the pages come from, the
+    decision table the pass decides by and what commits a decision.
     """
     clk = clock if clock is not None else SystemClock()
     ports = ports if ports is not None else PassPorts()
@@ -97,7 +96,7 @@ def run_pass(
                 checked = True
             for cand in page:
                 ports.hooks.before_decide(conn, cand)
-                state = decide(conn, repo, cand, enabled, clk, ports.hooks)
+                state = decide(conn, repo, cand, enabled, clk, ports)
                 ports.hooks.after_decide(conn, cand, state)
                 tally.setdefault(cand.origin, Counter())[KEY_OF_STATE[state]] += 1
             if page and page[-1].problem is None:
@@ -124,38 +123,40 @@ def decide(
     cand: LegacyCandidate,
     enabled: frozenset[str],
     clock: Clock,
-    hooks: PassHooks = _NO_HOOKS,
+    ports: PassPorts | None = None,
 ) -> str:
     """One candidate, first matching row wins; returns the legacy_shadow state reached.
+    ``ports``: the table, writer and hooks (default: the real parts).
 
     A lock past the lock budget or a read-only database is not this candidate's failure but
     the pass's: it is raised (named by its storage class, never its message) and ends the
     pass, so no later candidate waits for the same lock."""
+    ports = ports if ports is not None else PassPorts()
     try:
         if cand.problem is not None:
             raise LookupError("unreadable candidate row")  # row 12, for this candidate only
-        facts, ctx = gather(conn, repo, cand, enabled)
-        hooks.after_read(conn, cand)
+        facts, ctx = gather(conn, repo, cand, enabled, ports.engine)
+        ports.hooks.after_read(conn, cand)
         decision = ctx.decision
         assert decision is not None  # the core decided before gather returned
         # The guarded edge refuses (GuardRefused) unless this row is the first that matches;
         # each write transaction fires the row's guarded Run and Attempt edges on the facts it
         # re-reads, the same guard evaluated by storage (a refusal there is a Conflict: nothing
         # written, the candidate row 12, like every failed compare-and-set).
-        step = legacy_machine().plan("candidate", decision.trigger, facts)
+        step = ports.machine.plan("candidate", decision.trigger, facts)
 
         def reread(c: sqlite3.Connection) -> LegacyFacts:
-            return gather(c, Repository(c), cand, enabled)[0]
+            return gather(c, Repository(c), cand, enabled, ports.engine)[0]
 
-        write(repo, decision, ctx, clock, hooks, reread)
+        ports.write(repo, decision, ctx, clock, ports.hooks, reread)
         return step.dest
     except Exception as exc:
         if write_blocker(exc) is not None:
             path = getattr(conn, "path", "")
             raise (database_error(path, exc) if path else exc) from None
         # Row 12. Nothing of the exception leaves this function (privacy, spec 05).
-        failed = legacy_engine().start().fail(True)
-        return legacy_machine().plan("candidate", _decided(failed).trigger, failed.facts).dest
+        failed = ports.engine.start().fail(True)
+        return ports.machine.plan("candidate", _decided(failed).trigger, failed.facts).dest
 
 
 def gather(
@@ -163,15 +164,16 @@ def gather(
     repo: Repository,
     cand: LegacyCandidate,
     enabled: frozenset[str],
+    engine: LegacyEngine | None = None,
 ) -> tuple[LegacyFacts, Context]:
     """The facts of spec 05's table, re-read now (the page may be older than a write): the
     Run, then whatever evidence the candidate's core (``fsm.qinglong.LegacyCore``) still asks for
     before a row decides (its Attempts only for an eligible Run, the cron's RunningInstances
     only for exactly one active Attempt); the core's decision is in the context. The one
     reader of a candidate's facts: before the decision and again inside each write transaction
-    (the guard's re-read)."""
+    (the guard's re-read). ``engine``: the decision table's (default: ADR-0448's)."""
     run = repo.get_run(cand.run_id)
-    core = legacy_engine().start()
+    core = (engine if engine is not None else legacy_engine()).start()
     if run is None:
         core = core.observe("read_run", run_present=False)
         return core.facts, Context(decision=_decided(core))

@@ -1,9 +1,11 @@
 """The ports of the ADR-0448 pass: where it opens its database, where its candidate pages come
-from, and the points it passes through (spec 05 "Supervisor").
+from, the decision table it decides by, what commits a decision, and the points it passes
+through (spec 05 "Supervisor").
 
-The defaults are the real parts (``storage.connect``, ``storage.legacy_candidates``, hooks that
-do nothing). A harness that interleaves passes (the tests' simulator) plugs its own in here
-instead of patching the pass's module.
+The defaults are the real parts (``storage.connect``, ``storage.legacy_candidates``, ADR-0448's
+engine and legacy_shadow machine from ``fsm.qinglong``, the pass's own writes, hooks that do
+nothing). A harness (the tests' simulator, a changed decision table, a wrapped write) plugs its
+own in here instead of patching the pass's module.
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fsm import Lifecycle
+from fsm.qinglong import LegacyDecision, LegacyEngine, LegacyFacts, legacy_engine, legacy_machine
 from reconciler._cursor import Cursor
-from storage import LegacyCandidate, connect, legacy_candidates
+from reconciler.node import Clock
+from reconciler.shadow._hooks import PassHooks
+from reconciler.shadow._writes import Context, write
+from storage import LegacyCandidate, Repository, connect, legacy_candidates
 
 # (connection, enabled origins, after this cursor, page size) -> (page, truncated)
 CandidateSource = Callable[
@@ -22,25 +29,19 @@ CandidateSource = Callable[
 ]
 # (database path, busy timeout in seconds or None for storage's default) -> connection
 Opener = Callable[[str, float | None], sqlite3.Connection]
-
-
-class PassHooks:
-    """Points the pass passes through, in order. Each does nothing here; the pass never
-    depends on what a hook does (it may block, record, or raise to simulate a crash)."""
-
-    def before_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
-        """Before one candidate is re-read and decided."""
-
-    def after_read(self, conn: sqlite3.Connection, cand: LegacyCandidate) -> None:
-        """After the candidate's facts were read (``gather``) and its row decided, before
-        anything is written: the window in which another writer may move what the decision
-        used, which the write's compare-and-set and re-read guard must catch (spec 05)."""
-
-    def after_decide(self, conn: sqlite3.Connection, cand: LegacyCandidate, state: str) -> None:
-        """After a candidate was decided (and written): ``state`` is the legacy_shadow state."""
-
-    def between_commits(self) -> None:
-        """Between the Attempt commit and the Run commit of rows 9/10 (ADR-0448 §6)."""
+# (repository, decision, context, clock, hooks, the re-read of the facts inside a write
+# transaction) -> None: commits what the decided row says (``reconciler.shadow._writes.write``)
+PassWriter = Callable[
+    [
+        Repository,
+        LegacyDecision,
+        Context,
+        Clock,
+        PassHooks,
+        Callable[[sqlite3.Connection], LegacyFacts],
+    ],
+    None,
+]
 
 
 def connect_storage(db: str, busy_timeout_s: float | None) -> sqlite3.Connection:
@@ -57,3 +58,11 @@ class PassPorts:
     open: Opener = connect_storage
     candidates: CandidateSource = legacy_candidates
     hooks: PassHooks = field(default_factory=PassHooks)
+    # The decision table the pass decides by (its engine: every read of a candidate's facts and
+    # its row) and the legacy_shadow machine its decisions move on; a changed table's here
+    # changes both, never the Run and Attempt edges a write fires (those are fsm.qinglong's).
+    engine: LegacyEngine = field(default_factory=legacy_engine)
+    machine: Lifecycle = field(default_factory=legacy_machine)
+    # What commits a decided row; a harness may wrap the real one (other re-read facts, or the
+    # exception row 12 keeps to itself).
+    write: PassWriter = write

@@ -27,7 +27,7 @@ from fsm.qinglong import (
     LegacyFacts,
 )
 from reconciler.node import Clock
-from reconciler.shadow._ports import PassHooks
+from reconciler.shadow._hooks import PassHooks
 from storage import (
     ActiveAttempt,
     Actor,

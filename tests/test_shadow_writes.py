@@ -20,6 +20,8 @@ from fsm import (
 from fsm.qinglong import (
     LEGACY_ROWS,
     LEGACY_TABLE,
+    LegacyCore,
+    LegacyEngine,
     LegacyFacts,
 )
 from reconciler.node import FakeClock
@@ -317,6 +319,45 @@ def test_a_write_refused_on_its_re_read_raises_a_conflict_naming_the_run_and_the
         f"conflict: run {made.run_id} is no longer what ADR-0448 row {ROW_OF[kind]} was decided "
         "on; re-read and decide again"
     ]
+
+
+class CountingEngine(LegacyEngine):
+    """ADR-0448's engine, counting the candidate cores it starts (one per read of the facts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = 0
+
+    def start(self) -> LegacyCore:
+        self.started += 1
+        return super().start()
+
+
+@pytest.mark.parametrize("kind", sorted(WRITES))
+def test_the_pass_reads_every_candidates_facts_with_the_engine_its_ports_give(
+    db: LegacyDb, kind: str
+) -> None:
+    # Before the decision and again inside each write transaction (the guard's re-read).
+    made = WRITES[kind](db)
+    engine = CountingEngine()
+    real_write = PassPorts().write
+    rereads: list[object] = []
+
+    def write(repo: Any, decision: Any, ctx: Any, clock: Any, hooks: Any, reread: Any) -> None:
+        def counted(c: Any) -> Any:
+            rereads.append(c)
+            return reread(c)
+
+        real_write(repo, decision, ctx, clock, hooks, counted)
+
+    outcome = run_pass(
+        db.path, origins=ORIGINS, budget=Budget(page_size=50, max_pages=2), clock=EARLY,
+        ports=PassPorts(engine=engine, write=write),
+    )  # fmt: skip
+    assert sum(counts(outcome).values()) == 1 and "failed" not in counts(outcome)
+    assert db.status(made) == DONE[kind]
+    assert rereads  # every write re-reads in its transaction
+    assert engine.started == 1 + len(rereads)
 
 
 # --- the time of a write: the latest the aggregate already carries -----------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from _primary_support import dead_handle, linux_only, make_candidate, qlfsm
 from conftest import read_snapshot
+from test_dropped_inserts import one_error_line
 
 from storage import Repository, StorageError, WriteRefused, transaction
 
@@ -112,22 +113,23 @@ def test_a_refusal_on_a_plain_sqlite3_connection_points_at_sqlites_schema_comman
     assert "(sqlite3's `.schema` shows them)" in text
 
 
+def refused_candidate(repo: Repository, db_path: Path) -> object:
+    """A dead local process's running Run (row 13 would mark it lost) in a database whose
+    RunEvents another application's trigger refuses; the file's snapshot before anything."""
+    handle, pid = dead_handle()
+    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
+    abort_inserts_into(db_path, "RunEvents")
+    return read_snapshot(db_path)
+
+
 @linux_only
 def test_resolve_says_a_refused_write_in_one_line_and_writes_nothing(
     repo: Repository, db_path: Path
 ) -> None:
-    handle, pid = dead_handle()
-    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)
-    abort_inserts_into(db_path, "RunEvents")
-    before = read_snapshot(db_path)
-    done = qlfsm(
-        "resolve", "--db", str(db_path), "--run", "run-1", "--to", "lost", "--reason", "seen dead"
-    )
-    assert done.returncode == 1, done.stderr
-    assert done.stdout == ""
-    assert "Traceback" not in done.stderr
-    [line] = done.stderr.splitlines()
-    assert line.startswith("qlfsm: error: "), line
+    before = refused_candidate(repo, db_path)
+    done = qlfsm("resolve", "--db", str(db_path), "--run", "run-1", "--to", "lost", "--reason", "x")
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    line = one_error_line(done.stderr)  # one line, no traceback
     says_the_write_was_refused(line.removeprefix("qlfsm: error: "), db_path)
     assert read_snapshot(db_path) == before
 
@@ -136,10 +138,7 @@ def test_resolve_says_a_refused_write_in_one_line_and_writes_nothing(
 def test_reconcile_fails_the_candidate_at_row_14_naming_the_refusal_and_writes_nothing(
     repo: Repository, db_path: Path, tmp_path: Path
 ) -> None:
-    handle, pid = dead_handle()
-    make_candidate(repo, "run-1", "at-1", handle=handle, pid=pid)  # row 13 would mark it lost
-    abort_inserts_into(db_path, "RunEvents")
-    before = read_snapshot(db_path)
+    before = refused_candidate(repo, db_path)
     root = tmp_path / "receipts"
     root.mkdir()
     done = qlfsm("reconcile", "--db", str(db_path), "--receipt-root", str(root), "--json")

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fsm import Lifecycle
-from fsm.qinglong import LegacyDecision, LegacyEngine, LegacyFacts, legacy_engine, legacy_machine
+from fsm.qinglong import LegacyDecision, LegacyEngine, legacy_engine, legacy_machine
 from reconciler._cursor import Cursor
 from reconciler.node import Clock
 from reconciler.shadow._hooks import PassHooks
-from reconciler.shadow._writes import Context, write
+from reconciler.shadow._writes import Context, Reread, write
 from storage import LegacyCandidate, Repository, connect, legacy_candidates
 
 # (connection, enabled origins, after this cursor, page size) -> (page, truncated)
@@ -31,17 +31,7 @@ CandidateSource = Callable[
 Opener = Callable[[str, float | None], sqlite3.Connection]
 # (repository, decision, context, clock, hooks, the re-read of the facts inside a write
 # transaction) -> None: commits what the decided row says (``reconciler.shadow._writes.write``)
-PassWriter = Callable[
-    [
-        Repository,
-        LegacyDecision,
-        Context,
-        Clock,
-        PassHooks,
-        Callable[[sqlite3.Connection], LegacyFacts],
-    ],
-    None,
-]
+PassWriter = Callable[[Repository, LegacyDecision, Context, Clock, PassHooks, Reread], None]
 
 
 def connect_storage(db: str, busy_timeout_s: float | None) -> sqlite3.Connection:

@@ -14,6 +14,8 @@ The command line is ``reconciler.cli`` (``qlfsm``, ``python -m reconciler``).
 
 from __future__ import annotations
 
+# First (spec 06): in the `qlfsm` program, a signal while this package imports is one line too.
+from reconciler import _interrupt  # noqa: F401  (imported for that effect)
 from reconciler._cursor import Cursor
 from reconciler._errors import FatalError, RetryLater, UsageError
 from reconciler._profiles import ProfileError

@@ -13,8 +13,10 @@ or stderr that cannot be written (a closed pipe, a full disk, a closed descripto
   undocumented exit status 120 of CPython).
 - :func:`finish` flushes stdout itself, inside the handler, and decides the exit code.
 
-The entry point installs this before it imports any command module: what is imported
-before the handlers are installed is a window they do not cover.
+The entry point installs this before it imports any command module. Before that, while the
+program imports the ``reconciler`` package, ``reconciler._interrupt`` remembers a signal and
+:func:`start` raises it; only the interpreter's own start and the console script's first
+imports come before even that.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
+from reconciler import _interrupt
 from reconciler._escape import one_line
+from reconciler._interrupt import WATCHED
 
 EXIT_OUTPUT = 4
 # 128 + n, as a shell says. SIGHUP: the terminal or the session that started qlfsm went away
 # (an ssh connection dropped mid-`startup`); it ends the command like SIGTERM.
 EXIT_SIGNAL: dict[int, int] = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
-WATCHED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 
 
 class Terminated(BaseException):
@@ -185,11 +188,20 @@ def start(*, in_process: bool) -> None:
     sys.stderr = _Guarded(sys.stderr, "stderr")
     sys.unraisablehook = _on_unraisable
     for signum in WATCHED:
-        previous = signal.getsignal(signum)
+        # In the program, reconciler._interrupt stood in since the package's import began.
+        early = signum in _interrupt.ORIGINAL
+        previous = _interrupt.ORIGINAL.pop(signum) if early else signal.getsignal(signum)
         if previous == signal.SIG_IGN:
             continue  # the caller asked us to ignore it (nohup, a background job): keep that
         st.handlers[signum] = previous
         signal.signal(signum, _on_signal)
+    if _interrupt.EARLY:
+        # A signal while the program was still importing ends the command here, inside
+        # main(), as one that comes later would.
+        st.signum = _interrupt.EARLY[0]
+        _interrupt.EARLY.clear()
+        st.live = True
+        raise KeyboardInterrupt if st.signum == signal.SIGINT else Terminated
 
 
 def settle() -> None:

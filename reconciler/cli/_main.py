@@ -7,7 +7,8 @@ import importlib
 import sys
 
 # The guards are installed before any command module is imported, so a signal during a command
-# module's import is handled too (the `reconciler` package itself is imported before them).
+# module's import is handled too (one during the `reconciler` package's import is remembered by
+# reconciler/_interrupt.py and raised when the guards are installed).
 from reconciler.cli import _guard
 from reconciler.cli._exit import EXIT_USAGE
 

@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
-from reconciler import _interrupt
 from reconciler._escape import one_line
-from reconciler._interrupt import WATCHED
+from reconciler._interrupt import EARLY, ORIGINAL, WATCHED
 
 EXIT_OUTPUT = 4
 # 128 + n, as a shell says. SIGHUP: the terminal or the session that started qlfsm went away
@@ -189,17 +188,16 @@ def start(*, in_process: bool) -> None:
     sys.unraisablehook = _on_unraisable
     for signum in WATCHED:
         # In the program, reconciler._interrupt stood in since the package's import began.
-        early = signum in _interrupt.ORIGINAL
-        previous = _interrupt.ORIGINAL.pop(signum) if early else signal.getsignal(signum)
+        previous = ORIGINAL.pop(signum) if signum in ORIGINAL else signal.getsignal(signum)
         if previous == signal.SIG_IGN:
             continue  # the caller asked us to ignore it (nohup, a background job): keep that
         st.handlers[signum] = previous
         signal.signal(signum, _on_signal)
-    if _interrupt.EARLY:
+    if EARLY:
         # A signal while the program was still importing ends the command here, inside
         # main(), as one that comes later would.
-        st.signum = _interrupt.EARLY[0]
-        _interrupt.EARLY.clear()
+        st.signum = EARLY[0]
+        EARLY.clear()
         st.live = True
         raise KeyboardInterrupt if st.signum == signal.SIGINT else Terminated
 
